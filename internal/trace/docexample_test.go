@@ -1,0 +1,83 @@
+package trace_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// TestFormatDocExample checks that the worked example in docs/format.md is
+// what the Writer writes, so that the document cannot drift from the code.
+func TestFormatDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/format.md")
+	if err != nil {
+		t.Fatalf("reading the format document: %v", err)
+	}
+	want := docExampleBytes(t, string(doc))
+
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Info{StartUnixNano: 1700000000000000000, TimeUnit: 1,
+		Hostname: "h", Recorder: "mt", MaxFrames: 64, Command: []string{"./a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Uncompressed = true
+	for _, write := range []func() error{
+		func() error {
+			return w.ProcessStart(trace.Process{ID: 1, PID: 4242, PPID: 1, Exe: "/a", Args: []string{"a"}, Cwd: "/"})
+		},
+		func() error { return w.Thread(trace.Thread{Process: 1, Index: 1, TID: 4242}) },
+		func() error {
+			return w.Event(trace.Event{Kind: trace.KindAlloc, Process: 1, Thread: 1, Time: 1000,
+				API: trace.APIMalloc, Addr: 0x5000, Size: 24, Stack: 3})
+		},
+		func() error {
+			return w.Event(trace.Event{Kind: trace.KindAlloc, Process: 1, Thread: 1, Time: 1200,
+				API: trace.APIMalloc, Addr: 0x4fe0, Size: 300, Stack: 4})
+		},
+		func() error {
+			return w.Event(trace.Event{Kind: trace.KindRealloc, Process: 1, Thread: 1, Time: 1250,
+				API: trace.APIRealloc, OldAddr: 0x5000, Addr: 0x5040, Size: 48, Stack: 3})
+		},
+		func() error {
+			return w.Event(trace.Event{Kind: trace.KindFree, Process: 1, Thread: 1, Time: 1300,
+				API: trace.APIFree, Addr: 0x4fe0, Stack: 2})
+		},
+		w.Close,
+	} {
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("the example in docs/format.md is out of date; the Writer writes:\n%s", hex.Dump(buf.Bytes()))
+	}
+}
+
+// docExampleBytes returns the bytes of the hex dump in the Example section.
+func docExampleBytes(t *testing.T, doc string) []byte {
+	_, example, ok := strings.Cut(doc, "\n## Example\n")
+	if !ok {
+		t.Fatal("docs/format.md has no Example section")
+	}
+	_, dump, ok := strings.Cut(example, "```\n")
+	dump, _, ok2 := strings.Cut(dump, "```")
+	if !ok || !ok2 {
+		t.Fatal("the Example section has no hex dump")
+	}
+	var data []byte
+	for _, line := range strings.Split(strings.TrimSpace(dump), "\n") {
+		// Offset, then up to 16 bytes in two groups, then |text|.
+		fields := strings.Fields(strings.Split(line, "|")[0])
+		b, err := hex.DecodeString(strings.Join(fields[1:], ""))
+		if err != nil {
+			t.Fatalf("bad hex dump line %q: %v", line, err)
+		}
+		data = append(data, b...)
+	}
+	return data
+}

@@ -1,0 +1,432 @@
+// Package trace defines memtrail's trace file format and holds its streaming
+// Writer and Reader. It depends on nothing else in memtrail: the recorder
+// writes traces with it, and analysis reads them with it.
+//
+// The format is specified in prose in docs/format.md; this file is the same
+// specification in code, used by both the Writer and the Reader.
+package trace
+
+import "fmt"
+
+// Magic is the first eight bytes of every trace file.
+const Magic = "memtrail"
+
+// Version is the format version this package writes and reads.
+const Version = 1
+
+// fileHeaderSize is the size of the fixed file header: magic, version u16,
+// flags u16, reserved u32.
+const fileHeaderSize = 16
+
+// blockMagic starts every block ("MTBK" in little-endian byte order).
+const blockMagic = 0x4b42544d
+
+// blockHeaderSize is the size of a block header: magic u32, encoding u8,
+// three reserved bytes, stored length u32, raw length u32, CRC-32C u32.
+const blockHeaderSize = 20
+
+// maxBlockRaw bounds a block's decoded size; a header claiming more is
+// corrupt. Writers flush blocks long before this.
+const maxBlockRaw = 64 << 20
+
+// Block payload encodings.
+const (
+	encodingRaw  = 0
+	encodingZstd = 1
+)
+
+// Kind says what a record is. Kinds below KindFirstSkippable have a fixed
+// grammar every reader of this version knows; kinds from KindFirstSkippable
+// up to 0x7f are prefixed with their length so that older readers can skip
+// them.
+type Kind uint8
+
+const (
+	KindInvalid      Kind = 0x00
+	KindInfo         Kind = 0x01 // facts about the recording as a whole; first record of the file
+	KindProcessStart Kind = 0x02 // a process (one program image) began to be recorded
+	KindProcessEnd   Kind = 0x03 // and how it ended
+	KindThread       Kind = 0x04 // a thread of a process was first seen
+	KindThreadEnd    Kind = 0x05 // a thread exited
+	KindObject       Kind = 0x06 // an ELF file (executable or shared library)
+	KindModule       Kind = 0x07 // an object mapped into a process
+	KindModuleUnload Kind = 0x08 // a module was unmapped (dlclose)
+	KindStackNode    Kind = 0x09 // one frame of the call-stack tree of a process
+	KindString       Kind = 0x0a // an interned string
+	KindSymbol       Kind = 0x0b // the source frames of one code address of an object
+	KindObjectStatus Kind = 0x0c // how well an object could be symbolized
+	KindContext      Kind = 0x10 // following events belong to this process and thread
+	KindAlloc        Kind = 0x11 // a block was allocated
+	KindFree         Kind = 0x12 // a block was released
+	KindRealloc      Kind = 0x13 // a block was resized or moved
+	KindLost         Kind = 0x14 // events of a process are known to be missing
+	KindFork         Kind = 0x15 // a process forked: the child starts with a copy of its heap
+	KindEnd          Kind = 0x1f // the trace was completed; last record of the file
+
+	KindFirstSkippable Kind = 0x40
+	kindLastSkippable  Kind = 0x7f
+)
+
+var kindNames = map[Kind]string{
+	KindInfo: "info", KindProcessStart: "process-start", KindProcessEnd: "process-end",
+	KindThread: "thread", KindThreadEnd: "thread-end", KindObject: "object",
+	KindModule: "module", KindModuleUnload: "module-unload", KindStackNode: "stack-node",
+	KindString: "string", KindSymbol: "symbol", KindObjectStatus: "object-status",
+	KindContext: "context", KindAlloc: "alloc", KindFree: "free", KindRealloc: "realloc",
+	KindLost: "lost", KindFork: "fork", KindEnd: "end",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind(0x%02x)", uint8(k))
+}
+
+// IsEvent reports whether records of kind k are memory events.
+func (k Kind) IsEvent() bool { return k == KindAlloc || k == KindFree || k == KindRealloc }
+
+// API says which allocator entry point an event went through.
+type API uint8
+
+const (
+	APIUnknown API = iota
+	APIMalloc
+	APICalloc
+	APIRealloc
+	APIReallocArray
+	APIFree
+	APIPosixMemalign
+	APIAlignedAlloc
+	APIMemalign
+	APIValloc
+	APIPvalloc
+	APINew                     // operator new(size_t)
+	APINewNothrow              // operator new(size_t, nothrow_t const&)
+	APINewAligned              // operator new(size_t, align_val_t)
+	APINewAlignedNothrow       // operator new(size_t, align_val_t, nothrow_t const&)
+	APINewArray                // operator new[](size_t)
+	APINewArrayNothrow         // operator new[](size_t, nothrow_t const&)
+	APINewArrayAligned         // operator new[](size_t, align_val_t)
+	APINewArrayAlignedNothrow  // operator new[](size_t, align_val_t, nothrow_t const&)
+	APIDelete                  // operator delete(void*)
+	APIDeleteSized             // operator delete(void*, size_t)
+	APIDeleteAligned           // operator delete(void*, align_val_t)
+	APIDeleteSizedAligned      // operator delete(void*, size_t, align_val_t)
+	APIDeleteNothrow           // operator delete(void*, nothrow_t const&)
+	APIDeleteAlignedNothrow    // operator delete(void*, align_val_t, nothrow_t const&)
+	APIDeleteArray             // operator delete[](void*)
+	APIDeleteArraySized        // operator delete[](void*, size_t)
+	APIDeleteArrayAligned      // operator delete[](void*, align_val_t)
+	APIDeleteArraySizedAligned // operator delete[](void*, size_t, align_val_t)
+	APIDeleteArrayNothrow      // operator delete[](void*, nothrow_t const&)
+	APIDeleteArrayAlignedNothrow
+	apiCount
+)
+
+var apiNames = [apiCount]string{
+	APIUnknown: "unknown", APIMalloc: "malloc", APICalloc: "calloc", APIRealloc: "realloc",
+	APIReallocArray: "reallocarray", APIFree: "free", APIPosixMemalign: "posix_memalign",
+	APIAlignedAlloc: "aligned_alloc", APIMemalign: "memalign", APIValloc: "valloc", APIPvalloc: "pvalloc",
+	APINew: "operator new", APINewNothrow: "operator new(nothrow)", APINewAligned: "operator new(align)",
+	APINewAlignedNothrow: "operator new(align, nothrow)", APINewArray: "operator new[]",
+	APINewArrayNothrow: "operator new[](nothrow)", APINewArrayAligned: "operator new[](align)",
+	APINewArrayAlignedNothrow: "operator new[](align, nothrow)", APIDelete: "operator delete",
+	APIDeleteSized: "operator delete(sized)", APIDeleteAligned: "operator delete(align)",
+	APIDeleteSizedAligned: "operator delete(sized, align)", APIDeleteNothrow: "operator delete(nothrow)",
+	APIDeleteAlignedNothrow: "operator delete(align, nothrow)", APIDeleteArray: "operator delete[]",
+	APIDeleteArraySized: "operator delete[](sized)", APIDeleteArrayAligned: "operator delete[](align)",
+	APIDeleteArraySizedAligned: "operator delete[](sized, align)", APIDeleteArrayNothrow: "operator delete[](nothrow)",
+	APIDeleteArrayAlignedNothrow: "operator delete[](align, nothrow)",
+}
+
+func (a API) String() string {
+	if a < apiCount {
+		return apiNames[a]
+	}
+	return fmt.Sprintf("api(%d)", uint8(a))
+}
+
+// Valid reports whether a is a known API.
+func (a API) Valid() bool { return a < apiCount }
+
+// Family groups APIs whose blocks may be released by each other: a block
+// from new[] must be released by delete[], one from malloc by free.
+type Family uint8
+
+const (
+	FamilyUnknown  Family = iota
+	FamilyMalloc          // malloc, calloc, realloc, memalign, ... / free, realloc
+	FamilyNew             // operator new / operator delete
+	FamilyNewArray        // operator new[] / operator delete[]
+)
+
+func (f Family) String() string {
+	switch f {
+	case FamilyMalloc:
+		return "malloc"
+	case FamilyNew:
+		return "new"
+	case FamilyNewArray:
+		return "new[]"
+	}
+	return "unknown"
+}
+
+// Family returns the family of a.
+func (a API) Family() Family {
+	switch {
+	case a >= APIMalloc && a <= APIPvalloc:
+		return FamilyMalloc
+	case a >= APINew && a <= APINewAlignedNothrow, a >= APIDelete && a <= APIDeleteAlignedNothrow:
+		return FamilyNew
+	case a >= APINewArray && a <= APINewArrayAlignedNothrow, a >= APIDeleteArray && a <= APIDeleteArrayAlignedNothrow:
+		return FamilyNewArray
+	}
+	return FamilyUnknown
+}
+
+// EndHow says how a process ended.
+type EndHow uint8
+
+const (
+	EndUnknown  EndHow = iota // the recorder lost sight of it without learning how
+	EndExited                 // it called exit; Code is the exit status
+	EndSignaled               // it was killed by signal Code
+	EndExec                   // it replaced its image with exec; the new image is a new process
+	EndRunning                // it was still running when recording stopped
+)
+
+func (h EndHow) String() string {
+	switch h {
+	case EndExited:
+		return "exited"
+	case EndSignaled:
+		return "killed by signal"
+	case EndExec:
+		return "replaced by exec"
+	case EndRunning:
+		return "still running when recording stopped"
+	}
+	return "unknown"
+}
+
+// SymbolStatus says how well an object could be symbolized.
+type SymbolStatus uint8
+
+const (
+	SymbolsFull     SymbolStatus = iota // functions, files and lines
+	SymbolsNoDebug                      // function names only: no DWARF found
+	SymbolsMissing                      // the file could not be read
+	SymbolsMismatch                     // the file's build-id differs from the one that ran
+	SymbolsStripped                     // neither DWARF nor a symbol table for most addresses
+)
+
+func (s SymbolStatus) String() string {
+	switch s {
+	case SymbolsFull:
+		return "full"
+	case SymbolsNoDebug:
+		return "no debug info"
+	case SymbolsMissing:
+		return "file missing"
+	case SymbolsMismatch:
+		return "build-id mismatch"
+	case SymbolsStripped:
+		return "stripped"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Segment flags, as in ELF program headers.
+const (
+	SegmentExec  = 1
+	SegmentWrite = 2
+	SegmentRead  = 4
+)
+
+// Info describes the recording as a whole.
+type Info struct {
+	StartUnixNano int64    // wall-clock time of time zero
+	TimeUnit      uint64   // nanoseconds per unit of event time deltas (>= 1)
+	Hostname      string   //
+	Recorder      string   // name and version of the program that wrote the trace
+	MaxFrames     uint64   // the call-stack depth limit the agent used
+	Command       []string // the command line that was recorded
+}
+
+// Process is one program image: a fork starts a new process, and so does an
+// exec (the pid stays, the image changes).
+type Process struct {
+	ID     uint64 // trace-local, from 1
+	PID    uint64
+	PPID   uint64
+	Parent uint64 // ID of the parent process in this trace, 0 if none
+	Time   uint64 // ns since time zero
+	Exe    string
+	Args   []string
+	Cwd    string
+}
+
+// ProcessEnd says how a process ended.
+type ProcessEnd struct {
+	ID   uint64
+	Time uint64
+	How  EndHow
+	Code int64 // exit status or signal number
+	Lost uint64
+}
+
+// Thread is a thread of a process. Index is what events refer to.
+type Thread struct {
+	Process uint64
+	Index   uint64 // from 1 within its process
+	TID     uint64
+	Time    uint64
+}
+
+// Object is an ELF file, identified within the trace by ID.
+type Object struct {
+	ID      uint64 // from 1
+	Path    string
+	BuildID []byte
+}
+
+// Segment is one PT_LOAD segment of a module.
+type Segment struct {
+	Vaddr  uint64 // link-time virtual address
+	Memsz  uint64
+	Offset uint64 // file offset
+	Flags  uint64 // SegmentRead|SegmentWrite|SegmentExec
+}
+
+// ThreadEnd says a thread of a process exited.
+type ThreadEnd struct {
+	Process uint64
+	Index   uint64
+	Time    uint64
+}
+
+// Module is an object mapped into a process at Base (the load bias: a
+// runtime address minus Base is the object's link-time virtual address).
+type Module struct {
+	Process  uint64
+	ID       uint64 // per process, from 1, never reused
+	Object   uint64
+	Base     uint64
+	Time     uint64
+	Segments []Segment
+}
+
+// ModuleUnload says a module is no longer mapped.
+type ModuleUnload struct {
+	Process uint64
+	ID      uint64
+	Time    uint64
+}
+
+// StackNode is one node of a process's call-stack tree. A stack is named by
+// its innermost node; following Parent leads outwards to the root (0). Offset
+// is the return address minus the module's Base.
+type StackNode struct {
+	Process uint64
+	ID      uint64 // from 1 within its process
+	Parent  uint64
+	Module  uint64
+	Offset  uint64
+}
+
+// String is an interned string used by Symbol records.
+type String struct {
+	ID    uint64 // from 1
+	Value string
+}
+
+// Frame is one source-level frame. In a Symbol, Frames[0] is the innermost
+// (possibly inlined) function and the last frame is the real function the
+// address belongs to.
+type Frame struct {
+	Function uint64 // String ID; 0 if unknown
+	File     uint64 // String ID; 0 if unknown
+	Line     uint64
+}
+
+// Symbol gives the source frames of the return address Offset of an object
+// (symbolized at Offset-1, inside the call instruction).
+type Symbol struct {
+	Object uint64
+	Offset uint64
+	Frames []Frame
+}
+
+// ObjectStatus says how well an object could be symbolized, and why.
+type ObjectStatus struct {
+	Object  uint64
+	Status  SymbolStatus
+	Message string
+}
+
+// Event is a memory event. Addr is the block's address (the new address for
+// a realloc); OldAddr is the address a realloc was given; Size is the
+// requested size (0 for frees). Thread is the thread index of its process.
+type Event struct {
+	Kind    Kind // KindAlloc, KindFree or KindRealloc
+	API     API
+	Process uint64
+	Thread  uint64
+	Time    uint64 // ns since time zero, rounded down to Info.TimeUnit; never decreasing
+	Addr    uint64
+	OldAddr uint64
+	Size    uint64
+	Stack   uint64 // StackNode ID of its process; 0 if no stack was taken
+}
+
+// Lost says that Count events of a process are known to be missing.
+type Lost struct {
+	Process uint64
+	Count   uint64
+	Reason  string
+}
+
+// Fork marks the point in a process's history at which it forked. The
+// child (a process whose ProcessStart comes after this record) starts with
+// a copy of the parent's heap as of here: its blocks are live in the child
+// too, and — as valgrind counts — the child's totals start from the
+// parent's.
+type Fork struct {
+	Process uint64 // the parent
+	Child   uint64 // the child's process ID in this trace
+	Time    uint64 // ns since time zero
+}
+
+// End is the last record of a completed trace.
+type End struct {
+	Time   uint64 // ns since time zero
+	Events uint64 // memory events written
+}
+
+// Record is one record of a trace as the Reader returns it and the Writer's
+// Write method takes it. Kind says which field is set: Event for memory
+// events (a value, so that reading events allocates nothing), otherwise the
+// one pointer field of that kind's type. Context records never appear here:
+// the Reader folds them into the Process and Thread of the events.
+type Record struct {
+	Kind  Kind
+	Event Event
+
+	Info         *Info
+	Process      *Process // KindProcessStart
+	ProcessEnd   *ProcessEnd
+	Thread       *Thread
+	ThreadEnd    *ThreadEnd
+	Object       *Object
+	Module       *Module
+	ModuleUnload *ModuleUnload
+	StackNode    *StackNode
+	String       *String
+	Symbol       *Symbol
+	ObjectStatus *ObjectStatus
+	Lost         *Lost
+	Fork         *Fork
+	End          *End
+}

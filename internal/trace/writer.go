@@ -1,0 +1,516 @@
+package trace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultBlockSize is the decoded size at which a Writer ends a block unless
+// told otherwise: big enough for zstd to compress well, small enough that
+// damage costs little and readers can work on blocks in parallel.
+const DefaultBlockSize = 1 << 20
+
+// maxEventSize is the most bytes an event takes, with its context record.
+const maxEventSize = 1 + 2*binary.MaxVarintLen64 + // context
+	1 + 1 + 5*binary.MaxVarintLen64 // kind, api; dt, two addresses, size, stack
+
+// blocksInFlight bounds how many finished blocks may wait to be compressed
+// and written while the caller encodes the next one.
+const blocksInFlight = 2
+
+var errWriterClosed = errors.New("trace writer is closed")
+
+// Writer writes a trace file. It encodes records into blocks, and
+// compresses and writes each finished block in the background while the
+// caller goes on encoding the next one.
+//
+// Errors are sticky: once writing to the underlying writer has failed, every
+// later call returns that error, and the blocks written before it stay
+// readable. A Writer is not safe for concurrent use.
+type Writer struct {
+	// BlockSize is the decoded size in bytes at which a block is ended; 0
+	// means DefaultBlockSize. Tests set it small to get many blocks.
+	BlockSize int
+	// Uncompressed stores blocks as they are instead of compressing them.
+	Uncompressed bool
+
+	out  io.Writer
+	unit uint64 // Info.TimeUnit
+	buf  []byte // the block being encoded
+	rec  []byte // one non-event record being encoded
+
+	// Delta state of the block being encoded, reset with every block.
+	haveContext                   bool
+	process, thread               uint64
+	prevTime, prevAddr, prevStack uint64
+
+	floorTime  uint64 // wire time of the latest event; no event goes below it
+	lastTime   uint64 // latest time in ns of any record, for End
+	events     uint64
+	endWritten bool
+	closed     bool
+	err        error // sticky
+
+	pipe pipeline
+}
+
+// NewWriter writes the file header to w and starts the first block with the
+// Info record. A zero info.TimeUnit means 1 ns.
+func NewWriter(w io.Writer, info Info) (*Writer, error) {
+	if info.TimeUnit == 0 {
+		info.TimeUnit = 1
+	}
+	var header [fileHeaderSize]byte
+	copy(header[:], Magic)
+	binary.LittleEndian.PutUint16(header[8:], Version)
+	if _, err := w.Write(header[:]); err != nil {
+		return nil, fmt.Errorf("writing trace header: %w", err)
+	}
+	tw := &Writer{out: w, unit: info.TimeUnit}
+	tw.pipe.init()
+	tw.buf = tw.pipe.buffer(0)
+	if err := tw.info(info); err != nil {
+		return nil, err
+	}
+	return tw, nil
+}
+
+// Event writes a memory event. It allocates nothing: this is the hot path
+// of recording.
+//
+// Times are written in units of Info.TimeUnit, rounded down, and clamped so
+// that they never go below the time of the previous event: events of
+// different threads may reach the recorder slightly out of order, and the
+// format stores time as an unsigned delta.
+func (w *Writer) Event(e Event) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if !e.Kind.IsEvent() {
+		return fmt.Errorf("writing event: kind %v is not an event", e.Kind)
+	}
+	w.buf = w.appendEvent(w.buf, e)
+	w.events++
+	if len(w.buf) >= w.blockSize() {
+		return w.endBlock()
+	}
+	return nil
+}
+
+// appendEvent encodes e against the delta state, after a context record if
+// e's process or thread is not the block's current one.
+func (w *Writer) appendEvent(b []byte, e Event) []byte {
+	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
+		b = append(b, byte(KindContext))
+		b = binary.AppendUvarint(b, e.Process)
+		b = binary.AppendUvarint(b, e.Thread)
+		w.haveContext, w.process, w.thread = true, e.Process, e.Thread
+	}
+	t := e.Time
+	if w.unit != 1 { // a division costs more than all the rest
+		t /= w.unit
+	}
+	t = max(t, w.floorTime)
+	w.floorTime = t
+	w.lastTime = max(w.lastTime, t*w.unit)
+
+	b = append(b, byte(e.Kind))
+	b = binary.AppendUvarint(b, t-w.prevTime)
+	b = append(b, byte(e.API))
+	switch e.Kind {
+	case KindAlloc:
+		b = binary.AppendVarint(b, int64(e.Addr-w.prevAddr))
+		b = binary.AppendUvarint(b, e.Size)
+	case KindFree:
+		b = binary.AppendVarint(b, int64(e.Addr-w.prevAddr))
+	case KindRealloc:
+		b = binary.AppendVarint(b, int64(e.OldAddr-w.prevAddr))
+		b = binary.AppendVarint(b, int64(e.Addr-e.OldAddr))
+		b = binary.AppendUvarint(b, e.Size)
+	}
+	b = binary.AppendVarint(b, int64(e.Stack-w.prevStack))
+	w.prevTime, w.prevAddr, w.prevStack = t, e.Addr, e.Stack
+	return b
+}
+
+// ProcessStart writes the start of a process.
+func (w *Writer) ProcessStart(p Process) error {
+	b := w.begin(KindProcessStart)
+	b = appendUvarints(b, p.ID, p.PID, p.PPID, p.Parent, p.Time)
+	b = appendString(b, p.Exe)
+	b = appendStrings(b, p.Args)
+	b = appendString(b, p.Cwd)
+	return w.finish(b, p.Time)
+}
+
+// ProcessEnd writes how a process ended.
+func (w *Writer) ProcessEnd(p ProcessEnd) error {
+	b := w.begin(KindProcessEnd)
+	b = appendUvarints(b, p.ID, p.Time, uint64(p.How))
+	b = binary.AppendVarint(b, p.Code)
+	b = binary.AppendUvarint(b, p.Lost)
+	return w.finish(b, p.Time)
+}
+
+// Thread writes the first sighting of a thread.
+func (w *Writer) Thread(t Thread) error {
+	b := w.begin(KindThread)
+	b = appendUvarints(b, t.Process, t.Index, t.TID, t.Time)
+	return w.finish(b, t.Time)
+}
+
+// ThreadEnd writes the exit of a thread.
+func (w *Writer) ThreadEnd(t ThreadEnd) error {
+	b := w.begin(KindThreadEnd)
+	b = appendUvarints(b, t.Process, t.Index, t.Time)
+	return w.finish(b, t.Time)
+}
+
+// Object writes an ELF file's identity.
+func (w *Writer) Object(o Object) error {
+	b := w.begin(KindObject)
+	b = binary.AppendUvarint(b, o.ID)
+	b = appendString(b, o.Path)
+	b = appendBytes(b, o.BuildID)
+	return w.finish(b, 0)
+}
+
+// Module writes the mapping of an object into a process.
+func (w *Writer) Module(m Module) error {
+	b := w.begin(KindModule)
+	b = appendUvarints(b, m.Process, m.ID, m.Object, m.Base, m.Time, uint64(len(m.Segments)))
+	for _, s := range m.Segments {
+		b = appendUvarints(b, s.Vaddr, s.Memsz, s.Offset, s.Flags)
+	}
+	return w.finish(b, m.Time)
+}
+
+// ModuleUnload writes the unmapping of a module.
+func (w *Writer) ModuleUnload(m ModuleUnload) error {
+	b := w.begin(KindModuleUnload)
+	b = appendUvarints(b, m.Process, m.ID, m.Time)
+	return w.finish(b, m.Time)
+}
+
+// StackNode writes one node of a process's call-stack tree.
+func (w *Writer) StackNode(n StackNode) error {
+	b := w.begin(KindStackNode)
+	b = appendUvarints(b, n.Process, n.ID, n.Parent, n.Module, n.Offset)
+	return w.finish(b, 0)
+}
+
+// String writes an interned string.
+func (w *Writer) String(s String) error {
+	b := w.begin(KindString)
+	b = binary.AppendUvarint(b, s.ID)
+	b = appendString(b, s.Value)
+	return w.finish(b, 0)
+}
+
+// Symbol writes the source frames of a code address.
+func (w *Writer) Symbol(s Symbol) error {
+	b := w.begin(KindSymbol)
+	b = appendUvarints(b, s.Object, s.Offset, uint64(len(s.Frames)))
+	for _, f := range s.Frames {
+		b = appendUvarints(b, f.Function, f.File, f.Line)
+	}
+	return w.finish(b, 0)
+}
+
+// ObjectStatus writes how well an object could be symbolized.
+func (w *Writer) ObjectStatus(s ObjectStatus) error {
+	b := w.begin(KindObjectStatus)
+	b = appendUvarints(b, s.Object, uint64(s.Status))
+	b = appendString(b, s.Message)
+	return w.finish(b, 0)
+}
+
+// Lost writes that events of a process are known to be missing.
+func (w *Writer) Lost(l Lost) error {
+	b := w.begin(KindLost)
+	b = appendUvarints(b, l.Process, l.Count)
+	b = appendString(b, l.Reason)
+	return w.finish(b, 0)
+}
+
+// Fork writes that a process forked.
+func (w *Writer) Fork(f Fork) error {
+	b := w.begin(KindFork)
+	b = appendUvarints(b, f.Process, f.Child, f.Time)
+	return w.finish(b, 0)
+}
+
+// Write writes any record but Info, which only NewWriter writes. An End
+// record written here replaces the one Close would write; copying tools and
+// tests use that to reproduce a trace exactly.
+func (w *Writer) Write(r Record) error {
+	if r.Kind.IsEvent() {
+		return w.Event(r.Event)
+	}
+	switch r.Kind {
+	case KindProcessStart:
+		return writeValue(w.ProcessStart, r.Kind, r.Process)
+	case KindProcessEnd:
+		return writeValue(w.ProcessEnd, r.Kind, r.ProcessEnd)
+	case KindThread:
+		return writeValue(w.Thread, r.Kind, r.Thread)
+	case KindThreadEnd:
+		return writeValue(w.ThreadEnd, r.Kind, r.ThreadEnd)
+	case KindObject:
+		return writeValue(w.Object, r.Kind, r.Object)
+	case KindModule:
+		return writeValue(w.Module, r.Kind, r.Module)
+	case KindModuleUnload:
+		return writeValue(w.ModuleUnload, r.Kind, r.ModuleUnload)
+	case KindStackNode:
+		return writeValue(w.StackNode, r.Kind, r.StackNode)
+	case KindString:
+		return writeValue(w.String, r.Kind, r.String)
+	case KindSymbol:
+		return writeValue(w.Symbol, r.Kind, r.Symbol)
+	case KindObjectStatus:
+		return writeValue(w.ObjectStatus, r.Kind, r.ObjectStatus)
+	case KindLost:
+		return writeValue(w.Lost, r.Kind, r.Lost)
+	case KindFork:
+		return writeValue(w.Fork, r.Kind, r.Fork)
+	case KindEnd:
+		return writeValue(w.end, r.Kind, r.End)
+	}
+	return fmt.Errorf("writing record: cannot write a %v record", r.Kind)
+}
+
+// writeValue writes *v, which a record of kind k must carry.
+func writeValue[T any](write func(T) error, k Kind, v *T) error {
+	if v == nil {
+		return fmt.Errorf("writing record: %v record has no value", k)
+	}
+	return write(*v)
+}
+
+// Flush ends the current block and waits until it and all blocks before it
+// have been written to the underlying writer.
+func (w *Writer) Flush() error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	if err := w.endBlock(); err != nil {
+		return err
+	}
+	w.pipe.wait()
+	return w.check()
+}
+
+// Close writes the End record, unless one was written with Write, and
+// flushes. It does not close the underlying writer.
+func (w *Writer) Close() error {
+	if w.closed {
+		return w.err
+	}
+	if !w.endWritten {
+		if err := w.end(End{Time: w.lastTime, Events: w.events}); err != nil {
+			return err
+		}
+	}
+	err := w.Flush()
+	w.closed = true
+	return err
+}
+
+func (w *Writer) info(i Info) error {
+	b := w.begin(KindInfo)
+	b = binary.AppendVarint(b, i.StartUnixNano)
+	b = appendUvarints(b, i.TimeUnit)
+	b = appendString(b, i.Hostname)
+	b = appendString(b, i.Recorder)
+	b = binary.AppendUvarint(b, i.MaxFrames)
+	b = appendStrings(b, i.Command)
+	return w.finish(b, 0)
+}
+
+func (w *Writer) end(e End) error {
+	b := w.begin(KindEnd)
+	b = appendUvarints(b, e.Time, e.Events)
+	if err := w.finish(b, 0); err != nil {
+		return err
+	}
+	w.endWritten = true
+	return nil
+}
+
+// check returns the sticky error, picking up a failure of the background
+// writes.
+func (w *Writer) check() error {
+	if w.err == nil && w.pipe.failed.Load() {
+		w.err = w.pipe.error()
+	}
+	if w.err == nil && w.closed {
+		return errWriterClosed
+	}
+	return w.err
+}
+
+// begin starts encoding a non-event record. Such records are encoded apart
+// from the block so that one too big for the current block can start the
+// next one; they do not use the delta state, so that is safe.
+func (w *Writer) begin(k Kind) []byte {
+	return append(w.rec[:0], byte(k))
+}
+
+// finish appends the record encoded in rec to the block. t is a time in ns
+// the record carries, for End.
+func (w *Writer) finish(rec []byte, t uint64) error {
+	w.rec = rec
+	if err := w.check(); err != nil {
+		return err
+	}
+	if len(rec) > maxBlockRaw {
+		return fmt.Errorf("writing %v record: %d bytes is more than a block can hold", Kind(rec[0]), len(rec))
+	}
+	if len(w.buf)+len(rec) > maxBlockRaw {
+		if err := w.endBlock(); err != nil {
+			return err
+		}
+	}
+	w.buf = append(w.buf, rec...)
+	w.lastTime = max(w.lastTime, t)
+	if len(w.buf) >= w.blockSize() {
+		return w.endBlock()
+	}
+	return nil
+}
+
+func (w *Writer) blockSize() int {
+	if w.BlockSize <= 0 {
+		return DefaultBlockSize
+	}
+	// Cutting at half the limit leaves room for any event after it.
+	return min(w.BlockSize, maxBlockRaw/2)
+}
+
+// endBlock hands the current block to the background and starts a new one
+// with fresh delta state.
+func (w *Writer) endBlock() error {
+	if len(w.buf) == 0 {
+		return w.check()
+	}
+	w.pipe.send(w.out, w.buf, !w.Uncompressed)
+	w.buf = w.pipe.buffer(w.blockSize() + maxEventSize)
+	w.haveContext = false
+	w.process, w.thread = 0, 0
+	w.prevTime, w.prevAddr, w.prevStack = 0, 0, 0
+	return w.check()
+}
+
+// pipeline compresses and writes finished blocks in background goroutines,
+// one per block, that write in the order the blocks were sent.
+type pipeline struct {
+	slots    chan struct{} // one token per block in flight
+	lastDone chan struct{} // closed once the last block sent has been written
+	free     chan []byte   // buffers to reuse
+
+	failed atomic.Bool
+	mu     sync.Mutex
+	err    error
+}
+
+func (p *pipeline) init() {
+	p.slots = make(chan struct{}, blocksInFlight)
+	p.free = make(chan []byte, 2*blocksInFlight+1)
+}
+
+// buffer returns an empty buffer with room for size bytes, reusing one if
+// it can.
+func (p *pipeline) buffer(size int) []byte {
+	select {
+	case b := <-p.free:
+		if cap(b) >= size {
+			return b[:0]
+		}
+	default:
+	}
+	return make([]byte, 0, size)
+}
+
+func (p *pipeline) recycle(b []byte) {
+	select {
+	case p.free <- b:
+	default:
+	}
+}
+
+// send hands raw to a goroutine that compresses it, waits for the block
+// before it to be written, then writes it. It blocks while blocksInFlight
+// blocks are still on their way.
+func (p *pipeline) send(out io.Writer, raw []byte, compress bool) {
+	p.slots <- struct{}{}
+	prev := p.lastDone
+	done := make(chan struct{})
+	p.lastDone = done
+	go func() {
+		block := appendBlock(p.buffer(blockHeaderSize+len(raw)), raw, compress)
+		p.recycle(raw)
+		if prev != nil {
+			<-prev
+		}
+		if !p.failed.Load() {
+			if _, err := out.Write(block); err != nil {
+				p.fail(fmt.Errorf("writing trace block: %w", err))
+			}
+		}
+		p.recycle(block)
+		close(done)
+		<-p.slots
+	}()
+}
+
+// wait returns once every block sent has been written or dropped.
+func (p *pipeline) wait() {
+	if p.lastDone != nil {
+		<-p.lastDone
+	}
+}
+
+func (p *pipeline) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+	p.failed.Store(true)
+}
+
+func (p *pipeline) error() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func appendUvarints(b []byte, vs ...uint64) []byte {
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b []byte, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
