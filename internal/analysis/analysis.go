@@ -1,0 +1,292 @@
+// Package analysis replays a trace into a Model: for each process of the
+// trace, how much it allocated and freed, where, how much was live at its
+// peak and at its exit, and which of its frees were wrong.
+//
+// Analyze reads a trace once, as a stream. Its memory grows with the number
+// of blocks live at one time and of distinct call stacks, never with the
+// length of the trace. Reports, the web UI and the exporters render a Model;
+// none of them reads a trace itself.
+//
+// The counts follow valgrind memcheck's HEAP SUMMARY, so that the two tools
+// can be checked against each other:
+//
+//   - every allocation event is one allocation of its size, even of size 0;
+//   - every free of a live block is one free;
+//   - a realloc is one allocation of its new size and one free of the old
+//     block, as valgrind implements it (malloc, copy, free);
+//   - a free or realloc of an address that is not live is not a free: it is
+//     counted in Summary.InvalidFrees and listed among the Problems. (valgrind
+//     counts those calls as frees too: its number is Frees + InvalidFrees.)
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// Options are the choices of an analysis. There are none yet: the zero
+// value analyzes every event of every process. Filters (a time range, some
+// processes, some threads) will go here.
+type Options struct{}
+
+// Model is what a trace says about the memory of the processes it recorded.
+type Model struct {
+	Info      *trace.Info // nil if the trace's first block was unreadable
+	Processes []*Process  // in the order they started
+	Warnings  []string    // what was wrong with the trace itself
+	Complete  bool        // the trace has its end record
+}
+
+// Process is the analysis of one process: one program image, from its
+// start (a fork or an exec) to its end (an exit, a signal or an exec).
+type Process struct {
+	ID     uint64 // trace-local, as in trace.Process
+	PID    uint64
+	PPID   uint64
+	Parent uint64 // ID of the parent process in the trace, 0 if it is not in it
+	Exe    string
+	Args   []string
+	Cwd    string
+	// Forked says that the process was started by a fork of Parent rather
+	// than by an exec: it began with a copy of its parent's heap, whose
+	// blocks and totals it inherited (as valgrind counts them).
+	Forked bool
+
+	Start uint64 // ns since the trace's time zero
+	End   uint64 // ns since time zero; the last time seen if Ended is false
+	Ended bool   // the trace says how it ended
+	How   trace.EndHow
+	Code  int64 // exit status or signal number
+
+	Threads     int
+	Lost        uint64   // events known to be missing
+	LostReasons []string // why, as the recorder said
+
+	Summary  Summary
+	Sites    []Site    // one per call stack that allocated, by stack ID
+	Problems []Problem // by kind, then by count, most frequent first
+
+	stacks *stackTree
+}
+
+// RunTime returns how long the process ran, in ns.
+func (p *Process) RunTime() uint64 {
+	if p.End < p.Start {
+		return 0
+	}
+	return p.End - p.Start
+}
+
+// Summary holds the totals of a process.
+type Summary struct {
+	Allocations       uint64
+	Frees             uint64
+	BytesAllocated    uint64
+	PeakBytes         uint64 // the most bytes live at one time
+	PeakTime          uint64 // ns since time zero when PeakBytes was first reached
+	InUseAtExitBytes  uint64 // live at the end of the process
+	InUseAtExitBlocks uint64
+	Temporary         uint64 // allocations freed before any other allocation
+
+	// InvalidFrees counts frees and reallocs of addresses that were not
+	// live blocks; they are not in Frees.
+	InvalidFrees uint64
+	// ReplacedBlocks counts allocations at addresses that were still live:
+	// the frees of the old blocks must have been lost. The old blocks are
+	// dropped without counting a free.
+	ReplacedBlocks uint64
+}
+
+// Site is what the allocations made from one call stack add up to.
+type Site struct {
+	Stack uint64 // stack ID within its process; 0 if no stack was taken
+	// Inherited says that the site is the parent's, as of the fork that
+	// started this process: Stack is a stack of the parent (see SiteStack),
+	// and the numbers include what the parent did before the fork.
+	Inherited         bool
+	Allocations       uint64
+	BytesAllocated    uint64
+	Frees             uint64 // of blocks allocated here
+	PeakBytes         uint64 // bytes of blocks from here live at the process's peak
+	PeakBlocks        uint64
+	InUseAtExitBytes  uint64
+	InUseAtExitBlocks uint64
+	Temporary         uint64
+
+	// Replay state. live* are the bytes and blocks from here live now;
+	// epoch is the process's peak epoch when PeakBytes was last saved.
+	liveBytes, liveBlocks uint64
+	epoch                 uint64
+	tree                  *stackTree // where Stack is, if Inherited
+}
+
+// Analyze reads the trace r to its end and returns its model. Damage to the
+// trace is not an error: the model holds what could be read, and says what
+// could not in its Warnings. The error is for a trace that cannot be read
+// at all.
+func Analyze(r *trace.Reader, opts Options) (*Model, error) {
+	a := newAnalyzer()
+	for {
+		rec, err := r.Next()
+		if err == nil {
+			a.record(rec)
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			return a.finish(), nil
+		}
+		if err := a.damage(err); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// damage takes in an error of the Reader. It returns the error if reading
+// cannot go on, and otherwise warns about what was lost.
+func (a *analyzer) damage(err error) error {
+	var damage *trace.DamageError
+	switch {
+	case errors.As(err, &damage):
+		a.warnf("%v; the counts below miss whatever was in that part", damage)
+	case errors.Is(err, trace.ErrIncomplete):
+		a.warnf("%v; processes still running then have no end", err)
+	default:
+		return err
+	}
+	return nil
+}
+
+// analyzer holds the state of one analysis while the trace is read.
+type analyzer struct {
+	model *Model
+	syms  *symbols
+	procs map[uint64]*replay // by process ID
+	order []*replay          // in the order processes were first seen
+	last  *replay            // the process of the previous event: events come in runs
+}
+
+func newAnalyzer() *analyzer {
+	return &analyzer{
+		model: &Model{},
+		syms:  newSymbols(),
+		procs: make(map[uint64]*replay),
+	}
+}
+
+func (a *analyzer) warnf(format string, args ...any) {
+	a.model.Warnings = append(a.model.Warnings, fmt.Sprintf(format, args...))
+}
+
+// record takes in one record of the trace.
+func (a *analyzer) record(rec trace.Record) {
+	switch rec.Kind {
+	case trace.KindAlloc, trace.KindFree, trace.KindRealloc:
+		a.event(&rec.Event)
+	case trace.KindInfo:
+		a.model.Info = rec.Info
+	case trace.KindProcessStart:
+		a.startProcess(rec.Process)
+	case trace.KindProcessEnd:
+		a.endProcess(rec.ProcessEnd)
+	case trace.KindThread:
+		a.process(rec.Thread.Process).proc.Threads++
+	case trace.KindModule:
+		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
+	case trace.KindStackNode:
+		n := rec.StackNode
+		a.process(n.Process).proc.stacks.nodes[n.ID] = stackNode{parent: n.Parent, module: n.Module, offset: n.Offset}
+	case trace.KindLost:
+		a.process(rec.Lost.Process).lost(rec.Lost)
+	case trace.KindFork:
+		a.fork(rec.Fork)
+	case trace.KindObject, trace.KindString, trace.KindSymbol, trace.KindObjectStatus:
+		a.syms.record(rec)
+	case trace.KindEnd:
+		a.model.Complete = true
+	}
+}
+
+func (a *analyzer) event(e *trace.Event) {
+	rp := a.last
+	if rp == nil || rp.proc.ID != e.Process {
+		rp = a.process(e.Process)
+		a.last = rp
+	}
+	rp.event(e)
+}
+
+// process returns the replay of process id, making one for a process whose
+// start record was lost.
+func (a *analyzer) process(id uint64) *replay {
+	if rp, ok := a.procs[id]; ok {
+		return rp
+	}
+	rp := newReplay(&Process{ID: id, stacks: newStackTree(a.syms)})
+	a.procs[id] = rp
+	a.order = append(a.order, rp)
+	return rp
+}
+
+func (a *analyzer) startProcess(tp *trace.Process) {
+	rp := a.process(tp.ID)
+	rp.started = true
+	p := rp.proc
+	p.PID, p.PPID, p.Parent = tp.PID, tp.PPID, tp.Parent
+	p.Exe, p.Args, p.Cwd = tp.Exe, tp.Args, tp.Cwd
+	p.Start = tp.Time
+}
+
+// fork starts the child of a fork with a copy of its parent's heap: the
+// child's ProcessStart comes after this record.
+func (a *analyzer) fork(f *trace.Fork) {
+	parent := a.process(f.Process)
+	child := a.process(f.Child)
+	if parent.finished || child.started || f.Child == f.Process {
+		a.warnf("process %d: a fork record that does not fit the trace was left out", f.Child)
+		return
+	}
+	child.inherit(parent, f.Time)
+}
+
+func (a *analyzer) endProcess(end *trace.ProcessEnd) {
+	rp := a.process(end.ID)
+	p := rp.proc
+	p.Ended, p.End, p.How, p.Code = true, end.Time, end.How, end.Code
+	rp.lostAtEnd = end.Lost
+	p.Lost = max(rp.lostSum, rp.lostAtEnd)
+	// The recorder writes all events of a process before its end.
+	rp.finish()
+}
+
+// finish completes the model once the whole trace has been read.
+func (a *analyzer) finish() *Model {
+	for _, rp := range a.order {
+		if !rp.started {
+			a.warnf("process %d: its start is missing from the trace", rp.proc.ID)
+		}
+		rp.finish()
+		p := rp.proc
+		if rp.late > 0 {
+			a.warnf("pid %d: %s after its end were left out", p.PID, plural(rp.late, "event"))
+		}
+		switch n := p.Summary.ReplacedBlocks; {
+		case n == 1:
+			a.warnf("pid %d: 1 allocation returned an address still in use: the free of the old block was lost", p.PID)
+		case n > 1:
+			a.warnf("pid %d: %d allocations returned addresses still in use: the frees of the old blocks were lost", p.PID, n)
+		}
+		a.model.Processes = append(a.model.Processes, p)
+	}
+	return a.model
+}
+
+// plural writes n and the noun, with an s if n is not 1.
+func plural(n uint64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,217 @@
+package analysis_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/trace"
+	"github.com/memtrail/memtrail/internal/trace/tracetext"
+)
+
+// TestTraces analyzes each trace of testdata and compares what the model
+// says with the "# want" lines of the trace: the expected facts, worked out
+// by hand from the events, in the form facts writes them.
+func TestTraces(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no traces in testdata")
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			text, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := analyzeText(t, string(text))
+			if got, want := facts(m), wantedFacts(string(text)); got != want {
+				t.Errorf("facts differ (-want +got):\n%s", lineDiff(want, got))
+			}
+		})
+	}
+}
+
+// analyzeText encodes a trace in text form and analyzes it.
+func analyzeText(t testing.TB, text string) *analysis.Model {
+	t.Helper()
+	data, err := tracetext.Encode(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return analyzeBytes(t, data)
+}
+
+func analyzeBytes(t testing.TB, data []byte) *analysis.Model {
+	t.Helper()
+	r, err := trace.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := analysis.Analyze(r, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// wantedFacts returns the "# want " lines of a trace, without the prefix.
+func wantedFacts(text string) string {
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		if rest, ok := strings.CutPrefix(line, "# want "); ok {
+			b.WriteString(strings.TrimRight(rest, " \t\r\n"))
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// facts writes what a model says, one fact a line:
+//
+//	process ID pid=P forked=F threads=N lost=N end=HOW/CODE start=T run=D
+//	summary allocs=N frees=N bytes=N peak=BYTES@TIME exit=BYTES/BLOCKS temporary=N invalid=N inherited=N replaced=N
+//	site STACK allocs=N bytes=N frees=N peak=BYTES/BLOCKS exit=BYTES/BLOCKS temporary=N
+//	problem KIND xCOUNT size=N alloc=API@STACK free=API@STACK first-free=STACK
+//	warning TEXT
+//
+// with a site line for each site and a problem line for each problem of
+// the process above them. end is "none" for a process whose end is not in
+// the trace.
+func facts(m *analysis.Model) string {
+	var b strings.Builder
+	for _, p := range m.Processes {
+		end := "none"
+		if p.Ended {
+			end = fmt.Sprintf("%s/%d", howName(p.How), p.Code)
+		}
+		fmt.Fprintf(&b, "process %d pid=%d forked=%v threads=%d lost=%d end=%s start=%d run=%d\n",
+			p.ID, p.PID, p.Forked, p.Threads, p.Lost, end, p.Start, p.RunTime())
+		s := p.Summary
+		fmt.Fprintf(&b, "summary allocs=%d frees=%d bytes=%d peak=%d@%d exit=%d/%d temporary=%d invalid=%d replaced=%d\n",
+			s.Allocations, s.Frees, s.BytesAllocated, s.PeakBytes, s.PeakTime, s.InUseAtExitBytes,
+			s.InUseAtExitBlocks, s.Temporary, s.InvalidFrees, s.ReplacedBlocks)
+		for _, s := range p.Sites {
+			inherited := ""
+			if s.Inherited {
+				inherited = " inherited"
+			}
+			fmt.Fprintf(&b, "site %d%s allocs=%d bytes=%d frees=%d peak=%d/%d exit=%d/%d temporary=%d\n",
+				s.Stack, inherited, s.Allocations, s.BytesAllocated, s.Frees, s.PeakBytes, s.PeakBlocks,
+				s.InUseAtExitBytes, s.InUseAtExitBlocks, s.Temporary)
+		}
+		for _, pr := range p.Problems {
+			fmt.Fprintf(&b, "problem %s x%d size=%d alloc=%s@%d free=%s@%d first-free=%d\n",
+				strings.ReplaceAll(pr.Kind.String(), " ", "-"), pr.Count, pr.Size,
+				apiName(pr.AllocAPI), pr.AllocStack, apiName(pr.FreeAPI), pr.FreeStack, pr.FirstFreeStack)
+		}
+	}
+	for _, w := range m.Warnings {
+		fmt.Fprintf(&b, "warning %s\n", w)
+	}
+	return b.String()
+}
+
+func howName(h trace.EndHow) string {
+	return map[trace.EndHow]string{trace.EndUnknown: "unknown", trace.EndExited: "exited",
+		trace.EndSignaled: "signaled", trace.EndExec: "exec", trace.EndRunning: "running"}[h]
+}
+
+func apiName(a trace.API) string {
+	if a == trace.APIUnknown {
+		return "-"
+	}
+	return strings.ReplaceAll(a.String(), " ", "_")
+}
+
+// lineDiff shows the lines of want and got that differ, as a minimal
+// diff would, good enough for a few dozen lines.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	// Longest common subsequence, then walk it.
+	lcs := make([][]int, len(w)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(g)+1)
+	}
+	for i := len(w) - 1; i >= 0; i-- {
+		for j := len(g) - 1; j >= 0; j-- {
+			if w[i] == g[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var b strings.Builder
+	i, j := 0, 0
+	for i < len(w) || j < len(g) {
+		switch {
+		case i < len(w) && j < len(g) && w[i] == g[j]:
+			fmt.Fprintf(&b, "  %s\n", w[i])
+			i, j = i+1, j+1
+		case j < len(g) && (i == len(w) || lcs[i][j+1] >= lcs[i+1][j]):
+			fmt.Fprintf(&b, "+ %s\n", g[j])
+			j++
+		default:
+			fmt.Fprintf(&b, "- %s\n", w[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// TestMprofWidgets replays the widget example at the size of mprof's
+// paper, 10,000 widgets of which 5,019 red, and finds its numbers: 2,040,000
+// bytes allocated, 1,023,876 bytes in 5,019 blocks never freed.
+func TestMprofWidgets(t *testing.T) {
+	m := analyzeText(t, scaledWidgets(t, 10000))
+	p := m.Processes[0]
+	s := p.Summary
+	if s.Allocations != 10000 || s.BytesAllocated != 2040000 || s.Frees != 4981 || s.PeakBytes != 2040000 ||
+		s.InUseAtExitBytes != 1023876 || s.InUseAtExitBlocks != 5019 {
+		t.Errorf("summary %+v", s)
+	}
+	if top := p.TopSites(analysis.ByInUseAtExit, 0); len(top) != 1 || top[0].Stack != 9 {
+		t.Errorf("in use at exit from %d sites, want only the red widgets'", len(top))
+	}
+}
+
+// scaledWidgets returns the widget trace of testdata with n widgets
+// instead of 12. Widget i is red if i*7919 mod n < 0.5019n: 5,019 of
+// 10,000 are, as in mprof's paper.
+func scaledWidgets(t testing.TB, n int) string {
+	t.Helper()
+	small, err := os.ReadFile("testdata/widget.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for line := range strings.Lines(string(small)) {
+		if !strings.HasPrefix(line, "alloc ") && !strings.HasPrefix(line, "free ") && !strings.HasPrefix(line, "end ") &&
+			!strings.HasPrefix(line, "process-end ") {
+			b.WriteString(line)
+		}
+	}
+	red := func(i int) bool { return i*7919%n < n*5019/10000 }
+	addr := func(i int) int { return 0x5555555592a0 + i*0xe0 }
+	for i := range n {
+		stack := 6
+		if red(i) {
+			stack = 9
+		}
+		fmt.Fprintf(&b, "alloc process=1 thread=1 time=%d api=malloc addr=%#x size=204 stack=%d\n", 1100000+i*10, addr(i), stack)
+	}
+	for i := range n {
+		if !red(i) {
+			fmt.Fprintf(&b, "free process=1 thread=1 time=%d api=free addr=%#x stack=11\n", 1200000+i*10, addr(i))
+		}
+	}
+	b.WriteString("process-end id=1 time=1300000 how=exited code=0\nend time=1300000 events=0\n")
+	return b.String()
+}

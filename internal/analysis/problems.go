@@ -1,0 +1,160 @@
+package analysis
+
+import (
+	"slices"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// ProblemKind says what was wrong with a free.
+type ProblemKind uint8
+
+const (
+	InvalidFree    ProblemKind = iota + 1 // free of an address that was never allocated
+	DoubleFree                            // free of a block already freed
+	MismatchedFree                        // a block released by another family of APIs than allocated it
+	InvalidRealloc                        // realloc of an address that was not a live block
+)
+
+func (k ProblemKind) String() string {
+	switch k {
+	case InvalidFree:
+		return "invalid free"
+	case DoubleFree:
+		return "double free"
+	case MismatchedFree:
+		return "mismatched free"
+	case InvalidRealloc:
+		return "invalid realloc"
+	}
+	return "problem"
+}
+
+// Problem is a wrong free, or the same wrong free made several times: the
+// occurrences with the same kind, APIs and stacks make one Problem.
+type Problem struct {
+	Kind      ProblemKind
+	Count     uint64
+	Size      uint64 // of the block concerned at the first occurrence; 0 if unknown
+	FirstTime uint64 // ns since time zero
+
+	AllocAPI   trace.API // APIUnknown if the block is unknown
+	FreeAPI    trace.API // of the wrong free or realloc
+	AllocStack uint64    // where the block was allocated; 0 if unknown
+	FreeStack  uint64    // where the wrong free or realloc was made
+	// FirstFreeStack is where a block freed twice, or reallocated after it
+	// was freed, was freed the first time.
+	FirstFreeStack uint64
+}
+
+type problemKey struct {
+	kind                              ProblemKind
+	allocAPI, freeAPI                 trace.API
+	allocStack, freeStack, firstStack uint64
+}
+
+// badFree replays a free or realloc (e) of addr, which is not a live block.
+func (rp *replay) badFree(e *trace.Event, addr uint64) {
+	kind := InvalidFree
+	if e.Kind == trace.KindRealloc {
+		kind = InvalidRealloc
+	}
+	f, wasFreed := rp.freed.lookup(addr)
+	switch {
+	case wasFreed && kind == InvalidFree:
+		kind = DoubleFree
+	}
+	rp.proc.Summary.InvalidFrees++
+	k := problemKey{kind: kind, allocAPI: f.allocAPI, freeAPI: e.API,
+		allocStack: f.allocStack, freeStack: e.Stack, firstStack: f.freeStack}
+	rp.problem(k, f.size, e.Time)
+}
+
+// checkFamily reports a mismatched free if the free or realloc e may not
+// release block b.
+func (rp *replay) checkFamily(b block, e *trace.Event) {
+	have, want := e.API.Family(), b.api.Family()
+	if have == want || have == trace.FamilyUnknown || want == trace.FamilyUnknown {
+		return
+	}
+	k := problemKey{kind: MismatchedFree, allocAPI: b.api, freeAPI: e.API,
+		allocStack: rp.proc.Sites[b.site].Stack, freeStack: e.Stack}
+	rp.problem(k, b.size, e.Time)
+}
+
+func (rp *replay) problem(k problemKey, size, time uint64) {
+	if i, ok := rp.problems[k]; ok {
+		rp.proc.Problems[i].Count++
+		return
+	}
+	rp.problems[k] = len(rp.proc.Problems)
+	rp.proc.Problems = append(rp.proc.Problems, Problem{
+		Kind: k.kind, Count: 1, Size: size, FirstTime: time,
+		AllocAPI: k.allocAPI, FreeAPI: k.freeAPI,
+		AllocStack: k.allocStack, FreeStack: k.freeStack, FirstFreeStack: k.firstStack,
+	})
+}
+
+// sortProblems orders problems by kind, then the most frequent first; ties
+// stay in the order they first happened.
+func sortProblems(ps []Problem) {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		if a.Kind != b.Kind {
+			return int(a.Kind) - int(b.Kind)
+		}
+		return cmpUint(b.Count, a.Count)
+	})
+}
+
+// maxFreed bounds how many freed blocks a process remembers.
+const maxFreed = 1 << 16
+
+// freedBlocks remembers the blocks freed last, so that a second free of one
+// can be told from the free of an address never allocated, and can show
+// where the first free was. It forgets an address when it is allocated
+// again, and the oldest one when it is full: like valgrind, whose queue of
+// freed blocks is bounded too, it takes a free long after the first for an
+// invalid free.
+type freedBlocks struct {
+	byAddr map[uint64]freedBlock
+	ring   []uint64 // addresses in the order they were freed
+	next   int      // the oldest slot of ring, once it is full
+}
+
+type freedBlock struct {
+	allocStack, freeStack uint64
+	size                  uint64
+	allocAPI              trace.API
+	slot                  int32 // the ring slot of this entry; others holding its address are stale
+}
+
+func (f *freedBlocks) add(addr uint64, b freedBlock) {
+	if f.byAddr == nil {
+		f.byAddr = make(map[uint64]freedBlock)
+	}
+	if len(f.ring) < maxFreed {
+		b.slot = int32(len(f.ring))
+		f.ring = append(f.ring, addr)
+	} else {
+		old := f.ring[f.next]
+		if e, ok := f.byAddr[old]; ok && int(e.slot) == f.next {
+			delete(f.byAddr, old)
+		}
+		b.slot = int32(f.next)
+		f.ring[f.next] = addr
+		f.next = (f.next + 1) % maxFreed
+	}
+	f.byAddr[addr] = b
+}
+
+func (f *freedBlocks) lookup(addr uint64) (freedBlock, bool) {
+	b, ok := f.byAddr[addr]
+	return b, ok
+}
+
+// forget is called when addr is allocated again.
+func (f *freedBlocks) forget(addr uint64) {
+	if len(f.byAddr) > 0 {
+		delete(f.byAddr, addr)
+	}
+}

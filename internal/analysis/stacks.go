@@ -1,0 +1,192 @@
+package analysis
+
+import (
+	"fmt"
+	"path"
+	"slices"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// Frame is one source-level frame of a call stack.
+type Frame struct {
+	Function string // "" if unknown
+	File     string // "" if unknown
+	Line     uint64 // 0 if unknown
+	Object   string // path of the ELF file holding the code; "" if unknown
+	// Address is the return address relative to the object's load base,
+	// the address the frame was symbolized at plus one.
+	Address uint64
+	// Inlined says that the function was inlined into the next frame's.
+	Inlined bool
+}
+
+// Name returns the function of f, or if it is unknown where its code is,
+// as the object's file name and the offset in it ("libfoo.so+0x1234").
+func (f Frame) Name() string {
+	switch {
+	case f.Function != "":
+		return f.Function
+	case f.Object != "":
+		return fmt.Sprintf("%s+0x%x", path.Base(f.Object), f.Address)
+	}
+	return "??"
+}
+
+// Object is an ELF file whose code ran in some process of the trace.
+type Object struct {
+	ID      uint64
+	Path    string
+	BuildID []byte
+	// Status says how well it could be symbolized, if the trace says; the
+	// message says why.
+	Status        trace.SymbolStatus
+	StatusMessage string
+	HasStatus     bool
+}
+
+// Stack returns the frames of the call stack id of p, innermost first. It
+// returns nil for stack 0, which stands for no stack.
+func (p *Process) Stack(id uint64) []Frame {
+	if p.stacks == nil {
+		return nil
+	}
+	return p.stacks.frames(id)
+}
+
+// SiteStack returns the frames of the call stack of site s of p, which for
+// an inherited site is a stack of the process's parent.
+func (p *Process) SiteStack(s *Site) []Frame {
+	if s.tree != nil {
+		return s.tree.frames(s.Stack)
+	}
+	return p.Stack(s.Stack)
+}
+
+// Objects returns the objects the call stacks of p run through, by ID.
+func (p *Process) Objects() []*Object {
+	if p.stacks == nil {
+		return nil
+	}
+	return p.stacks.objects()
+}
+
+// maxDepth bounds the walk from a node to its root, in case damage made
+// the tree a graph with a cycle.
+const maxDepth = 4096
+
+// stackTree is the call-stack tree of a process and what it needs to turn
+// stacks into frames. Symbols come at the end of a trace, so stacks are
+// resolved only when they are asked for, once the trace has been read.
+type stackTree struct {
+	nodes   map[uint64]stackNode
+	modules map[uint64]uint64 // object ID by module ID
+	syms    *symbols
+}
+
+type stackNode struct {
+	parent, module, offset uint64
+}
+
+func newStackTree(syms *symbols) *stackTree {
+	return &stackTree{nodes: make(map[uint64]stackNode), modules: make(map[uint64]uint64), syms: syms}
+}
+
+func (t *stackTree) frames(id uint64) []Frame {
+	var frames []Frame
+	for depth := 0; id != 0 && depth < maxDepth; depth++ {
+		n, ok := t.nodes[id]
+		if !ok {
+			// The node was lost with a damaged part of the trace: say
+			// that the stack goes on, even if not where.
+			return append(frames, Frame{})
+		}
+		frames = t.syms.appendFrames(frames, t.modules[n.module], n.offset)
+		id = n.parent
+	}
+	return frames
+}
+
+func (t *stackTree) objects() []*Object {
+	seen := make(map[uint64]bool)
+	for _, n := range t.nodes {
+		seen[t.modules[n.module]] = true
+	}
+	var objs []*Object
+	for id := range seen {
+		if o, ok := t.syms.objects[id]; ok {
+			objs = append(objs, o)
+		}
+	}
+	sortObjects(objs)
+	return objs
+}
+
+// symbols holds what the trace says about objects and their code,
+// shared by all processes.
+type symbols struct {
+	objects map[uint64]*Object
+	strings map[uint64]string
+	frames  map[codeAddr][]trace.Frame
+}
+
+type codeAddr struct{ object, offset uint64 }
+
+func newSymbols() *symbols {
+	return &symbols{
+		objects: make(map[uint64]*Object),
+		strings: make(map[uint64]string),
+		frames:  make(map[codeAddr][]trace.Frame),
+	}
+}
+
+func (s *symbols) record(rec trace.Record) {
+	switch rec.Kind {
+	case trace.KindObject:
+		o := s.object(rec.Object.ID)
+		o.Path, o.BuildID = rec.Object.Path, rec.Object.BuildID
+	case trace.KindString:
+		s.strings[rec.String.ID] = rec.String.Value
+	case trace.KindSymbol:
+		s.frames[codeAddr{rec.Symbol.Object, rec.Symbol.Offset}] = rec.Symbol.Frames
+	case trace.KindObjectStatus:
+		o := s.object(rec.ObjectStatus.Object)
+		o.Status, o.StatusMessage, o.HasStatus = rec.ObjectStatus.Status, rec.ObjectStatus.Message, true
+	}
+}
+
+func (s *symbols) object(id uint64) *Object {
+	o, ok := s.objects[id]
+	if !ok {
+		o = &Object{ID: id}
+		s.objects[id] = o
+	}
+	return o
+}
+
+// appendFrames appends the frames of the return address offset of object.
+func (s *symbols) appendFrames(frames []Frame, object, offset uint64) []Frame {
+	var objPath string
+	if o, ok := s.objects[object]; ok {
+		objPath = o.Path
+	}
+	sym := s.frames[codeAddr{object, offset}]
+	if len(sym) == 0 {
+		return append(frames, Frame{Object: objPath, Address: offset})
+	}
+	for i, f := range sym {
+		frames = append(frames, Frame{
+			Function: s.strings[f.Function],
+			File:     s.strings[f.File],
+			Line:     f.Line,
+			Object:   objPath,
+			Address:  offset,
+			Inlined:  i < len(sym)-1,
+		})
+	}
+	return frames
+}
+
+func sortObjects(objs []*Object) {
+	slices.SortFunc(objs, func(a, b *Object) int { return cmpUint(a.ID, b.ID) })
+}

@@ -1,0 +1,170 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// count writes n with thousands separators: 2,040,000.
+func count(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// plural writes n and the noun, with an s if n is not 1: "1 block",
+// "2,048 blocks".
+func plural(n uint64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return count(n) + " " + noun + "s"
+}
+
+// times writes how many times something happened: "once", "3 times".
+func times(n uint64) string {
+	if n == 1 {
+		return "once"
+	}
+	return count(n) + " times"
+}
+
+var byteUnits = []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// size writes a number of bytes for reading at a glance, with three or four
+// significant digits: "204 bytes", "2.39 KiB", "999.9 KiB", "1.95 MiB".
+func size(n uint64) string {
+	if n < 1024 {
+		return plural(n, "byte")
+	}
+	v, unit := float64(n)/1024, 0
+	for v >= 1024 && unit < len(byteUnits)-1 {
+		v /= 1024
+		unit++
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.2f %s", v, byteUnits[unit])
+	}
+	return fmt.Sprintf("%.1f %s", v, byteUnits[unit])
+}
+
+// exactSize writes a number of bytes at a glance and exactly, where the
+// exact number matters: "1.95 MiB (2,040,000 bytes)".
+func exactSize(n uint64) string {
+	if n < 1024 {
+		return size(n)
+	}
+	return fmt.Sprintf("%s (%s bytes)", size(n), count(n))
+}
+
+// duration writes a time span given in ns, in ms or s unless it is
+// shorter than 10 µs: "0.30 ms", "12.5 ms", "3.27 s", "7.5 µs".
+func duration(ns uint64) string {
+	ms := float64(ns) / 1e6
+	switch {
+	case ns < 1000:
+		return fmt.Sprintf("%d ns", ns)
+	case ns < 10_000:
+		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
+	case ms < 10:
+		return fmt.Sprintf("%.2f ms", ms)
+	case ms < 1000:
+		return fmt.Sprintf("%.1f ms", ms)
+	case ms < 100_000:
+		return fmt.Sprintf("%.2f s", ms/1000)
+	}
+	return fmt.Sprintf("%.0f s", ms/1000)
+}
+
+// percent writes part as a percentage of whole: "58.3%".
+func percent(part, whole uint64) string {
+	if whole == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+// commandLine writes the arguments of p as a shell would take them, or its
+// executable if it has none.
+func commandLine(p *analysis.Process) string {
+	if len(p.Args) == 0 {
+		return p.Exe
+	}
+	args := make([]string, len(p.Args))
+	for i, a := range p.Args {
+		args[i] = shellQuote(a)
+	}
+	return strings.Join(args, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ending says how p ended: "exited with status 3", "killed by signal 11
+// (segmentation fault)".
+func ending(p *analysis.Process) string {
+	if !p.Ended {
+		return "end not recorded"
+	}
+	switch p.How {
+	case trace.EndExited:
+		return fmt.Sprintf("exited with status %d", p.Code)
+	case trace.EndSignaled:
+		if name, ok := signalNames[p.Code]; ok {
+			return fmt.Sprintf("killed by signal %d (%s)", p.Code, name)
+		}
+		return fmt.Sprintf("killed by signal %d", p.Code)
+	}
+	return p.How.String()
+}
+
+// signalNames are the names of Linux's signals, by number: the numbers in
+// a trace are those of the machine it was recorded on, not of the one
+// reading it.
+var signalNames = map[int64]string{
+	1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+	14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP",
+	20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
+	26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS",
+}
+
+// endName names how p ended, for programs.
+func endName(p *analysis.Process) string {
+	if !p.Ended {
+		return "not_recorded"
+	}
+	switch p.How {
+	case trace.EndExited:
+		return "exited"
+	case trace.EndSignaled:
+		return "signaled"
+	case trace.EndExec:
+		return "exec"
+	case trace.EndRunning:
+		return "running"
+	}
+	return "unknown"
+}
+
+// sinceStart returns the time t of p, in ns since the start of p.
+func sinceStart(p *analysis.Process, t uint64) uint64 {
+	if t < p.Start {
+		return 0
+	}
+	return t - p.Start
+}

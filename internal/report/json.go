@@ -1,0 +1,222 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+)
+
+// JSON writes the report on one process of m as one JSON object. Its keys
+// are snake_case and always present; lists are never null; times are in ns
+// since the start of the process; sizes are in bytes. Stacks have all
+// their frames, innermost first.
+func JSON(w io.Writer, m *analysis.Model, opts Options) error {
+	p, err := pick(m, opts)
+	if err != nil {
+		return err
+	}
+	r := jsonReport{
+		Program:     p.Exe,
+		Args:        orEmpty(p.Args),
+		PID:         p.PID,
+		PPID:        p.PPID,
+		Forked:      p.Forked,
+		Processes:   jsonProcesses(m, p),
+		Summary:     jsonSummaryOf(p),
+		Peak:        jsonSites(p, analysis.ByPeak, opts.top()),
+		Allocations: jsonSites(p, analysis.ByAllocations, opts.top()),
+		InUseAtExit: jsonSites(p, analysis.ByInUseAtExit, opts.top()),
+		Temporary:   jsonSites(p, analysis.ByTemporary, opts.top()),
+		Problems:    jsonProblemsOf(p),
+		Warnings:    orEmpty(m.Warnings),
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+type jsonReport struct {
+	Program     string        `json:"program"`
+	Args        []string      `json:"args"`
+	PID         uint64        `json:"pid"`
+	PPID        uint64        `json:"ppid"`
+	Forked      bool          `json:"forked"`
+	Processes   []jsonProcess `json:"processes"`
+	Summary     jsonSummary   `json:"summary"`
+	Peak        []jsonSite    `json:"peak"`
+	Allocations []jsonSite    `json:"allocations"`
+	InUseAtExit []jsonSite    `json:"in_use_at_exit"`
+	Temporary   []jsonSite    `json:"temporary"`
+	Problems    jsonProblems  `json:"problems"`
+	Warnings    []string      `json:"warnings"`
+}
+
+// jsonProcess is a process of the trace in the list to pick from.
+type jsonProcess struct {
+	PID         uint64   `json:"pid"`
+	PPID        uint64   `json:"ppid"`
+	Program     string   `json:"program"`
+	Args        []string `json:"args"`
+	Allocations uint64   `json:"allocations"`
+	PeakBytes   uint64   `json:"peak_bytes"`
+	End         jsonEnd  `json:"end"`
+	Selected    bool     `json:"selected"` // the process of this report
+}
+
+type jsonEnd struct {
+	How  string `json:"how"` // exited, signaled, exec, running, unknown or not_recorded
+	Code int64  `json:"code"`
+}
+
+type jsonSummary struct {
+	Allocations       uint64  `json:"allocations"`
+	Frees             uint64  `json:"frees"`
+	BytesAllocated    uint64  `json:"bytes_allocated"`
+	PeakBytes         uint64  `json:"peak_bytes"`
+	PeakTimeNS        uint64  `json:"peak_time_ns"`
+	InUseAtExitBytes  uint64  `json:"in_use_at_exit_bytes"`
+	InUseAtExitBlocks uint64  `json:"in_use_at_exit_blocks"`
+	Temporary         uint64  `json:"temporary"`
+	InvalidFrees      uint64  `json:"invalid_frees"`
+	RunTimeNS         uint64  `json:"run_time_ns"`
+	End               jsonEnd `json:"end"`
+	LostEvents        uint64  `json:"lost_events"`
+}
+
+type jsonSite struct {
+	StackID           uint64      `json:"stack_id"`
+	Allocations       uint64      `json:"allocations"`
+	BytesAllocated    uint64      `json:"bytes_allocated"`
+	Frees             uint64      `json:"frees"`
+	PeakBytes         uint64      `json:"peak_bytes"`
+	PeakBlocks        uint64      `json:"peak_blocks"`
+	InUseAtExitBytes  uint64      `json:"in_use_at_exit_bytes"`
+	InUseAtExitBlocks uint64      `json:"in_use_at_exit_blocks"`
+	Temporary         uint64      `json:"temporary"`
+	Inherited         bool        `json:"inherited,omitempty"` // the parent's, before the fork
+	Stack             []jsonFrame `json:"stack"`
+}
+
+type jsonFrame struct {
+	Function string `json:"function"` // "" if unknown
+	File     string `json:"file"`     // "" if unknown
+	Line     uint64 `json:"line"`     // 0 if unknown
+	Object   string `json:"object"`
+	Address  string `json:"address"` // return address relative to the object's load base, in hex
+	Inlined  bool   `json:"inlined"`
+}
+
+type jsonProblems struct {
+	InvalidFrees    []jsonProblem `json:"invalid_frees"`
+	DoubleFrees     []jsonProblem `json:"double_frees"`
+	MismatchedFrees []jsonProblem `json:"mismatched_frees"`
+	InvalidReallocs []jsonProblem `json:"invalid_reallocs"`
+}
+
+type jsonProblem struct {
+	Count       uint64 `json:"count"`
+	Size        uint64 `json:"size"`
+	FirstTimeNS uint64 `json:"first_time_ns"`
+	AllocAPI    string `json:"alloc_api"`
+	FreeAPI     string `json:"free_api"`
+	// The stacks are empty when unknown or, for the first free, when the
+	// problem is not about a block freed before.
+	AllocStack     []jsonFrame `json:"alloc_stack"`
+	FreeStack      []jsonFrame `json:"free_stack"`
+	FirstFreeStack []jsonFrame `json:"first_free_stack"`
+}
+
+func jsonProcesses(m *analysis.Model, selected *analysis.Process) []jsonProcess {
+	list := make([]jsonProcess, 0, len(m.Processes))
+	for _, p := range m.Processes {
+		list = append(list, jsonProcess{
+			PID: p.PID, PPID: p.PPID, Program: p.Exe, Args: orEmpty(p.Args),
+			Allocations: p.Summary.Allocations, PeakBytes: p.Summary.PeakBytes,
+			End: jsonEndOf(p), Selected: p == selected,
+		})
+	}
+	return list
+}
+
+func jsonEndOf(p *analysis.Process) jsonEnd {
+	return jsonEnd{How: endName(p), Code: p.Code}
+}
+
+func jsonSummaryOf(p *analysis.Process) jsonSummary {
+	s := p.Summary
+	js := jsonSummary{
+		Allocations: s.Allocations, Frees: s.Frees, BytesAllocated: s.BytesAllocated,
+		PeakBytes: s.PeakBytes, InUseAtExitBytes: s.InUseAtExitBytes, InUseAtExitBlocks: s.InUseAtExitBlocks,
+		Temporary: s.Temporary, InvalidFrees: s.InvalidFrees,
+		RunTimeNS: p.RunTime(), End: jsonEndOf(p), LostEvents: p.Lost,
+	}
+	if s.PeakBytes > 0 {
+		js.PeakTimeNS = sinceStart(p, s.PeakTime)
+	}
+	return js
+}
+
+func jsonSites(p *analysis.Process, order analysis.SiteOrder, n int) []jsonSite {
+	sites := p.TopSites(order, n)
+	list := make([]jsonSite, 0, len(sites))
+	for _, s := range sites {
+		list = append(list, jsonSite{
+			StackID: s.Stack, Allocations: s.Allocations, BytesAllocated: s.BytesAllocated, Frees: s.Frees,
+			PeakBytes: s.PeakBytes, PeakBlocks: s.PeakBlocks,
+			InUseAtExitBytes: s.InUseAtExitBytes, InUseAtExitBlocks: s.InUseAtExitBlocks,
+			Temporary: s.Temporary, Inherited: s.Inherited, Stack: jsonFrames(p.SiteStack(s)),
+		})
+	}
+	return list
+}
+
+func jsonStack(p *analysis.Process, id uint64) []jsonFrame { return jsonFrames(p.Stack(id)) }
+
+func jsonFrames(frames []analysis.Frame) []jsonFrame {
+	list := make([]jsonFrame, 0, len(frames))
+	for _, f := range frames {
+		list = append(list, jsonFrame{
+			Function: f.Function, File: f.File, Line: f.Line, Object: f.Object,
+			Address: fmt.Sprintf("0x%x", f.Address), Inlined: f.Inlined,
+		})
+	}
+	return list
+}
+
+// jsonProblemsOf lists all the problems of p: there is one per distinct
+// set of stacks, so they are as bounded as the stacks.
+func jsonProblemsOf(p *analysis.Process) jsonProblems {
+	jp := jsonProblems{
+		InvalidFrees: []jsonProblem{}, DoubleFrees: []jsonProblem{},
+		MismatchedFrees: []jsonProblem{}, InvalidReallocs: []jsonProblem{},
+	}
+	lists := map[analysis.ProblemKind]*[]jsonProblem{
+		analysis.InvalidFree: &jp.InvalidFrees, analysis.DoubleFree: &jp.DoubleFrees,
+		analysis.MismatchedFree: &jp.MismatchedFrees, analysis.InvalidRealloc: &jp.InvalidReallocs,
+	}
+	for _, pr := range p.Problems {
+		list, ok := lists[pr.Kind]
+		if !ok {
+			continue
+		}
+		*list = append(*list, jsonProblem{
+			Count: pr.Count, Size: pr.Size, FirstTimeNS: sinceStart(p, pr.FirstTime),
+			AllocAPI: pr.AllocAPI.String(), FreeAPI: pr.FreeAPI.String(),
+			AllocStack: jsonStack(p, pr.AllocStack), FreeStack: jsonStack(p, pr.FreeStack),
+			FirstFreeStack: jsonStack(p, pr.FirstFreeStack),
+		})
+	}
+	return jp
+}
+
+// orEmpty makes a nil list an empty one, which JSON writes as [] rather
+// than null.
+func orEmpty[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
+}

@@ -1,0 +1,92 @@
+// Package report renders the analysis of a trace for people, as text, and
+// for programs, as JSON: the report of one process, with its totals, the
+// call stacks that weighed most by several measures, what went wrong with
+// its frees, and a list of the trace's other processes to pick from.
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// Options say what to report.
+type Options struct {
+	// PID is the process to report on. A PID that several program images
+	// had in turn (an exec replaces the image, not the process) stands for
+	// the last of them. 0 stands for the trace's first process, or the
+	// image that replaced it.
+	PID uint64
+	// Top is how many call stacks each table lists; 0 means 10.
+	Top int
+	// Frames is how many frames of each stack the text shows, the
+	// innermost ones; 0 means 8. JSON has them all.
+	Frames int
+}
+
+func (o Options) top() int {
+	if o.Top <= 0 {
+		return 10
+	}
+	return o.Top
+}
+
+func (o Options) frames() int {
+	if o.Frames <= 0 {
+		return 8
+	}
+	return o.Frames
+}
+
+// pick returns the process of m that opts asks for.
+func pick(m *analysis.Model, opts Options) (*analysis.Process, error) {
+	if len(m.Processes) == 0 {
+		return nil, fmt.Errorf("the trace holds no process")
+	}
+	start := -1
+	if opts.PID == 0 {
+		start = 0
+	} else {
+		for i, p := range m.Processes {
+			if p.PID == opts.PID {
+				start = i
+				break
+			}
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("process %d is not in this trace (processes: %s)", opts.PID, pidList(m))
+	}
+	return lastImage(m, start), nil
+}
+
+// lastImage follows the process at index i of m through the execs that
+// replaced its image, to the last image.
+func lastImage(m *analysis.Model, i int) *analysis.Process {
+	p := m.Processes[i]
+	for _, next := range m.Processes[i+1:] {
+		if !p.Ended || p.How != trace.EndExec {
+			break
+		}
+		if next.PID == p.PID && !next.Forked {
+			p = next
+		}
+	}
+	return p
+}
+
+// pidList lists the PIDs of the processes of m, each once, in the order
+// they started.
+func pidList(m *analysis.Model) string {
+	seen := make(map[uint64]bool)
+	var pids []string
+	for _, p := range m.Processes {
+		if !seen[p.PID] {
+			seen[p.PID] = true
+			pids = append(pids, fmt.Sprint(p.PID))
+		}
+	}
+	return strings.Join(pids, ", ")
+}

@@ -1,0 +1,352 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// Text writes the report on one process of m as text.
+func Text(w io.Writer, m *analysis.Model, opts Options) error {
+	p, err := pick(m, opts)
+	if err != nil {
+		return err
+	}
+	t := &textReport{m: m, p: p, opts: opts}
+	t.warnings()
+	t.header()
+	t.summary()
+	for _, tab := range siteTables {
+		t.siteTable(tab)
+	}
+	t.problems()
+	t.symbols()
+	t.otherProcesses()
+	_, err = io.WriteString(w, t.b.String())
+	return err
+}
+
+// textReport is a text report being written.
+type textReport struct {
+	m    *analysis.Model
+	p    *analysis.Process
+	opts Options
+	b    strings.Builder
+}
+
+func (t *textReport) printf(format string, args ...any) {
+	fmt.Fprintf(&t.b, format, args...)
+}
+
+func (t *textReport) warnings() {
+	for _, w := range t.m.Warnings {
+		t.printf("warning: %s\n", w)
+	}
+	if len(t.m.Warnings) > 0 {
+		t.printf("\n")
+	}
+}
+
+func (t *textReport) header() {
+	p := t.p
+	t.printf("%s", commandLine(p))
+	if len(p.Args) > 0 && p.Exe != "" && p.Args[0] != p.Exe {
+		t.printf("  (%s)", p.Exe)
+	}
+	t.printf("\npid %d", p.PID)
+	if p.Forked {
+		t.printf(", forked from pid %d", p.PPID)
+	}
+	t.printf(", %s after %s\n", ending(p), duration(p.RunTime()))
+}
+
+func (t *textReport) summary() {
+	p, s := t.p, t.p.Summary
+	rows := [][2]string{
+		{"allocations", count(s.Allocations)},
+		{"frees", count(s.Frees)},
+		{"bytes allocated", exactSize(s.BytesAllocated)},
+		{"peak heap", exactSize(s.PeakBytes)},
+		{"in use at exit", exactSize(s.InUseAtExitBytes) + " in " + plural(s.InUseAtExitBlocks, "block")},
+		{"temporary", plural(s.Temporary, "allocation") + " freed before any other allocation"},
+	}
+	if s.PeakBytes > 0 {
+		rows[3][1] += ", " + duration(sinceStart(p, s.PeakTime)) + " after start"
+	}
+	if s.InvalidFrees > 0 {
+		rows = append(rows, [2]string{"invalid frees", count(s.InvalidFrees) + " (see Problems)"})
+	}
+	if p.Lost > 0 {
+		lost := count(p.Lost)
+		if len(p.LostReasons) > 0 {
+			lost += " (" + strings.Join(p.LostReasons, "; ") + ")"
+		}
+		rows = append(rows, [2]string{"lost events", lost})
+	}
+	t.printf("\nSummary\n")
+	for _, r := range rows {
+		t.printf("  %-17s %s\n", r[0], r[1])
+	}
+}
+
+// siteTable is one of the tables of call stacks.
+type siteTable struct {
+	title string
+	order analysis.SiteOrder
+	// headline says what a site counts in the table.
+	headline func(s *analysis.Site, sum analysis.Summary) string
+}
+
+var siteTables = []siteTable{
+	{"Peak memory by call stack", analysis.ByPeak, func(s *analysis.Site, sum analysis.Summary) string {
+		return fmt.Sprintf("%s in %s at the peak, %s of it",
+			size(s.PeakBytes), plural(s.PeakBlocks, "block"), percent(s.PeakBytes, sum.PeakBytes))
+	}},
+	{"Most allocations", analysis.ByAllocations, func(s *analysis.Site, sum analysis.Summary) string {
+		return fmt.Sprintf("%s, %s of all, %s in all",
+			plural(s.Allocations, "allocation"), percent(s.Allocations, sum.Allocations), size(s.BytesAllocated))
+	}},
+	{"Still in use at exit", analysis.ByInUseAtExit, func(s *analysis.Site, sum analysis.Summary) string {
+		return fmt.Sprintf("%s in %s, %s of what is in use at exit",
+			size(s.InUseAtExitBytes), plural(s.InUseAtExitBlocks, "block"),
+			percent(s.InUseAtExitBytes, sum.InUseAtExitBytes))
+	}},
+	{"Temporary allocations", analysis.ByTemporary, func(s *analysis.Site, sum analysis.Summary) string {
+		return fmt.Sprintf("%s of %s temporary, %s",
+			count(s.Temporary), plural(s.Allocations, "allocation"), percent(s.Temporary, s.Allocations))
+	}},
+}
+
+func (t *textReport) siteTable(tab siteTable) {
+	all := t.p.TopSites(tab.order, 0)
+	t.printf("\n%s", tab.title)
+	if len(all) > t.opts.top() {
+		t.printf(", top %d of %d call stacks", t.opts.top(), len(all))
+	}
+	t.printf("\n")
+	if len(all) == 0 {
+		t.printf("  none\n")
+	}
+	for i, s := range all[:min(len(all), t.opts.top())] {
+		if i > 0 {
+			t.printf("\n")
+		}
+		t.printf("  #%-3d%s\n", i+1, tab.headline(s, t.p.Summary))
+		if s.Inherited {
+			t.printf("      (allocated by the parent before the fork)\n")
+		}
+		t.frames(s.Stack, t.p.SiteStack(s), "      ")
+	}
+}
+
+// stack writes the innermost frames of stack id, a line each.
+func (t *textReport) stack(id uint64, indent string) {
+	t.frames(id, t.p.Stack(id), indent)
+}
+
+func (t *textReport) frames(id uint64, frames []analysis.Frame, indent string) {
+	if id == 0 {
+		t.printf("%s(no call stack recorded)\n", indent)
+		return
+	}
+	shown := min(len(frames), t.opts.frames())
+	for _, f := range frames[:shown] {
+		t.printf("%s%s\n", indent, t.frameLine(f))
+	}
+	if more := len(frames) - shown; more > 0 {
+		t.printf("%s... %d more %s\n", indent, more, map[bool]string{true: "frame", false: "frames"}[more == 1])
+	}
+}
+
+// frameLine writes a frame as "function (file:line)". Files under the
+// directory the process started in are shown relative to it.
+func (t *textReport) frameLine(f analysis.Frame) string {
+	s := f.Name()
+	file := f.File
+	if cwd := t.p.Cwd; cwd != "" {
+		file = strings.TrimPrefix(file, strings.TrimSuffix(cwd, "/")+"/")
+	}
+	switch {
+	case file != "" && f.Line != 0:
+		s += fmt.Sprintf(" (%s:%d)", file, f.Line)
+	case file != "":
+		s += " (" + file + ")"
+	case f.Function != "" && f.Object != "":
+		s += " (in " + path.Base(f.Object) + ")"
+	}
+	if f.Inlined {
+		s += " [inlined]"
+	}
+	return s
+}
+
+func (t *textReport) problems() {
+	t.printf("\nProblems\n")
+	if len(t.p.Problems) == 0 {
+		t.printf("  none\n")
+		return
+	}
+	first := true
+	for kind := analysis.InvalidFree; kind <= analysis.InvalidRealloc; kind++ {
+		var ofKind []analysis.Problem
+		for _, pr := range t.p.Problems {
+			if pr.Kind == kind {
+				ofKind = append(ofKind, pr)
+			}
+		}
+		for i, pr := range ofKind {
+			if !first {
+				t.printf("\n")
+			}
+			first = false
+			if i == t.opts.top() {
+				t.printf("  ... and %s from other call stacks\n", plural(uint64(len(ofKind)-i), kind.String()))
+				break
+			}
+			t.problem(pr)
+		}
+	}
+}
+
+func (t *textReport) problem(pr analysis.Problem) {
+	t.printf("  %s: %s, %s\n", pr.Kind, problemText(pr), times(pr.Count))
+	for _, st := range problemStacks(pr) {
+		t.printf("    %s:\n", st.label)
+		t.stack(st.id, "      ")
+	}
+}
+
+// problemText says what went wrong.
+func problemText(pr analysis.Problem) string {
+	switch pr.Kind {
+	case analysis.InvalidFree:
+		return fmt.Sprintf("%s of an address that is not a block in use", apiName(pr.FreeAPI))
+	case analysis.DoubleFree:
+		return fmt.Sprintf("%s of %s already freed", apiName(pr.FreeAPI), blockText(pr))
+	case analysis.MismatchedFree:
+		return fmt.Sprintf("%s from %s released with %s", blockText(pr), pr.AllocAPI, pr.FreeAPI)
+	case analysis.InvalidRealloc:
+		if pr.FirstFreeStack != 0 || pr.AllocAPI != trace.APIUnknown {
+			return fmt.Sprintf("%s of %s already freed", apiName(pr.FreeAPI), blockText(pr))
+		}
+		return fmt.Sprintf("%s of an address that is not a block in use", apiName(pr.FreeAPI))
+	}
+	return ""
+}
+
+func blockText(pr analysis.Problem) string {
+	if pr.AllocAPI == trace.APIUnknown {
+		return "a block"
+	}
+	return "a block of " + size(pr.Size)
+}
+
+func apiName(a trace.API) string {
+	if a == trace.APIUnknown {
+		return "a release"
+	}
+	return a.String()
+}
+
+type labeledStack struct {
+	label string
+	id    uint64
+}
+
+// problemStacks returns the stacks that tell the story of a problem, the
+// wrong call first.
+func problemStacks(pr analysis.Problem) []labeledStack {
+	var sts []labeledStack
+	switch pr.Kind {
+	case analysis.InvalidFree:
+		sts = append(sts, labeledStack{"freed at", pr.FreeStack})
+	case analysis.DoubleFree:
+		sts = append(sts, labeledStack{"freed again at", pr.FreeStack}, labeledStack{"first freed at", pr.FirstFreeStack})
+	case analysis.MismatchedFree:
+		sts = append(sts, labeledStack{"released at", pr.FreeStack})
+	case analysis.InvalidRealloc:
+		sts = append(sts, labeledStack{"reallocated at", pr.FreeStack})
+		if pr.FirstFreeStack != 0 {
+			sts = append(sts, labeledStack{"freed at", pr.FirstFreeStack})
+		}
+	}
+	if pr.AllocStack != 0 || pr.AllocAPI != trace.APIUnknown {
+		sts = append(sts, labeledStack{"allocated at", pr.AllocStack})
+	}
+	return sts
+}
+
+// symbols notes the objects the stacks run through that could not be
+// symbolized fully: their frames lack names or lines.
+func (t *textReport) symbols() {
+	var poor []*analysis.Object
+	for _, o := range t.p.Objects() {
+		if o.HasStatus && o.Status != trace.SymbolsFull {
+			poor = append(poor, o)
+		}
+	}
+	if len(poor) == 0 {
+		return
+	}
+	t.printf("\nObjects without full symbols: their frames lack names or lines\n")
+	for _, o := range poor {
+		t.printf("  %s: %v", o.Path, o.Status)
+		if o.StatusMessage != "" {
+			t.printf(" (%s)", o.StatusMessage)
+		}
+		t.printf("\n")
+	}
+}
+
+func (t *textReport) otherProcesses() {
+	if len(t.m.Processes) < 2 {
+		return
+	}
+	rows := [][]string{{"pid", "program", "allocations", "peak", "end"}}
+	for _, p := range t.m.Processes {
+		if p == t.p {
+			continue
+		}
+		rows = append(rows, []string{fmt.Sprint(p.PID), truncate(commandLine(p), 32),
+			count(p.Summary.Allocations), size(p.Summary.PeakBytes), ending(p)})
+	}
+	t.printf("\nOther processes in this trace; see one with memtrail report --pid N\n")
+	t.table(rows, []bool{true, false, true, true, false})
+}
+
+// table writes rows in aligned columns, the numeric ones aligned right.
+func (t *textReport) table(rows [][]string, right []bool) {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, cell := range r {
+			widths[i] = max(widths[i], len([]rune(cell)))
+		}
+	}
+	for _, r := range rows {
+		var line strings.Builder
+		line.WriteString(" ")
+		for i, cell := range r {
+			pad := strings.Repeat(" ", widths[i]-len([]rune(cell)))
+			line.WriteString(" ")
+			if right[i] {
+				line.WriteString(pad + cell)
+			} else {
+				line.WriteString(cell + pad)
+			}
+			line.WriteString(" ")
+		}
+		t.printf("%s\n", strings.TrimRight(line.String(), " "))
+	}
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
