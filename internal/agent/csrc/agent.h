@@ -1,0 +1,159 @@
+/*
+ * agent.h: declarations shared by the agent's C files.
+ *
+ * The agent is preloaded into the recorded program. It never allocates
+ * through the heap it traces: its own memory comes from mmap (arena.c), and
+ * every path that may call into libc's allocator runs with the thread's
+ * busy flag set, so the nested calls pass through unrecorded.
+ */
+#ifndef MEMTRAIL_AGENT_H
+#define MEMTRAIL_AGENT_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol.h"
+
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+#define MT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MT_MAX_FRAMES_LIMIT 256
+
+/* Per-thread state, allocated from the arena on a thread's first event. */
+struct mt_thread {
+	uint32_t gen;      /* process generation it was set up in */
+	uint32_t busy;     /* inside the agent: nested allocator calls pass through */
+	uint32_t slot;     /* index of its ring slot */
+	uint32_t modgen;   /* module generation of the cached stack */
+	uint32_t depth;    /* frames in the cached stack */
+	uint64_t tid;
+	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack */
+	uint64_t *ring;    /* ring data of its slot */
+	struct mt_slot *ctl;
+	uint64_t ring_mask; /* ring size in words - 1 */
+	uint64_t ring_limit; /* write position up to which the ring is known free */
+	uint32_t stack_id;  /* the stack of the event being recorded */
+	uint64_t fork_seq;  /* sequence number of a fork in progress, + 1 */
+	struct mt_thread *next_free;
+	/* The last stack, innermost first: return address, stack pointer
+	 * in that frame, and the node naming the stack from it outwards. */
+	uintptr_t ra[MT_MAX_FRAMES_LIMIT];
+	uintptr_t sp[MT_MAX_FRAMES_LIMIT];
+	uint32_t node[MT_MAX_FRAMES_LIMIT];
+	/* Scratch for the stack being unwound. */
+	uintptr_t new_ra[MT_MAX_FRAMES_LIMIT];
+	uintptr_t new_sp[MT_MAX_FRAMES_LIMIT];
+	uint32_t new_mod[MT_MAX_FRAMES_LIMIT];
+};
+
+/* Process-wide state. */
+struct mt_process {
+	int state; /* MT_STATE_* */
+	uint32_t gen;
+	pid_t pid;
+	struct mt_header *hdr;
+	uint8_t *region;
+	uint64_t region_size;
+	struct mt_slot *slots;
+	uint8_t *rings;
+	struct mt_node *nodes;
+	uint32_t max_frames;
+	char sock_path[108];
+	size_t sock_path_len;
+};
+
+enum { MT_STATE_UNINIT, MT_STATE_ACTIVE, MT_STATE_OFF };
+
+extern struct mt_process mt_proc MT_HIDDEN;
+
+/* arena.c: memory for the agent itself, straight from mmap. */
+MT_HIDDEN void *mt_arena_alloc(size_t size);
+MT_HIDDEN void *mt_map(size_t size);
+
+/* real.c: the allocator functions the agent wraps. */
+struct mt_real {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	int (*dlclose)(void *);
+	void (*_exit)(int) __attribute__((noreturn));
+	void (*_Exit)(int) __attribute__((noreturn));
+};
+extern struct mt_real mt_real MT_HIDDEN;
+MT_HIDDEN void mt_resolve(void);
+MT_HIDDEN int mt_in_bootstrap(const void *p);
+MT_HIDDEN void *mt_bootstrap_alloc(size_t size, size_t align);
+MT_HIDDEN size_t mt_bootstrap_size(const void *p);
+
+/* process.c: connecting to the recorder, threads, rings. */
+MT_HIDDEN struct mt_thread *mt_enter(void);
+MT_HIDDEN void mt_leave(struct mt_thread *t);
+MT_HIDDEN uint64_t mt_seq(void);
+MT_HIDDEN void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n);
+MT_HIDDEN void mt_emit_locked_module_records(void);
+MT_HIDDEN void mt_process_init(int flags, uint64_t fork_token);
+MT_HIDDEN void mt_record_exit(int status);
+
+static inline uint64_t mt_tsc(void) { return __builtin_ia32_rdtsc(); }
+
+/* modules.c: loaded objects and their unwind tables. */
+struct mt_module {
+	uint32_t id;
+	uint32_t alive;   /* 0 unloaded, 1 live, 2 live and seen by the current refresh */
+	int is_main;
+	uintptr_t base;
+	uintptr_t lo, hi;        /* the executable address range */
+	const uint8_t *eh_frame_hdr;
+	const char *path;
+	uint32_t path_len;
+	uint32_t build_id_len;
+	uint8_t build_id[32];
+	uint32_t nsegs;
+	struct { uint64_t vaddr, memsz, offset, flags; } segs[8];
+};
+MT_HIDDEN void mt_modules_refresh(struct mt_thread *t);
+MT_HIDDEN struct mt_module *mt_module_at(uint32_t slot);
+MT_HIDDEN uint32_t mt_modules_count(void);
+MT_HIDDEN int mt_module_find(uintptr_t pc);
+MT_HIDDEN void mt_modules_lock(void);
+MT_HIDDEN void mt_modules_unlock(void);
+MT_HIDDEN void mt_modules_after_fork(void);
+extern uint32_t mt_modgen MT_HIDDEN;
+
+/* unwind.c */
+MT_HIDDEN void mt_capture_stack(struct mt_thread *t, uintptr_t *frame);
+MT_HIDDEN void mt_unwind_flush(void);
+
+/* stacks.c: the call-stack tree in shared memory. */
+MT_HIDDEN uint32_t mt_intern(uint32_t parent, uint32_t module, uint64_t offset);
+MT_HIDDEN void mt_stacks_reset(void);
+
+/* Small lock for rare paths (module refresh, node inserts). */
+typedef struct { int v; } mt_lock_t;
+static inline void mt_lock(mt_lock_t *l)
+{
+	unsigned spins = 0;
+	while (__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)) {
+		while (__atomic_load_n(&l->v, __ATOMIC_RELAXED)) {
+			/* The holder may be descheduled: stop burning its core. */
+			if (++spins > 100)
+				sched_yield();
+			else
+				__builtin_ia32_pause();
+		}
+	}
+}
+static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE); }
+
+MT_HIDDEN void mt_warn(const char *msg);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * arena.c: the agent's own memory, taken from mmap so that the heap being
+ * traced never sees it.
+ */
+#include <sys/mman.h>
+
+#include "agent.h"
+
+#define ARENA_CHUNK (1 << 20)
+
+static mt_lock_t arena_lock;
+static uint8_t *arena_cur, *arena_end;
+
+void *mt_map(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* mt_arena_alloc hands out zeroed memory that is never given back. */
+void *mt_arena_alloc(size_t size)
+{
+	size = (size + 63) & ~(size_t)63;
+	if (size >= ARENA_CHUNK / 4)
+		return mt_map(size);
+	mt_lock(&arena_lock);
+	if (arena_cur == NULL || (size_t)(arena_end - arena_cur) < size) {
+		uint8_t *chunk = mt_map(ARENA_CHUNK);
+		if (chunk == NULL) {
+			mt_unlock(&arena_lock);
+			return NULL;
+		}
+		arena_cur = chunk;
+		arena_end = chunk + ARENA_CHUNK;
+	}
+	void *p = arena_cur;
+	arena_cur += size;
+	mt_unlock(&arena_lock);
+	return p;
+}

@@ -1,0 +1,399 @@
+/*
+ * hooks.c: the allocator entry points the agent interposes.
+ *
+ * Each hook captures the call stack from its own frame, calls the real
+ * function and publishes one record. Sequence numbers order records across
+ * threads: an allocation takes its number after the block exists, a release
+ * takes its number (and publishes its record) before the block is given
+ * back, so no other thread can be handed the same address with a smaller
+ * number, and a release that makes libc abort is still recorded.
+ *
+ * The C++ operators are implemented here on top of the real malloc rather
+ * than forwarded to the C++ runtime, so one operator new is one event and
+ * the agent needs no C++ runtime; a failed allocation still calls the new
+ * handler and throws std::bad_alloc, found at run time in the program's own
+ * C++ runtime.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define FRAME ((uintptr_t *)__builtin_frame_address(0))
+
+static inline void resolved(void)
+{
+	if (MT_UNLIKELY(mt_real.free == NULL))
+		mt_resolve();
+}
+
+static inline int resolving(void) { return mt_real.free == NULL; }
+
+static inline void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
+{
+	uint64_t rec[5] = {MT_REC_ALLOC | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
+			   mt_seq(), mt_tsc(), (uintptr_t)p, n};
+	mt_emit(t, rec, 5);
+}
+
+static inline void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
+{
+	uint64_t rec[4] = {MT_REC_FREE | 4 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
+			   mt_seq(), mt_tsc(), (uintptr_t)p};
+	mt_emit(t, rec, 4);
+}
+
+/* An allocation hook: real is the call that allocates. */
+#define ALLOC_HOOK(api, size, real)                               \
+	do {                                                      \
+		struct mt_thread *t = mt_enter();                 \
+		if (t == NULL)                                    \
+			return real;                              \
+		mt_capture_stack(t, FRAME);                       \
+		void *p = real;                                   \
+		if (p != NULL)                                    \
+			emit_alloc(t, api, p, size);              \
+		mt_leave(t);                                       \
+		return p;                                         \
+	} while (0)
+
+/* A release hook. */
+#define FREE_HOOK(api, ptr)                                       \
+	do {                                                      \
+		if ((ptr) == NULL || mt_in_bootstrap(ptr))        \
+			return;                                   \
+		resolved();                                       \
+		struct mt_thread *t = mt_enter();                 \
+		if (t == NULL) {                                  \
+			mt_real.free(ptr);                        \
+			return;                                   \
+		}                                                 \
+		mt_capture_stack(t, FRAME);                       \
+		emit_free(t, api, ptr);                           \
+		mt_real.free(ptr);                                \
+		mt_leave(t);                                       \
+	} while (0)
+
+EXPORT void *malloc(size_t n)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving()))
+		return mt_bootstrap_alloc(n, 16);
+	ALLOC_HOOK(MT_API_MALLOC, n, mt_real.malloc(n));
+}
+
+EXPORT void free(void *p) { FREE_HOOK(MT_API_FREE, p); }
+
+EXPORT void *calloc(size_t count, size_t size)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving())) {
+		size_t n;
+		if (__builtin_mul_overflow(count, size, &n))
+			return NULL;
+		return mt_bootstrap_alloc(n, 16); /* static memory: already zero */
+	}
+	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size));
+}
+
+/* realloc_common is realloc and reallocarray; size is count*elem, already
+ * checked for overflow by the caller when it matters. */
+static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, size_t size, void *(*call)(void *, size_t, size_t),
+			    size_t count, size_t elem)
+{
+	if (old == NULL) {
+		void *p = call(NULL, count, elem);
+		if (p != NULL)
+			emit_alloc(t, api, p, size);
+		return p;
+	}
+	if (size == 0) {
+		/* glibc releases the block and returns NULL. */
+		emit_free(t, api, old);
+		return call(old, count, elem);
+	}
+	uint64_t released = mt_seq();
+	void *p = call(old, count, elem);
+	if (p == NULL) {
+		uint64_t rec[2] = {MT_REC_SKIP | 2 << 8, released};
+		mt_emit(t, rec, 2);
+		return NULL;
+	}
+	uint64_t rec[7] = {MT_REC_REALLOC | 7 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
+			   released, mt_seq(), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size};
+	mt_emit(t, rec, 7);
+	return p;
+}
+
+static void *call_realloc(void *old, size_t count, size_t elem)
+{
+	(void)elem;
+	return mt_real.realloc(old, count);
+}
+
+static void *call_reallocarray(void *old, size_t count, size_t elem)
+{
+	if (mt_real.reallocarray != NULL)
+		return mt_real.reallocarray(old, count, elem);
+	size_t n;
+	if (__builtin_mul_overflow(count, elem, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return mt_real.realloc(old, n);
+}
+
+/* from_bootstrap moves a bootstrap block to the real heap. */
+static void *from_bootstrap(void *old, size_t size)
+{
+	void *p = malloc(size);
+	if (p != NULL) {
+		size_t n = mt_bootstrap_size(old);
+		memcpy(p, old, n < size ? n : size);
+	}
+	return p;
+}
+
+EXPORT void *realloc(void *old, size_t size)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving())) {
+		void *p = mt_bootstrap_alloc(size, 16);
+		if (p != NULL && old != NULL)
+			memcpy(p, old, mt_bootstrap_size(old) < size ? mt_bootstrap_size(old) : size);
+		return p;
+	}
+	if (MT_UNLIKELY(old != NULL && mt_in_bootstrap(old)))
+		return from_bootstrap(old, size);
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return mt_real.realloc(old, size);
+	mt_capture_stack(t, FRAME);
+	void *p = realloc_common(t, MT_API_REALLOC, old, size, call_realloc, size, 0);
+	mt_leave(t);
+	return p;
+}
+
+EXPORT void *reallocarray(void *old, size_t count, size_t elem)
+{
+	size_t size;
+	resolved();
+	if (__builtin_mul_overflow(count, elem, &size)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (MT_UNLIKELY(resolving() || (old != NULL && mt_in_bootstrap(old))))
+		return realloc(old, size);
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return call_reallocarray(old, count, elem);
+	mt_capture_stack(t, FRAME);
+	void *p = realloc_common(t, MT_API_REALLOCARRAY, old, size, call_reallocarray, count, elem);
+	mt_leave(t);
+	return p;
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving())) {
+		*out = mt_bootstrap_alloc(size, align);
+		return *out != NULL ? 0 : ENOMEM;
+	}
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return mt_real.posix_memalign(out, align, size);
+	mt_capture_stack(t, FRAME);
+	int r = mt_real.posix_memalign(out, align, size);
+	if (r == 0 && *out != NULL)
+		emit_alloc(t, MT_API_POSIX_MEMALIGN, *out, size);
+	mt_leave(t);
+	return r;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving()))
+		return mt_bootstrap_alloc(size, align);
+	ALLOC_HOOK(MT_API_ALIGNED_ALLOC, size, mt_real.aligned_alloc(align, size));
+}
+
+EXPORT void *memalign(size_t align, size_t size)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving()))
+		return mt_bootstrap_alloc(size, align);
+	ALLOC_HOOK(MT_API_MEMALIGN, size, mt_real.memalign(align, size));
+}
+
+EXPORT void *valloc(size_t size)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving()))
+		return mt_bootstrap_alloc(size, 4096);
+	ALLOC_HOOK(MT_API_VALLOC, size, mt_real.valloc(size));
+}
+
+EXPORT void *pvalloc(size_t size)
+{
+	resolved();
+	if (MT_UNLIKELY(resolving()))
+		return mt_bootstrap_alloc((size + 4095) & ~(size_t)4095, 4096);
+	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size));
+}
+
+/* ---- C++ operators ---- */
+
+typedef void (*new_handler_fn)(void);
+
+static new_handler_fn current_new_handler(void)
+{
+	new_handler_fn (*get)(void) = (new_handler_fn(*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
+	return get != NULL ? get() : NULL;
+}
+
+__attribute__((noreturn)) static void throw_bad_alloc(void)
+{
+	void (*thrower)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv");
+	if (thrower != NULL)
+		thrower();
+	mt_warn("memtrail: operator new failed and std::bad_alloc cannot be thrown; aborting\n");
+	abort();
+}
+
+/* cxx_alloc allocates as operator new does: retry after the new handler,
+ * throw std::bad_alloc (or return NULL for nothrow) without one. The
+ * thread's busy flag is dropped around the handler and the throw, so the
+ * handler's own allocations are recorded and an exception leaves the
+ * agent's state clean. */
+static void *cxx_alloc(struct mt_thread **t, size_t size, size_t align, int nothrow)
+{
+	resolved();
+	uint32_t stack_id = *t != NULL ? (*t)->stack_id : 0;
+	for (;;) {
+		void *p = align ? mt_real.memalign(align, size ? size : 1) : mt_real.malloc(size ? size : 1);
+		if (p != NULL)
+			return p;
+		int had = *t != NULL;
+		if (had)
+			mt_leave(*t);
+		new_handler_fn h = current_new_handler();
+		if (h == NULL) {
+			if (nothrow)
+				return *t = NULL, NULL;
+			throw_bad_alloc();
+		}
+		h();
+		if (had) {
+			/* The handler's own allocations reuse the thread's
+			 * state: keep this event's stack. */
+			*t = mt_enter();
+			if (*t != NULL)
+				(*t)->stack_id = stack_id;
+		}
+	}
+}
+
+#define NEW_HOOK(api, size, align, nothrow)                           \
+	do {                                                          \
+		resolved();                                           \
+		struct mt_thread *t = mt_enter();                     \
+		if (t != NULL)                                        \
+			mt_capture_stack(t, FRAME);                   \
+		void *p = cxx_alloc(&t, size, align, nothrow);        \
+		if (t != NULL) {                                      \
+			if (p != NULL)                                \
+				emit_alloc(t, api, p, size);          \
+			mt_leave(t);                                   \
+		}                                                     \
+		return p;                                             \
+	} while (0)
+
+typedef struct nothrow_t nothrow_t;
+
+EXPORT void *_Znwm(size_t n) { NEW_HOOK(MT_API_NEW, n, 0, 0); }
+EXPORT void *_Znam(size_t n) { NEW_HOOK(MT_API_NEW_ARRAY, n, 0, 0); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const nothrow_t *nt) { (void)nt; NEW_HOOK(MT_API_NEW_NOTHROW, n, 0, 1); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const nothrow_t *nt) { (void)nt; NEW_HOOK(MT_API_NEW_ARRAY_NOTHROW, n, 0, 1); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { NEW_HOOK(MT_API_NEW_ALIGNED, n, al, 0); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t al) { NEW_HOOK(MT_API_NEW_ARRAY_ALIGNED, n, al, 0); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const nothrow_t *nt)
+{
+	(void)nt;
+	NEW_HOOK(MT_API_NEW_ALIGNED_NOTHROW, n, al, 1);
+}
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const nothrow_t *nt)
+{
+	(void)nt;
+	NEW_HOOK(MT_API_NEW_ARRAY_ALIGNED_NOTHROW, n, al, 1);
+}
+
+EXPORT void _ZdlPv(void *p) { FREE_HOOK(MT_API_DELETE, p); }
+EXPORT void _ZdaPv(void *p) { FREE_HOOK(MT_API_DELETE_ARRAY, p); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; FREE_HOOK(MT_API_DELETE_SIZED, p); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; FREE_HOOK(MT_API_DELETE_ARRAY_SIZED, p); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { (void)al; FREE_HOOK(MT_API_DELETE_ALIGNED, p); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { (void)al; FREE_HOOK(MT_API_DELETE_ARRAY_ALIGNED, p); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al)
+{
+	(void)n, (void)al;
+	FREE_HOOK(MT_API_DELETE_SIZED_ALIGNED, p);
+}
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al)
+{
+	(void)n, (void)al;
+	FREE_HOOK(MT_API_DELETE_ARRAY_SIZED_ALIGNED, p);
+}
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const nothrow_t *nt) { (void)nt; FREE_HOOK(MT_API_DELETE_NOTHROW, p); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const nothrow_t *nt) { (void)nt; FREE_HOOK(MT_API_DELETE_ARRAY_NOTHROW, p); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const nothrow_t *nt)
+{
+	(void)al, (void)nt;
+	FREE_HOOK(MT_API_DELETE_ALIGNED_NOTHROW, p);
+}
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const nothrow_t *nt)
+{
+	(void)al, (void)nt;
+	FREE_HOOK(MT_API_DELETE_ARRAY_ALIGNED_NOTHROW, p);
+}
+
+/* ---- process life ---- */
+
+EXPORT int dlclose(void *handle)
+{
+	resolved();
+	int r = mt_real.dlclose(handle);
+	struct mt_thread *t = mt_enter();
+	if (t != NULL) {
+		mt_modules_refresh(t);
+		mt_leave(t);
+	}
+	return r;
+}
+
+EXPORT void _exit(int status)
+{
+	resolved();
+	mt_record_exit(status);
+	if (mt_real._exit != NULL)
+		mt_real._exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+EXPORT void _Exit(int status)
+{
+	resolved();
+	mt_record_exit(status);
+	if (mt_real._Exit != NULL)
+		mt_real._Exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}

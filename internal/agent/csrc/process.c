@@ -1,0 +1,541 @@
+/*
+ * process.c: connecting a process to the recorder, thread slots, and
+ * writing records into the rings.
+ *
+ * A process connects once (at start, after exec, or in a fork child): it
+ * sends a hello on the recorder's socket and receives a memfd with its
+ * region. After that it holds no file descriptor at all, so programs that
+ * close or dup2 over every descriptor cannot disturb it; all further
+ * communication goes through the shared region. The recorder notices the
+ * process's death on its own (pidfd), so everything published in the rings
+ * survives a crash or SIGKILL.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+struct mt_process mt_proc;
+
+static mt_lock_t init_lock;
+static mt_lock_t free_threads_lock;
+static struct mt_thread *free_threads;
+static pthread_key_t thread_key;
+static int thread_key_ready;
+static int once_per_image_done;
+static char hello_buf[MT_MAX_HELLO];
+
+/*
+ * Threads that are setting up their agent state (or connecting the
+ * process), by tid. Until a thread's state exists, this is how the
+ * allocations libc makes on the agent's behalf are recognized and passed
+ * through unrecorded. The agent keeps per-thread state under a pthread key
+ * rather than in thread-local variables: a TLS module would make libc
+ * allocate a larger thread vector for every thread of the program.
+ */
+#define MAX_SETUP 64
+static pid_t in_setup[MAX_SETUP];
+
+extern void *__libc_stack_end;
+
+void mt_warn(const char *msg) { (void)!write(2, msg, strlen(msg)); }
+
+static pid_t gettid_raw(void) { return (pid_t)syscall(SYS_gettid); }
+
+static int setup_begin(pid_t tid)
+{
+	for (int i = 0; i < MAX_SETUP; i++) {
+		if (__atomic_load_n(&in_setup[i], __ATOMIC_RELAXED) == tid)
+			return -1;
+	}
+	for (int i = 0; i < MAX_SETUP; i++) {
+		pid_t expect = 0;
+		if (__atomic_compare_exchange_n(&in_setup[i], &expect, tid, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return i;
+	}
+	return -1;
+}
+
+static void setup_end(int i) { __atomic_store_n(&in_setup[i], 0, __ATOMIC_RELEASE); }
+
+/* read_file reads a small /proc file into buf without touching the heap. */
+static size_t read_file(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t n = 0;
+	while (n < cap) {
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	return n;
+}
+
+/* find_socket_path takes MEMTRAIL_SOCK from the environment. getenv may not
+ * work yet when the first allocation comes from the dynamic loader, so the
+ * process's initial environment is read from /proc as a fallback. */
+static int find_socket_path(void)
+{
+	if (mt_proc.sock_path_len)
+		return 1;
+	const char *v = getenv("MEMTRAIL_SOCK");
+	char env[65536];
+	if (v == NULL) {
+		size_t n = read_file("/proc/self/environ", env, sizeof env - 1);
+		env[n] = 0;
+		for (size_t i = 0; i < n; i += strlen(env + i) + 1) {
+			if (strncmp(env + i, "MEMTRAIL_SOCK=", 14) == 0) {
+				v = env + i + 14;
+				break;
+			}
+		}
+	}
+	if (v == NULL || *v == 0)
+		return 0;
+	size_t len = strlen(v);
+	if (len >= sizeof mt_proc.sock_path)
+		return 0;
+	memcpy(mt_proc.sock_path, v, len);
+	/* A leading '@' names a socket in the abstract namespace. */
+	if (mt_proc.sock_path[0] == '@')
+		mt_proc.sock_path[0] = 0;
+	mt_proc.sock_path_len = len;
+	return 1;
+}
+
+static int append(size_t *off, const void *p, size_t n)
+{
+	if (*off + n > sizeof hello_buf)
+		n = sizeof hello_buf - *off;
+	memcpy(hello_buf + *off, p, n);
+	*off += n;
+	return (int)n;
+}
+
+/* connect_recorder says hello and maps the region it is given. */
+static int connect_recorder(int flags, uint64_t fork_token)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	struct sockaddr_un addr;
+	memset(&addr, 0, sizeof addr);
+	addr.sun_family = AF_UNIX;
+	memcpy(addr.sun_path, mt_proc.sock_path, mt_proc.sock_path_len);
+	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + mt_proc.sock_path_len);
+	if (mt_proc.sock_path[0] != 0)
+		alen++; /* a filesystem path includes its NUL */
+	int r;
+	do
+		r = connect(fd, (struct sockaddr *)&addr, alen);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		close(fd);
+		return 0;
+	}
+	struct timeval tv = {.tv_sec = 30};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+
+	struct mt_hello h = {.magic = MT_HELLO_MAGIC, .version = MT_PROTOCOL_VERSION,
+			     .pid = (uint32_t)getpid(), .ppid = (uint32_t)getppid(), .flags = (uint32_t)flags,
+			     .fork_token = fork_token};
+	size_t off = sizeof h;
+	char tmp[4096];
+	size_t n = read_file("/proc/self/cmdline", tmp, sizeof tmp);
+	h.cmdline_len = (uint32_t)append(&off, tmp, n);
+	ssize_t e = readlink("/proc/self/exe", tmp, sizeof tmp);
+	h.exe_len = (uint32_t)append(&off, tmp, e > 0 ? (size_t)e : 0);
+	if (getcwd(tmp, sizeof tmp) != NULL)
+		h.cwd_len = (uint32_t)append(&off, tmp, strlen(tmp));
+	memcpy(hello_buf, &h, sizeof h);
+	if (send(fd, hello_buf, off, MSG_NOSIGNAL) != (ssize_t)off) {
+		close(fd);
+		return 0;
+	}
+
+	struct mt_welcome w;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &w, .iov_len = sizeof w};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	do
+		r = (int)recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	close(fd);
+	int memfd = -1;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&memfd, CMSG_DATA(c), sizeof memfd);
+	if (r != (int)sizeof w || w.magic != MT_HELLO_MAGIC || w.status != 0 || memfd < 0) {
+		if (memfd >= 0)
+			close(memfd);
+		return 0;
+	}
+	void *region = mmap(NULL, w.region_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	close(memfd);
+	if (region == MAP_FAILED)
+		return 0;
+	struct mt_header *hdr = region;
+	if (hdr->magic != MT_REGION_MAGIC || hdr->version != MT_PROTOCOL_VERSION) {
+		munmap(region, w.region_size);
+		return 0;
+	}
+	mt_proc.region = region;
+	mt_proc.region_size = w.region_size;
+	mt_proc.hdr = hdr;
+	mt_proc.slots = (struct mt_slot *)((uint8_t *)region + MT_HEADER_SIZE);
+	mt_proc.rings = (uint8_t *)region + hdr->rings_offset;
+	mt_proc.nodes = (struct mt_node *)((uint8_t *)region + hdr->nodes_offset);
+	mt_proc.max_frames = hdr->max_frames;
+	if (mt_proc.max_frames > MT_MAX_FRAMES_LIMIT)
+		mt_proc.max_frames = MT_MAX_FRAMES_LIMIT;
+	return 1;
+}
+
+static void thread_exit(void *arg);
+static void on_exit_handler(int status, void *arg);
+static void before_fork(void);
+static void after_fork_parent(void);
+static void after_fork_child(void);
+
+/* mt_process_init connects this process. It runs with the caller's busy
+ * flag set, so allocations made by libc on its behalf are not recorded. */
+void mt_process_init(int flags, uint64_t fork_token)
+{
+	mt_lock(&init_lock);
+	if (mt_proc.state != MT_STATE_UNINIT) {
+		mt_unlock(&init_lock);
+		return;
+	}
+	mt_resolve();
+	int state = MT_STATE_OFF;
+	if (find_socket_path()) {
+		if (connect_recorder(flags, fork_token))
+			state = MT_STATE_ACTIVE;
+		else
+			mt_warn("memtrail: agent could not reach the recorder; this process is not recorded\n");
+	}
+	mt_proc.pid = getpid();
+	if (!thread_key_ready) {
+		thread_key_ready = pthread_key_create(&thread_key, thread_exit) == 0;
+	}
+	if (!thread_key_ready)
+		state = MT_STATE_OFF;
+	if (state == MT_STATE_ACTIVE && !once_per_image_done) {
+		once_per_image_done = 1;
+		on_exit(on_exit_handler, NULL);
+		pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	}
+	__atomic_store_n(&mt_proc.state, state, __ATOMIC_RELEASE);
+	mt_unlock(&init_lock);
+}
+
+/* before_fork marks the point in the parent's history the child's heap
+ * will be a copy of. The number is taken here, before libc locks its heap
+ * for the fork, and published by after_fork_parent. */
+static void before_fork(void)
+{
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return;
+	t->fork_seq = mt_seq() + 1;
+	mt_leave(t);
+}
+
+static void after_fork_parent(void)
+{
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return;
+	if (t->fork_seq != 0) {
+		uint64_t rec[3] = {MT_REC_FORK | 3 << 8, t->fork_seq - 1, mt_tsc()};
+		mt_emit(t, rec, 3);
+		t->fork_seq = 0;
+	}
+	mt_leave(t);
+}
+
+/* after_fork_child starts the child afresh: it has its own region, call
+ * stack tree and module ids, and must never write to its parent's region. */
+static void after_fork_child(void)
+{
+	struct mt_thread *t = thread_key_ready ? pthread_getspecific(thread_key) : NULL;
+	uint64_t token = 0;
+	if (t != NULL) {
+		token = t->fork_seq;
+		t->fork_seq = 0;
+		t->busy = 0;
+	}
+	init_lock.v = 0;
+	free_threads_lock.v = 0;
+	if (mt_proc.region != NULL)
+		munmap(mt_proc.region, mt_proc.region_size);
+	mt_proc.region = NULL;
+	mt_proc.hdr = NULL;
+	mt_proc.gen++;
+	mt_proc.state = MT_STATE_UNINIT;
+	mt_modules_after_fork();
+	mt_stacks_reset();
+	memset(in_setup, 0, sizeof in_setup);
+	int guard = setup_begin(gettid_raw());
+	mt_process_init(MT_HELLO_FORK, token);
+	if (guard >= 0)
+		setup_end(guard);
+}
+
+static void stack_bounds(struct mt_thread *t)
+{
+	t->stack_lo = 0;
+	t->stack_hi = 0;
+	if (t->tid == (uint64_t)getpid()) {
+		/* The main thread: its frames all lie below the initial stack
+		 * pointer, above which argv and the environment follow. */
+		t->stack_hi = (uintptr_t)__libc_stack_end + 256;
+		return;
+	}
+	pthread_attr_t a;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		void *addr;
+		size_t size;
+		if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+			t->stack_lo = (uintptr_t)addr;
+			t->stack_hi = (uintptr_t)addr + size;
+		}
+		pthread_attr_destroy(&a);
+	}
+}
+
+/* attach gives a thread a ring slot in the current process. */
+static int attach(struct mt_thread *t)
+{
+	struct mt_header *hdr = mt_proc.hdr;
+	uint32_t slot = hdr->nslots;
+	for (uint32_t i = 0; i < hdr->nslots; i++) {
+		uint32_t expect = MT_SLOT_FREE;
+		if (__atomic_load_n(&mt_proc.slots[i].state, __ATOMIC_RELAXED) == MT_SLOT_FREE &&
+		    __atomic_compare_exchange_n(&mt_proc.slots[i].state, &expect, MT_SLOT_OWNED, 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot == hdr->nslots) {
+		/* More live threads than slots: this thread goes unrecorded,
+		 * and the trace says how many events that cost. */
+		__atomic_fetch_add(&hdr->dropped, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	t->gen = mt_proc.gen;
+	t->slot = slot;
+	t->ctl = &mt_proc.slots[slot];
+	t->ring = (uint64_t *)(mt_proc.rings + (uint64_t)slot * hdr->ring_size);
+	t->ring_mask = hdr->ring_size / 8 - 1;
+	t->ring_limit = 0;
+	t->tid = (uint64_t)gettid_raw();
+	t->depth = 0;
+	t->ctl->tid = (uint32_t)t->tid;
+	stack_bounds(t);
+	uint64_t rec[4] = {MT_REC_THREAD | 4 << 8, mt_seq(), mt_tsc(), t->tid};
+	mt_emit(t, rec, 4);
+	return 1;
+}
+
+/* thread_setup creates the state of a thread's first event. */
+static struct mt_thread *thread_setup(void)
+{
+	mt_lock(&free_threads_lock);
+	struct mt_thread *t = free_threads;
+	if (t != NULL)
+		free_threads = t->next_free;
+	mt_unlock(&free_threads_lock);
+	if (t == NULL)
+		t = mt_arena_alloc(sizeof *t);
+	if (t == NULL)
+		return NULL;
+	t->busy = 1;
+	t->gen = 0;
+	if (pthread_setspecific(thread_key, t) != 0 || !attach(t)) {
+		pthread_setspecific(thread_key, NULL);
+		mt_lock(&free_threads_lock);
+		t->next_free = free_threads;
+		free_threads = t;
+		mt_unlock(&free_threads_lock);
+		return NULL;
+	}
+	return t;
+}
+
+static void release_thread(struct mt_thread *t)
+{
+	if (t->gen == mt_proc.gen && __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE) {
+		uint64_t rec[3] = {MT_REC_THREAD_END | 3 << 8, mt_seq(), mt_tsc()};
+		mt_emit(t, rec, 3);
+		__atomic_store_n(&t->ctl->state, MT_SLOT_DONE, __ATOMIC_RELEASE);
+	}
+	t->gen = 0;
+}
+
+/* thread_exit runs as the key's destructor when a thread exits. The
+ * thread may still allocate afterwards (other destructors): it then sets
+ * up again. */
+static void thread_exit(void *arg)
+{
+	struct mt_thread *t = arg;
+	t->busy = 1;
+	release_thread(t);
+	mt_lock(&free_threads_lock);
+	t->next_free = free_threads;
+	free_threads = t;
+	mt_unlock(&free_threads_lock);
+}
+
+/* enter_slow is mt_enter for a thread without state, or a process not
+ * connected yet. */
+static struct mt_thread *enter_slow(void)
+{
+	int guard = setup_begin(gettid_raw());
+	if (guard < 0)
+		return NULL; /* a nested call during setup */
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_UNINIT)
+		mt_process_init(MT_HELLO_START, 0);
+	struct mt_thread *t = NULL;
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE) {
+		t = pthread_getspecific(thread_key);
+		if (t == NULL)
+			t = thread_setup();
+		else if (t->busy)
+			t = NULL;
+	}
+	setup_end(guard);
+	return t;
+}
+
+/* mt_enter returns the calling thread's state, marked busy, or NULL when
+ * this call must not be recorded (nested in the agent, or not recording). */
+struct mt_thread *mt_enter(void)
+{
+	int state = __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE);
+	if (MT_LIKELY(state == MT_STATE_ACTIVE)) {
+		struct mt_thread *t = pthread_getspecific(thread_key);
+		if (MT_LIKELY(t != NULL)) {
+			if (t->busy)
+				return NULL;
+			if (MT_UNLIKELY(__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
+				/* The recorder asked to stop (it cannot write any more). */
+				__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
+				return NULL;
+			}
+			t->busy = 1;
+			if (MT_LIKELY(t->gen == mt_proc.gen))
+				return t;
+			/* Set up in the parent of a fork: attach to the child's region. */
+			if (attach(t))
+				return t;
+			t->busy = 0;
+			return NULL;
+		}
+	} else if (state == MT_STATE_OFF) {
+		return NULL;
+	}
+	return enter_slow();
+}
+
+void mt_leave(struct mt_thread *t) { t->busy = 0; }
+
+uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
+
+static void disable(void)
+{
+	__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
+	mt_warn("memtrail: the recorder is gone; recording stopped, the program continues\n");
+}
+
+/* wait_for_space waits while the ring is full. The recorder drains on the
+ * other core; if it has died, recording stops and the program runs on. */
+static int wait_for_space(struct mt_thread *t, uint64_t need)
+{
+	struct mt_header *hdr = mt_proc.hdr;
+	uint64_t size = hdr->ring_size;
+	for (unsigned spins = 0;; spins++) {
+		uint64_t used = t->ctl->write - __atomic_load_n(&t->ctl->read, __ATOMIC_ACQUIRE);
+		if (used + need <= size)
+			return 1;
+		if (__atomic_load_n(&hdr->disabled, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&mt_proc.state, __ATOMIC_RELAXED) != MT_STATE_ACTIVE)
+			return 0;
+		if (spins < 64) {
+			__builtin_ia32_pause();
+		} else if (spins < 256) {
+			sched_yield();
+		} else {
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+			if (spins % 256 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH) {
+				disable();
+				return 0;
+			}
+		}
+	}
+}
+
+void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
+{
+	struct mt_slot *ctl = t->ctl;
+	uint64_t w = ctl->write;
+	uint64_t bytes = (uint64_t)n * 8;
+	/* The recorder's read position is only looked at when the space
+	 * known to be free runs out: its cache line stays put otherwise. */
+	if (MT_UNLIKELY(w + bytes > t->ring_limit)) {
+		t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
+		if (w + bytes > t->ring_limit) {
+			if (!wait_for_space(t, bytes)) {
+				__atomic_fetch_add(&mt_proc.hdr->dropped, 1, __ATOMIC_RELAXED);
+				return;
+			}
+			t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
+		}
+	}
+	uint64_t *ring = t->ring, mask = t->ring_mask, at = w / 8;
+	for (unsigned i = 0; i < n; i++)
+		ring[(at + i) & mask] = words[i];
+	__atomic_store_n(&ctl->write, w + bytes, __ATOMIC_RELEASE);
+}
+
+static void on_exit_handler(int status, void *arg)
+{
+	(void)arg;
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return;
+	uint64_t rec[4] = {MT_REC_EXIT | 4 << 8, mt_seq(), mt_tsc(), (uint64_t)(uint32_t)status};
+	mt_emit(t, rec, 4);
+	mt_leave(t);
+}
+
+void mt_record_exit(int status)
+{
+	on_exit_handler(status, NULL);
+}
+
+__attribute__((constructor(101))) static void agent_init(void)
+{
+	struct mt_thread *t = mt_enter();
+	if (t != NULL)
+		mt_leave(t);
+}

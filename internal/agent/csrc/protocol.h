@@ -1,0 +1,173 @@
+/*
+ * protocol.h: what the agent and the recorder share.
+ *
+ * The recorder gives each recorded process one memory region (a memfd both
+ * map). The region holds a header, one ring buffer per thread slot and the
+ * call-stack node table. The Go side mirrors these definitions in
+ * internal/record/protocol.go; a test compiles this header and checks that
+ * both agree.
+ *
+ * Layout of a region, offsets in bytes:
+ *   0                      struct mt_header
+ *   MT_HEADER_SIZE         nslots * struct mt_slot (ring control words)
+ *   rings_offset           nslots * ring_size bytes of ring data
+ *   nodes_offset           node_capacity * struct mt_node
+ */
+#ifndef MEMTRAIL_PROTOCOL_H
+#define MEMTRAIL_PROTOCOL_H
+
+#include <stdint.h>
+
+#define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
+#define MT_PROTOCOL_VERSION 1
+#define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
+#define MT_HEADER_SIZE 4096
+#define MT_MAX_HELLO 16384
+
+/* Hello flags: why the agent connects. */
+#define MT_HELLO_START 1 /* a new program image (start or exec) */
+#define MT_HELLO_FORK 2  /* the child of a fork */
+
+/* Slot states. */
+#define MT_SLOT_FREE 0
+#define MT_SLOT_OWNED 1
+#define MT_SLOT_DONE 2 /* its thread exited; the recorder frees it once drained */
+
+/*
+ * Ring records are sequences of 64-bit words. Word 0 holds the kind in its
+ * low 8 bits and the record's length in words in the next 8 bits; the rest
+ * depends on the kind:
+ *
+ *   ALLOC    w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr  w4 size
+ *   FREE     w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr
+ *   REALLOC  w0: api<<16 | stack<<24   w1 seq of the release of the old block
+ *            w2 seq of the new block   w3 tsc  w4 old addr  w5 new addr  w6 size
+ *   SKIP     w1 seq  (a sequence number taken by an operation that failed)
+ *   MODULE   w1 seq  w2 tsc  w3 module id  w4 base  w5 nsegments
+ *            then 4 words per segment (vaddr, memsz, offset, flags),
+ *            then w: build-id length, build-id bytes padded to words,
+ *            then w: path length, path bytes padded to words
+ *   UNLOAD   w1 seq  w2 tsc  w3 module id
+ *   THREAD   w1 seq  w2 tsc  w3 tid
+ *   EXIT     w1 seq  w2 tsc  w3 exit status   (the program called exit)
+ *   THREAD_END w1 seq  w2 tsc                  (its thread is exiting)
+ *   FORK     w1 seq  w2 tsc    (the process forked; the child's hello
+ *            carries seq+1 as its fork token: the child's heap is the
+ *            parent's as of this point)
+ *
+ * The stack field is the id of the innermost node of the event's call stack
+ * (0: none). Sequence numbers come from mt_header.seq: every operation
+ * takes one (a realloc takes two), so the recorder can restore the order in
+ * which things happened across threads and knows when one is still missing.
+ */
+#define MT_REC_ALLOC 1
+#define MT_REC_FREE 2
+#define MT_REC_REALLOC 3
+#define MT_REC_SKIP 4
+#define MT_REC_MODULE 5
+#define MT_REC_UNLOAD 6
+#define MT_REC_THREAD 7
+#define MT_REC_EXIT 8
+#define MT_REC_THREAD_END 9
+#define MT_REC_FORK 10
+
+#define MT_STACK_SHIFT 24
+#define MT_API_SHIFT 16
+
+/* API numbers: the same as trace.API in internal/trace/spec.go. */
+enum mt_api {
+	MT_API_MALLOC = 1,
+	MT_API_CALLOC,
+	MT_API_REALLOC,
+	MT_API_REALLOCARRAY,
+	MT_API_FREE,
+	MT_API_POSIX_MEMALIGN,
+	MT_API_ALIGNED_ALLOC,
+	MT_API_MEMALIGN,
+	MT_API_VALLOC,
+	MT_API_PVALLOC,
+	MT_API_NEW,
+	MT_API_NEW_NOTHROW,
+	MT_API_NEW_ALIGNED,
+	MT_API_NEW_ALIGNED_NOTHROW,
+	MT_API_NEW_ARRAY,
+	MT_API_NEW_ARRAY_NOTHROW,
+	MT_API_NEW_ARRAY_ALIGNED,
+	MT_API_NEW_ARRAY_ALIGNED_NOTHROW,
+	MT_API_DELETE,
+	MT_API_DELETE_SIZED,
+	MT_API_DELETE_ALIGNED,
+	MT_API_DELETE_SIZED_ALIGNED,
+	MT_API_DELETE_NOTHROW,
+	MT_API_DELETE_ALIGNED_NOTHROW,
+	MT_API_DELETE_ARRAY,
+	MT_API_DELETE_ARRAY_SIZED,
+	MT_API_DELETE_ARRAY_ALIGNED,
+	MT_API_DELETE_ARRAY_SIZED_ALIGNED,
+	MT_API_DELETE_ARRAY_NOTHROW,
+	MT_API_DELETE_ARRAY_ALIGNED_NOTHROW,
+};
+
+/* A node of the call-stack tree: the frame at return address
+ * module base + offset, called from the stack named by parent. */
+struct mt_node {
+	uint32_t parent;
+	uint32_t module;
+	uint64_t offset;
+};
+
+/* Ring control words of one thread slot; each counter on its own line so
+ * the agent and the recorder do not fight over a cache line. */
+struct mt_slot {
+	uint32_t state;
+	uint32_t tid;
+	uint8_t pad0[56];
+	uint64_t write; /* bytes written, only ever increases (agent) */
+	uint8_t pad1[56];
+	uint64_t read; /* bytes consumed (recorder) */
+	uint8_t pad2[56];
+};
+
+struct mt_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nslots;
+	uint64_t region_size;
+	uint64_t ring_size; /* bytes per ring, a power of two */
+	uint64_t rings_offset;
+	uint64_t nodes_offset;
+	uint64_t node_capacity;
+	uint32_t max_frames;
+	uint32_t recorder_pid;
+	/* Counters written by the agent, each on its own cache line. */
+	uint64_t seq __attribute__((aligned(64))); /* next sequence number */
+	uint64_t node_count __attribute__((aligned(64))); /* node ids handed out */
+	uint64_t dropped __attribute__((aligned(64))); /* events not recorded */
+	uint64_t disabled;   /* nonzero: the agent stopped recording */
+	uint64_t nodes_lost; /* stacks cut short because the node table was full */
+};
+
+/* Hello: the agent's first message on the recorder's socket. The strings
+ * follow the fixed part: cmdline (NUL-separated, as /proc/self/cmdline),
+ * then exe, then cwd, with the lengths given here. */
+struct mt_hello {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t pid;
+	uint32_t ppid;
+	uint32_t flags;
+	uint32_t cmdline_len;
+	uint32_t exe_len;
+	uint32_t cwd_len;
+	uint32_t pad;
+	uint64_t fork_token; /* a fork child: the parent's FORK sequence + 1 */
+};
+
+/* The recorder's answer; it carries the region's memfd as SCM_RIGHTS. */
+struct mt_welcome {
+	uint32_t magic;
+	uint32_t status; /* 0: record; 1: do not record this process */
+	uint64_t region_size;
+};
+
+#endif
