@@ -1,0 +1,95 @@
+package record
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// CheckProgram finds the program to run and makes sure the agent can be
+// preloaded into it: it must exist, be executable, and — if it is an ELF
+// file — be a dynamically linked x86-64 program. Scripts are fine: their
+// interpreter is what gets recorded.
+func CheckProgram(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s: program not found", name)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return "", fmt.Errorf("%s: not executable", name)
+		}
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != elf.ELFMAG {
+		return path, nil
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: not a valid ELF program: %w", name, err)
+	}
+	if ef.Class != elf.ELFCLASS64 || ef.Machine != elf.EM_X86_64 {
+		return "", fmt.Errorf("%s: a %s %s program; memtrail records x86-64 programs only", name, ef.Class, ef.Machine)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%s: statically linked; memtrail needs the dynamic loader to preload its agent (link it dynamically, or wrap malloc with -Wl,--wrap)", name)
+}
+
+// createOutput creates the trace file before the program starts, so an
+// unwritable path fails before anything runs. With no path a temporary
+// name in the current directory is used until the program's pid is known.
+func createOutput(path string) (f *os.File, temporary bool, err error) {
+	if path != "" {
+		f, err = os.Create(path)
+		if err != nil {
+			return nil, false, fmt.Errorf("creating the trace: %w", err)
+		}
+		return f, false, nil
+	}
+	f, err = os.CreateTemp(".", ".memtrail-*.mtr")
+	if err != nil {
+		return nil, false, fmt.Errorf("creating the trace in the current directory: %w", err)
+	}
+	return f, true, nil
+}
+
+// defaultName is <program>.<pid>.mtr, as heaptrack names its files.
+func defaultName(program string, pid int) string {
+	return filepath.Base(program) + "." + strconv.Itoa(pid) + ".mtr"
+}
+
+// agentEnv adds the agent to LD_PRELOAD and tells it where the recorder
+// listens.
+func agentEnv(env []string, agentPath, socket string) []string {
+	out := make([]string, 0, len(env)+2)
+	preload := agentPath
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "LD_PRELOAD="):
+			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); old != "" {
+				preload += ":" + old
+			}
+		case strings.HasPrefix(kv, "MEMTRAIL_SOCK="):
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, "LD_PRELOAD="+preload, "MEMTRAIL_SOCK="+socket)
+}

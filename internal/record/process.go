@@ -1,0 +1,372 @@
+package record
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// slotReader reads the ring of one thread slot.
+type slotReader struct {
+	index   int
+	ring    []uint64
+	mask    uint64
+	pos     uint64 // bytes consumed
+	written uint64 // the agent's write position, as last loaded
+	thread  uint64 // trace index of the thread owning the slot
+	active  bool
+	head    []uint64 // the next record, copied out of the ring
+	scratch []uint64
+	due     uint64 // the sequence number at which head is to be handled
+	parked  bool   // head is a realloc whose release number has passed
+}
+
+// parkedRealloc is a realloc whose old block was released (its first
+// sequence number passed) while its new block's number is still to come.
+type parkedRealloc struct {
+	slot  *slotReader
+	split bool // the old block was already written out as a free
+}
+
+// process is one recorded program image.
+type process struct {
+	id       uint64
+	pid      int
+	region   *region
+	pidfd    int
+	slots    []slotReader
+	active   []*slotReader
+	last     *slotReader
+	nextSeq  uint64
+	threads  map[uint64]uint64 // tid → thread index
+	nodes    []uint64          // bitset of stack nodes written
+	modules  map[uint32]uint64 // agent module id → trace object id
+	parked   []*parkedRealloc
+	chain    []trace.StackNode
+	exited   bool // the agent saw exit() with exitCode
+	exitCode int64
+	lost     uint64
+	ended    bool
+	gone     bool // its pidfd could not be opened: it had already exited
+	events   uint64
+
+	// A fork child is held back until its parent's history reaches the
+	// fork, so that the trace says which of the parent's blocks it starts
+	// with before it says anything about the child.
+	held      bool
+	parent    *process
+	forkToken uint64
+	start     trace.Process
+	forkWait  uint64 // when the parent began waiting for a child's hello
+}
+
+func newProcess(id uint64, pid int, r *region) *process {
+	p := &process{id: id, pid: pid, region: r, pidfd: -1, nextSeq: 0,
+		threads: map[uint64]uint64{}, modules: map[uint32]uint64{}}
+	p.slots = make([]slotReader, r.nslots)
+	for i := range p.slots {
+		s := &p.slots[i]
+		s.index = i
+		s.ring = r.ring(i)
+		s.mask = uint64(len(s.ring) - 1)
+	}
+	return p
+}
+
+// fill makes the slot's next record its head, if one has been published.
+func (s *slotReader) fill(r *region) bool {
+	if s.head != nil {
+		return true
+	}
+	if s.pos == s.written {
+		s.written = r.load64(r.slotOff(s.index) + slotWrite)
+		if s.pos == s.written {
+			return false
+		}
+	}
+	w0 := s.ring[(s.pos/8)&s.mask]
+	n := int(w0>>8) & 0xff
+	if n < 2 || s.pos+uint64(n)*8 > s.written {
+		// A record the agent never writes: the ring is damaged.
+		// Skip what was published rather than misread it.
+		s.pos = s.written
+		atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
+		return false
+	}
+	if cap(s.scratch) < n {
+		s.scratch = make([]uint64, n, 2*n)
+	}
+	h := s.scratch[:n]
+	at := s.pos / 8
+	for i := range h {
+		h[i] = s.ring[(at+uint64(i))&s.mask]
+	}
+	s.head = h
+	s.due = h[1]
+	s.parked = false
+	return true
+}
+
+// consume drops the head and hands its space back to the agent.
+func (s *slotReader) consume(r *region) {
+	s.pos += uint64(len(s.head)) * 8
+	s.head = nil
+	atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
+}
+
+// rescan finds slots that hold data or an owner and frees the slots of
+// exited threads once they are drained.
+func (p *process) rescan() {
+	r := p.region
+	p.active = p.active[:0]
+	for i := range p.slots {
+		s := &p.slots[i]
+		state := atomic.LoadUint32(r.u32(r.slotOff(i) + slotState))
+		if state == slotFree && !s.active {
+			continue
+		}
+		s.written = r.load64(r.slotOff(i) + slotWrite)
+		if state == slotDone && s.head == nil && s.pos == s.written {
+			atomic.CompareAndSwapUint32(r.u32(r.slotOff(i)+slotState), slotDone, slotFree)
+			s.active = false
+			continue
+		}
+		if state == slotFree && s.head == nil && s.pos == s.written {
+			s.active = false
+			continue
+		}
+		s.active = true
+		p.active = append(p.active, s)
+	}
+}
+
+// next returns the slot whose head is due now, or nil.
+func (p *process) next() *slotReader {
+	if s := p.last; s != nil && s.fill(p.region) && s.due == p.nextSeq {
+		return s
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, s := range p.active {
+			if s.fill(p.region) && s.due == p.nextSeq {
+				p.last = s
+				return s
+			}
+		}
+		p.rescan()
+	}
+	return nil
+}
+
+// skipHole moves past a sequence number that will never come (its
+// operation was cut short by the process's death). It reports false when
+// no record is left at all.
+func (p *process) skipHole() bool {
+	lowest, found := uint64(0), false
+	for _, s := range p.active {
+		if s.fill(p.region) && (!found || s.due < lowest) {
+			lowest, found = s.due, true
+		}
+	}
+	if !found {
+		return false
+	}
+	p.lost += lowest - p.nextSeq
+	p.nextSeq = lowest
+	return true
+}
+
+// drain handles every record that is due, in sequence order. With final
+// set the process is gone: holes are skipped and counted as lost.
+func (p *process) drain(rec *Recorder, final bool) int {
+	n := 0
+	for {
+		s := p.next()
+		if s == nil {
+			if final && p.skipHole() {
+				continue
+			}
+			return n
+		}
+		if !p.handle(rec, s, final) {
+			return n
+		}
+		n++
+	}
+}
+
+// handle writes the record at the head of s. It returns false to wait: a
+// fork whose child has not said hello yet.
+func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
+	w := s.head
+	kind := w[0] & 0xff
+	api := trace.API(w[0] >> apiShift & 0xff)
+	stack := w[0] >> stackShift & 0xffffffff
+	switch kind {
+	case recAlloc:
+		p.allocated(rec, w[3])
+		rec.event(p, s, trace.Event{Kind: trace.KindAlloc, API: api, Time: rec.clock.ns(w[2]),
+			Addr: w[3], Size: w[4], Stack: p.stack(rec, stack)})
+	case recFree:
+		rec.event(p, s, trace.Event{Kind: trace.KindFree, API: api, Time: rec.clock.ns(w[2]),
+			Addr: w[3], Stack: p.stack(rec, stack)})
+	case recRealloc:
+		if !s.parked {
+			// The old block was released now; the new one comes at
+			// its own number. Keep the record until then.
+			s.parked = true
+			s.due = w[2]
+			p.parked = append(p.parked, &parkedRealloc{slot: s})
+			p.nextSeq++
+			return true
+		}
+		p.reallocated(rec, s, api, stack)
+	case recThread:
+		tid := w[3]
+		idx, ok := p.threads[tid]
+		if !ok {
+			idx = uint64(len(p.threads) + 1)
+			p.threads[tid] = idx
+			rec.write(rec.w.Thread(trace.Thread{Process: p.id, Index: idx, TID: tid, Time: rec.clock.ns(w[2])}))
+		}
+		s.thread = idx
+	case recThreadEnd:
+		rec.write(rec.w.ThreadEnd(trace.ThreadEnd{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2])}))
+	case recModule:
+		rec.module(p, w)
+	case recUnload:
+		rec.write(rec.w.ModuleUnload(trace.ModuleUnload{Process: p.id, ID: w[3], Time: rec.clock.ns(w[2])}))
+	case recExit:
+		p.exited = true
+		p.exitCode = int64(int32(uint32(w[3])))
+	case recFork:
+		if !rec.forked(p, w[1]+1, rec.clock.ns(w[2]), final) {
+			return false
+		}
+	case recSkip:
+	}
+	p.nextSeq++
+	s.consume(p.region)
+	return true
+}
+
+// allocated splits a parked realloc whose old address another thread has
+// just been given: its release must come first in the trace.
+func (p *process) allocated(rec *Recorder, addr uint64) {
+	for _, pr := range p.parked {
+		w := pr.slot.head
+		if !pr.split && w[4] == addr {
+			pr.split = true
+			rec.event(p, pr.slot, trace.Event{Kind: trace.KindFree, API: trace.API(w[0] >> apiShift & 0xff),
+				Time: rec.clock.ns(w[3]), Addr: w[4], Stack: p.stack(rec, w[0]>>stackShift&0xffffffff)})
+		}
+	}
+}
+
+func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack uint64) {
+	w := s.head
+	split := false
+	for i, pr := range p.parked {
+		if pr.slot == s {
+			split = pr.split
+			p.parked = append(p.parked[:i], p.parked[i+1:]...)
+			break
+		}
+	}
+	p.allocated(rec, w[5])
+	ev := trace.Event{Kind: trace.KindRealloc, API: api, Time: rec.clock.ns(w[3]),
+		OldAddr: w[4], Addr: w[5], Size: w[6], Stack: p.stack(rec, stack)}
+	if split {
+		ev.Kind, ev.OldAddr = trace.KindAlloc, 0
+	}
+	rec.event(p, s, ev)
+}
+
+// stack makes sure the trace holds node id and its ancestors, and returns
+// the id to put in the event (0 if the node table is unreadable).
+func (p *process) stack(rec *Recorder, id uint64) uint64 {
+	if id == 0 || p.nodeWritten(id) {
+		return id
+	}
+	p.chain = p.chain[:0]
+	for cur := id; cur != 0 && !p.nodeWritten(cur); {
+		parent, module, offset, ok := p.region.node(cur)
+		if !ok || uint64(parent) >= cur {
+			return 0
+		}
+		p.chain = append(p.chain, trace.StackNode{Process: p.id, ID: cur, Parent: uint64(parent),
+			Module: uint64(module), Offset: offset})
+		cur = uint64(parent)
+	}
+	for i := len(p.chain) - 1; i >= 0; i-- {
+		n := p.chain[i]
+		rec.write(rec.w.StackNode(n))
+		p.markNode(n.ID)
+		if obj, ok := p.modules[uint32(n.Module)]; ok {
+			rec.wantSymbol(obj, n.Offset)
+		}
+	}
+	return id
+}
+
+func (p *process) nodeWritten(id uint64) bool {
+	i := id / 64
+	return i < uint64(len(p.nodes)) && p.nodes[i]&(1<<(id%64)) != 0
+}
+
+func (p *process) markNode(id uint64) {
+	i := id / 64
+	for uint64(len(p.nodes)) <= i {
+		p.nodes = append(p.nodes, 0)
+	}
+	p.nodes[i] |= 1 << (id % 64)
+}
+
+// moduleRecord is a MODULE record, decoded.
+type moduleRecord struct {
+	tsc      uint64
+	id       uint64
+	base     uint64
+	segments []trace.Segment
+	buildID  []byte
+	path     string
+}
+
+func parseModule(w []uint64) (moduleRecord, bool) {
+	m := moduleRecord{tsc: w[2], id: w[3], base: w[4]}
+	nseg := int(w[5])
+	i := 6
+	if nseg > 8 || i+4*nseg >= len(w) {
+		return m, false
+	}
+	for s := 0; s < nseg; s++ {
+		m.segments = append(m.segments, trace.Segment{Vaddr: w[i], Memsz: w[i+1], Offset: w[i+2], Flags: w[i+3]})
+		i += 4
+	}
+	words := func(n uint64) ([]byte, bool) {
+		nw := int((n + 7) / 8)
+		if n > 4096 || i+nw > len(w) {
+			return nil, false
+		}
+		b := make([]byte, nw*8)
+		for k := 0; k < nw; k++ {
+			binary.LittleEndian.PutUint64(b[k*8:], w[i+k])
+		}
+		i += nw
+		return b[:n], true
+	}
+	if i >= len(w) {
+		return m, false
+	}
+	idLen := w[i]
+	i++
+	var ok bool
+	if m.buildID, ok = words(idLen); !ok || i >= len(w) {
+		return m, false
+	}
+	pathLen := w[i]
+	i++
+	path, ok := words(pathLen)
+	m.path = string(path)
+	return m, ok
+}

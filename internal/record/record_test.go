@@ -1,0 +1,417 @@
+package record_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/record"
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// recording is a finished recording of a fixture and its analysis.
+type recording struct {
+	res    *record.Result
+	model  *analysis.Model
+	stdout string
+	stderr string
+}
+
+// recordArgs records args with the agent and returns the analysis.
+func recordArgs(t *testing.T, stdin string, args ...string) recording {
+	t.Helper()
+	dir := t.TempDir()
+	in, err := os.Create(filepath.Join(dir, "stdin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.WriteString(stdin)
+	in.Seek(0, 0)
+	defer in.Close()
+	out, _ := os.Create(filepath.Join(dir, "stdout"))
+	errf, _ := os.Create(filepath.Join(dir, "stderr"))
+	defer out.Close()
+	defer errf.Close()
+	var log strings.Builder
+	res, err := record.Run(record.Options{
+		Args: args, Output: filepath.Join(dir, "trace.mtr"), AgentPath: fixture.Agent(t),
+		Stdin: in, Stdout: out, Stderr: errf, Log: &log, Version: "test",
+	})
+	if err != nil {
+		t.Fatalf("recording %v: %v", args, err)
+	}
+	if res.WriteErr != nil {
+		t.Fatalf("recording %v: %v", args, res.WriteErr)
+	}
+	rec := recording{res: res, model: analyze(t, res.Path)}
+	o, _ := os.ReadFile(out.Name())
+	e, _ := os.ReadFile(errf.Name())
+	rec.stdout, rec.stderr = string(o), string(e)+log.String()
+	return rec
+}
+
+func analyze(t *testing.T, path string) *analysis.Model {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := analysis.Analyze(r, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// sameAsValgrind checks that the heap totals of process p equal what
+// memcheck printed for it.
+func sameAsValgrind(t *testing.T, p *analysis.Process, want fixture.HeapSummary) {
+	t.Helper()
+	s := p.Summary
+	got := fixture.HeapSummary{PID: want.PID, Allocs: s.Allocations, Frees: s.Frees, BytesAllocated: s.BytesAllocated,
+		InUseBytes: s.InUseAtExitBytes, InUseBlocks: s.InUseAtExitBlocks}
+	if got != want {
+		t.Errorf("pid %d (%v): memtrail counts %+v, valgrind %+v", p.PID, p.Args, got, want)
+	}
+	if s.InvalidFrees != 0 || s.ReplacedBlocks != 0 {
+		t.Errorf("pid %d: %d invalid frees and %d replaced blocks: events out of order or lost",
+			p.PID, s.InvalidFrees, s.ReplacedBlocks)
+	}
+}
+
+func src(name string) string { return filepath.Join("testdata", name) }
+
+// TestCountsEqualValgrind records deterministic programs and compares the
+// totals with memcheck's HEAP SUMMARY of the same program.
+func TestCountsEqualValgrind(t *testing.T) {
+	cases := []struct {
+		name  string
+		src   string
+		flags []string
+		args  []string
+	}{
+		{"every C entry point", "apis.c", nil, nil},
+		{"C++ operators and library", "cxx.cc", nil, nil},
+		{"C++ optimized", "cxx.cc", []string{"-O2"}, nil},
+		{"constructors, signals, closed descriptors", "hostile.c", nil, nil},
+		{"threads freeing each other's blocks", "threads.c", nil, []string{"300"}},
+		{"dlopen and dlclose", "dlopen.c", nil, nil},
+		{"the mprof widgets", "../../demo/example/widget.c", nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			prog := fixture.Build(t, src(c.src), c.flags...)
+			args := append([]string{prog}, c.args...)
+			if c.src == "dlopen.c" {
+				args = append(args, fixture.Build(t, src("plugin.c"), "-g", "-O0", "-shared", "-fPIC"))
+			}
+			rec := recordArgs(t, "", args...)
+			want := fixture.Valgrind(t, args...)
+			if len(rec.model.Processes) != 1 || len(want) != 1 {
+				t.Fatalf("%d processes recorded, valgrind saw %d", len(rec.model.Processes), len(want))
+			}
+			sameAsValgrind(t, rec.model.Processes[0], want[0])
+		})
+	}
+}
+
+// TestCrossThreadOrder runs many cross-thread frees: replaying them in
+// trace order must never see a free before its allocation, nor two blocks
+// at one address.
+func TestCrossThreadOrder(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("threads.c")), "50000")
+	p := rec.model.Processes[0]
+	if p.Summary.InvalidFrees != 0 || p.Summary.ReplacedBlocks != 0 || rec.res.Lost != 0 {
+		t.Fatalf("out of order: %+v, lost %d", p.Summary, rec.res.Lost)
+	}
+	if p.Summary.Allocations < 4*50000 || p.Summary.Frees < 4*50000 {
+		t.Fatalf("%d allocations, %d frees; want at least %d each", p.Summary.Allocations, p.Summary.Frees, 4*50000)
+	}
+	if p.Threads != 5 {
+		t.Errorf("%d threads, want 5", p.Threads)
+	}
+}
+
+func TestOptionsOfCPlusPlus(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("cxx.cc")))
+	p := rec.model.Processes[0]
+	if len(p.Problems) != 0 {
+		t.Errorf("problems in a correct program: %+v", p.Problems)
+	}
+	// The one block in use at exit is libstdc++'s emergency exception
+	// pool, allocated before main; the leaked Widget must be there too.
+	var found bool
+	for _, s := range p.TopSites(analysis.ByInUseAtExit, 0) {
+		for _, f := range p.SiteStack(s) {
+			if f.Function == "main" && strings.HasSuffix(f.File, "cxx.cc") && s.InUseAtExitBytes == 40 {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the leaked Widget (40 bytes from main in cxx.cc) is not among the blocks in use at exit")
+	}
+}
+
+func TestForkExecSpawn(t *testing.T) {
+	t.Run("fork", func(t *testing.T) {
+		prog := fixture.Build(t, src("fork.c"))
+		rec := recordArgs(t, "", prog)
+		ps := rec.model.Processes
+		if len(ps) != 2 {
+			t.Fatalf("%d processes, want 2", len(ps))
+		}
+		parent, child := ps[0], ps[1]
+		if !child.Forked || child.Parent != parent.ID || child.PPID != parent.PID {
+			t.Errorf("child: forked=%v parent=%d ppid=%d; parent id %d pid %d", child.Forked, child.Parent, child.PPID, parent.ID, parent.PID)
+		}
+		if child.How != trace.EndExited || child.Code != 7 {
+			t.Errorf("child ended %v %d, want exited 7", child.How, child.Code)
+		}
+		want := fixture.Valgrind(t, prog)
+		if len(want) != 2 {
+			t.Fatalf("valgrind saw %d processes", len(want))
+		}
+		// valgrind prints the child's summary first: it ends first.
+		sameAsValgrind(t, child, want[0])
+		sameAsValgrind(t, parent, want[1])
+	})
+	t.Run("exec", func(t *testing.T) {
+		rec := recordArgs(t, "", fixture.Build(t, src("exec.c")))
+		ps := rec.model.Processes
+		if len(ps) != 2 || ps[0].PID != ps[1].PID {
+			t.Fatalf("want two images of one pid, got %d processes", len(ps))
+		}
+		if ps[0].How != trace.EndExec || ps[1].How != trace.EndExited || ps[1].Code != 5 {
+			t.Errorf("ends: %v %d, %v %d", ps[0].How, ps[0].Code, ps[1].How, ps[1].Code)
+		}
+		if ps[0].Summary.BytesAllocated != 111 || ps[1].Summary.BytesAllocated != 555 || ps[1].Forked {
+			t.Errorf("bytes %d and %d, want 111 and 555 (forked=%v)", ps[0].Summary.BytesAllocated, ps[1].Summary.BytesAllocated, ps[1].Forked)
+		}
+		if rec.res.Program.ExitCode() != 5 {
+			t.Errorf("exit code %d, want 5", rec.res.Program.ExitCode())
+		}
+	})
+	t.Run("posix_spawn and system", func(t *testing.T) {
+		rec := recordArgs(t, "", fixture.Build(t, src("spawn.c")))
+		ps := rec.model.Processes
+		if len(ps) != 3 {
+			t.Fatalf("%d processes, want the program, its spawned child and system's shell", len(ps))
+		}
+		var child, shell *analysis.Process
+		for _, p := range ps[1:] {
+			if len(p.Args) > 1 && p.Args[1] == "child" {
+				child = p
+			}
+			if len(p.Args) > 0 && p.Args[0] == "sh" {
+				shell = p
+			}
+		}
+		if child == nil || shell == nil {
+			t.Fatalf("missing processes: %v", ps)
+		}
+		for _, p := range []*analysis.Process{child, shell} {
+			if p.Parent != ps[0].ID || p.Forked {
+				t.Errorf("%v: parent %d forked %v, want parent %d, not forked", p.Args, p.Parent, p.Forked, ps[0].ID)
+			}
+		}
+		if s := child.Summary; s.Allocations != 1 || s.Frees != 1 || s.BytesAllocated != 42 {
+			t.Errorf("spawned child: %+v", s)
+		}
+		if shell.How != trace.EndExited || shell.Code != 3 {
+			t.Errorf("shell ended %v %d, want exited 3", shell.How, shell.Code)
+		}
+	})
+}
+
+// TestDeaths checks that nothing is lost when the program dies, and that
+// the trace says how.
+func TestDeaths(t *testing.T) {
+	prog := fixture.Build(t, src("crash.c"))
+	cases := []struct {
+		how    string
+		signal int64
+		allocs uint64
+	}{
+		{"segv", 11, 1001},
+		{"abort", 6, 1001},
+		{"kill", 9, 1001},
+		{"doublefree", 6, 1002},
+	}
+	for _, c := range cases {
+		t.Run(c.how, func(t *testing.T) {
+			rec := recordArgs(t, "", prog, c.how)
+			p := rec.model.Processes[0]
+			if p.How != trace.EndSignaled || p.Code != c.signal {
+				t.Errorf("ended %v %d, want signal %d", p.How, p.Code, c.signal)
+			}
+			if p.Summary.Allocations != c.allocs || p.Summary.InUseAtExitBlocks != 1000 || p.Lost != 0 {
+				t.Errorf("summary %+v lost %d", p.Summary, p.Lost)
+			}
+			if rec.res.Program.ExitCode() != 128+int(c.signal) {
+				t.Errorf("exit code %d, want %d", rec.res.Program.ExitCode(), 128+c.signal)
+			}
+			if c.how == "doublefree" && (len(p.Problems) != 1 || p.Problems[0].Kind != analysis.DoubleFree) {
+				t.Errorf("problems %+v, want one double free", p.Problems)
+			}
+		})
+	}
+}
+
+// TestKilledFromOutside kills the program with SIGKILL while it sleeps.
+func TestKilledFromOutside(t *testing.T) {
+	prog := fixture.Build(t, src("crash.c"))
+	dir := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *record.Result)
+	go func() {
+		res, err := record.Run(record.Options{Args: []string{prog, "wait"}, Output: filepath.Join(dir, "t.mtr"),
+			AgentPath: fixture.Agent(t), Stdout: w})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready ")))
+	if err != nil {
+		t.Fatalf("read %q from the program", line)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	res := <-done
+	p := analyze(t, res.Path).Processes[0]
+	if p.How != trace.EndSignaled || p.Code != 9 || p.Summary.Allocations != 1001 || p.Summary.Frees != 1 {
+		t.Errorf("ended %v %d with %+v", p.How, p.Code, p.Summary)
+	}
+}
+
+// TestPassThrough checks that stdin, stdout, stderr and the exit status
+// are the program's own.
+func TestPassThrough(t *testing.T) {
+	rec := recordArgs(t, "hello\nworld\n", fixture.Build(t, src("echo.c")), "42")
+	if rec.stdout != "HELLO\nWORLD\n" {
+		t.Errorf("stdout %q", rec.stdout)
+	}
+	if !strings.HasPrefix(rec.stderr, "done\n") {
+		t.Errorf("stderr %q", rec.stderr)
+	}
+	if rec.res.Program.ExitCode() != 42 {
+		t.Errorf("exit code %d, want 42", rec.res.Program.ExitCode())
+	}
+}
+
+// TestDlcloseSymbols checks that frames in a library unloaded before the
+// end are still symbolized.
+func TestDlcloseSymbols(t *testing.T) {
+	plugin := fixture.Build(t, src("plugin.c"), "-g", "-O0", "-shared", "-fPIC")
+	rec := recordArgs(t, "", fixture.Build(t, src("dlopen.c")), plugin)
+	p := rec.model.Processes[0]
+	found := 0
+	for _, s := range p.Sites {
+		frames := p.SiteStack(&s)
+		if len(frames) > 0 && frames[0].Function == "plugin_alloc" && strings.HasSuffix(frames[0].File, "plugin.c") {
+			found += int(s.Allocations)
+		}
+	}
+	if found != 2 {
+		t.Errorf("%d allocations attributed to plugin_alloc in plugin.c, want 2 (one per load)", found)
+	}
+}
+
+func TestBadPrograms(t *testing.T) {
+	static := fixture.Build(t, src("apis.c"), "-static", "-O0")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"/nonexistent/program"}, "program not found"},
+		{[]string{static}, "statically linked"},
+		{[]string{"/etc/passwd"}, "not executable"},
+	}
+	for _, c := range cases {
+		_, err := record.Run(record.Options{Args: c.args, Output: filepath.Join(t.TempDir(), "t.mtr"), AgentPath: fixture.Agent(t)})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one saying %q", c.args, err, c.want)
+		}
+	}
+	_, err := record.Run(record.Options{Args: []string{"/bin/true"}, Output: "/nonexistent/dir/t.mtr", AgentPath: fixture.Agent(t)})
+	if err == nil || !strings.Contains(err.Error(), "creating the trace") {
+		t.Errorf("unwritable output: %v", err)
+	}
+}
+
+// TestDefaultName checks the trace's name without -o: program.pid.mtr in
+// the current directory.
+func TestDefaultName(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	res, err := record.Run(record.Options{Args: []string{"/bin/true"}, AgentPath: fixture.Agent(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "true." + strconv.FormatUint(analyze(t, res.Path).Processes[0].PID, 10) + ".mtr"
+	if res.Path != want {
+		t.Errorf("trace at %s, want %s", res.Path, want)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".memtrail-*"))
+	if len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestRecorderDies kills the recorder while the program runs: the program
+// must run on and finish as if nothing happened.
+func TestRecorderDies(t *testing.T) {
+	bin := buildMemtrail(t)
+	prog := fixture.Build(t, src("sleeper.c"))
+	mark := filepath.Join(t.TempDir(), "mark")
+	cmd := exec.Command(bin, "run", "-o", filepath.Join(t.TempDir(), "t.mtr"), "--", prog, mark)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if line != "ready\n" {
+		t.Fatalf("read %q", line)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(mark); err == nil && string(b) == "finished\n" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the program did not finish after its recorder was killed")
+}
+
+// buildMemtrail builds the memtrail command for tests that need it as a
+// separate process.
+func buildMemtrail(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "memtrail")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/memtrail/memtrail/cmd/memtrail").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building memtrail: %v\n%s", err, out)
+	}
+	return bin
+}

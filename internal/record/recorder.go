@@ -1,0 +1,577 @@
+// Package record runs a program with memtrail's agent preloaded, drains
+// what the agent publishes in shared memory, restores the order in which
+// things happened across threads, and writes the trace.
+//
+// The recorder is the program's parent. Every process of the run (forks,
+// exec'd images, children of system()) connects to it once and gets its own
+// shared region; from then on the recorder only reads memory, so a process
+// that crashes or is killed with SIGKILL loses nothing it had published.
+package record
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// Options configure a recording.
+type Options struct {
+	Args      []string // the program (looked up in PATH) and its arguments
+	Output    string   // trace path; "" for <program>.<pid>.mtr in the current directory
+	AgentPath string   // the built agent
+	MaxFrames int      // call-stack depth limit (default 64, at most 256)
+	RingSize  uint64   // bytes per thread ring (default 1 MiB)
+	Threads   int      // thread slots per process (default 512)
+	Stdin     *os.File
+	Stdout    *os.File
+	Stderr    *os.File
+	Log       io.Writer // diagnostics (stderr)
+	// Grace is how long processes still running after the program itself
+	// has ended are recorded before recording stops (default 1s).
+	Grace   time.Duration
+	Version string // written into the trace as the recorder's name
+}
+
+// Result describes a finished recording.
+type Result struct {
+	Path      string
+	Program   ProgramEnd
+	Processes int
+	Events    uint64
+	Lost      uint64
+	// WriteErr is set when the trace could not be written completely
+	// (e.g. the disk filled up); the part before it is readable.
+	WriteErr error
+}
+
+// ProgramEnd is how the recorded program itself ended.
+type ProgramEnd struct {
+	How  trace.EndHow
+	Code int64
+}
+
+// ExitCode is the status memtrail run exits with: the program's own, or
+// 128+signal as a shell reports it.
+func (e ProgramEnd) ExitCode() int {
+	switch e.How {
+	case trace.EndExited:
+		return int(e.Code)
+	case trace.EndSignaled:
+		return 128 + int(e.Code)
+	}
+	return 1
+}
+
+// Recorder is one recording in progress.
+type Recorder struct {
+	opts       Options
+	w          *trace.Writer
+	file       *os.File
+	buf        *bufio.Writer
+	clock      clock
+	srv        *server
+	procs      []*process // live ones
+	nprocs     uint64
+	byPid      map[int]*process
+	objects    map[string]uint64
+	symbols    *symbolTable
+	statuses   map[int]syscall.WaitStatus
+	writeErr   error
+	events     uint64
+	lost       uint64
+	mainPid    int
+	mainEnded  bool
+	mainStatus syscall.WaitStatus
+	waits      chan waitResult
+	log        io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.MaxFrames <= 0 {
+		o.MaxFrames = 64
+	}
+	if o.MaxFrames > 256 {
+		o.MaxFrames = 256
+	}
+	if o.RingSize == 0 {
+		o.RingSize = 1 << 20
+	}
+	if o.Threads <= 0 {
+		o.Threads = 512
+	}
+	if o.Grace == 0 {
+		o.Grace = time.Second
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+}
+
+// Run records the program until it and the processes it started have
+// ended, and writes the trace.
+func Run(opts Options) (*Result, error) {
+	opts.defaults()
+	if len(opts.Args) == 0 {
+		return nil, errors.New("no program to run")
+	}
+	prog, err := CheckProgram(opts.Args[0])
+	if err != nil {
+		return nil, err
+	}
+	out, tmp, err := createOutput(opts.Output)
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{opts: opts, file: out, byPid: map[int]*process{}, objects: map[string]uint64{},
+		symbols: newSymbolTable(), statuses: map[int]syscall.WaitStatus{}, log: opts.Log}
+	r.buf = bufio.NewWriterSize(out, 1<<20)
+	r.srv, err = listen(regionConfig{slots: opts.Threads, ringSize: opts.RingSize, nodeCap: 1 << 24, maxFrames: opts.MaxFrames})
+	if err != nil {
+		out.Close()
+		os.Remove(out.Name())
+		return nil, err
+	}
+	defer r.srv.close()
+
+	// The recorder adopts orphaned descendants, so it can learn how
+	// they end.
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(signals)
+
+	rate := calibrate()
+	host, _ := os.Hostname()
+	r.clock = clock{start: time.Now(), tscStart: rdtsc(), nsPerTick: rate}
+	r.w, err = trace.NewWriter(r.buf, trace.Info{StartUnixNano: r.clock.start.UnixNano(), TimeUnit: 1000,
+		Hostname: host, Recorder: opts.Version, MaxFrames: uint64(opts.MaxFrames), Command: opts.Args})
+	if err != nil {
+		out.Close()
+		os.Remove(out.Name())
+		return nil, fmt.Errorf("starting the trace: %w", err)
+	}
+	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
+		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.name),
+		Files: []*os.File{opts.Stdin, opts.Stdout, opts.Stderr},
+	})
+	if err != nil {
+		out.Close()
+		os.Remove(out.Name())
+		return nil, fmt.Errorf("starting %s: %w", opts.Args[0], err)
+	}
+	r.mainPid = child.Pid
+	path := out.Name()
+	if tmp {
+		path = defaultName(opts.Args[0], child.Pid)
+		if err := os.Rename(out.Name(), path); err != nil {
+			path = out.Name()
+		}
+	}
+	r.waits = make(chan waitResult, 1)
+	go func() {
+		// Only the program itself is waited for here: a wait for any
+		// child would take the children of others in this process.
+		state, err := child.Wait()
+		if err != nil {
+			r.waits <- waitResult{child.Pid, 0, err}
+			return
+		}
+		r.waits <- waitResult{child.Pid, state.Sys().(syscall.WaitStatus), nil}
+	}()
+
+	r.loop(signals)
+	r.finish()
+	res := &Result{Path: path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr}
+	res.Program = endOf(r.mainStatus)
+	return res, nil
+}
+
+type waitResult struct {
+	pid    int
+	status syscall.WaitStatus
+	err    error
+}
+
+func endOf(ws syscall.WaitStatus) ProgramEnd {
+	switch {
+	case ws.Exited():
+		return ProgramEnd{How: trace.EndExited, Code: int64(ws.ExitStatus())}
+	case ws.Signaled():
+		return ProgramEnd{How: trace.EndSignaled, Code: int64(ws.Signal())}
+	}
+	return ProgramEnd{How: trace.EndUnknown}
+}
+
+// loop drains the processes until the program has ended and its
+// remaining descendants have ended or outlived the grace period.
+func (r *Recorder) loop(signals <-chan os.Signal) {
+	idle := 0
+	var graceEnd time.Time
+	for {
+		busy := false
+		for more := true; more; {
+			select {
+			case h := <-r.srv.hellos:
+				r.connect(h)
+				busy = true
+			case wr := <-r.waits:
+				r.reaped(wr)
+				busy = true
+			case sig := <-signals:
+				if r.interrupted(sig) {
+					return
+				}
+			case err := <-r.srv.errs:
+				fmt.Fprintf(r.log, "memtrail: %v\n", err)
+			default:
+				more = false
+			}
+		}
+		for _, p := range r.procs {
+			if !p.held && p.drain(r, false) > 0 {
+				busy = true
+			}
+		}
+		r.checkDeaths()
+		if r.mainEnded {
+			if graceEnd.IsZero() {
+				graceEnd = time.Now().Add(r.opts.Grace)
+			}
+			// Processes connect before the program can end, except
+			// those that exec'd at the very end: give them a moment.
+			if len(r.procs) == 0 && len(r.srv.hellos) == 0 && time.Since(graceEnd.Add(-r.opts.Grace)) > 50*time.Millisecond {
+				return
+			}
+			if time.Now().After(graceEnd) {
+				r.stopRemaining()
+				return
+			}
+		}
+		if busy {
+			idle = 0
+			continue
+		}
+		idle++
+		time.Sleep(idleSleep(idle))
+	}
+}
+
+// idleSleep backs off from 20µs to 2ms while nothing happens, so the
+// recorder reacts quickly to bursts without burning a core when idle.
+func idleSleep(idle int) time.Duration {
+	d := 20 * time.Microsecond << min(idle/8, 7)
+	return min(d, 2*time.Millisecond)
+}
+
+// interrupted handles a signal to memtrail. The program shares the
+// terminal's process group and gets SIGINT and SIGQUIT itself; memtrail
+// only forwards what was meant for it alone. Once the program has ended,
+// any of them stops the recording of what is left.
+func (r *Recorder) interrupted(sig os.Signal) bool {
+	if r.mainEnded {
+		r.stopRemaining()
+		return true
+	}
+	if sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+		unix.Kill(r.mainPid, sig.(syscall.Signal))
+	}
+	return false
+}
+
+// connect starts recording a process that said hello.
+func (r *Recorder) connect(h *hello) {
+	if old := r.byPid[h.pid]; old != nil && !old.ended && !h.fork {
+		// The same pid with a new image: the old one exec'd.
+		r.end(old, trace.EndExec, 0)
+	}
+	r.nprocs++
+	p := newProcess(r.nprocs, h.pid, h.region)
+	if fd, err := unix.PidfdOpen(h.pid, 0); err == nil {
+		p.pidfd = fd
+	} else {
+		p.gone = true
+	}
+	parent := r.byPid[h.ppid]
+	p.start = trace.Process{ID: p.id, PID: uint64(h.pid), PPID: uint64(h.ppid),
+		Time: r.clock.ns(h.tsc), Exe: h.exe, Args: h.args, Cwd: h.cwd}
+	if parent != nil {
+		p.start.Parent = parent.id
+	}
+	r.procs = append(r.procs, p)
+	r.byPid[h.pid] = p
+	if h.fork && h.forkToken != 0 && parent != nil && !parent.ended && parent.nextSeq < h.forkToken {
+		p.held, p.parent, p.forkToken = true, parent, h.forkToken
+		return
+	}
+	r.write(r.w.ProcessStart(p.start))
+}
+
+// forked handles the parent's side of a fork at sequence token-1. It
+// returns false while the child may still say hello.
+func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
+	for _, c := range r.procs {
+		if c.held && c.parent == parent && c.forkToken == token {
+			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: c.id, Time: at}))
+			r.release(c)
+			parent.forkWait = 0
+			return true
+		}
+	}
+	if final {
+		return true
+	}
+	now := r.clock.now()
+	if parent.forkWait == 0 {
+		parent.forkWait = now
+		return false
+	}
+	if now-parent.forkWait < uint64(200*time.Millisecond) {
+		return false
+	}
+	// The child never said hello: it is not recorded (or died at once).
+	parent.forkWait = 0
+	return true
+}
+
+func (r *Recorder) release(c *process) {
+	c.held = false
+	r.write(r.w.ProcessStart(c.start))
+}
+
+// checkDeaths ends the processes whose pidfd says they have exited.
+func (r *Recorder) checkDeaths() {
+	if len(r.procs) == 0 {
+		return
+	}
+	fds := make([]unix.PollFd, 0, len(r.procs))
+	for _, p := range r.procs {
+		fds = append(fds, unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN})
+	}
+	if n, err := unix.Poll(fds, 0); err != nil {
+		return
+	} else if n == 0 && !r.anyGone() {
+		return
+	}
+	var dead []*process
+	for i, p := range r.procs {
+		// A held fork child ends once its parent has placed its start.
+		if (fds[i].Revents != 0 || p.gone) && !p.held {
+			dead = append(dead, p)
+		}
+	}
+	for _, p := range dead {
+		how, code := r.howEnded(p)
+		r.end(p, how, code)
+	}
+}
+
+// howEnded finds out how a dead process ended: from its wait status if it
+// was the recorder's child, else from the exit it announced, else from
+// /proc while it is a zombie.
+func (r *Recorder) howEnded(p *process) (trace.EndHow, int64) {
+	if p.pid == r.mainPid && !r.mainEnded {
+		// Its status is on its way from the reaper.
+		timeout := time.After(time.Second)
+	wait:
+		for !r.mainEnded {
+			select {
+			case wr := <-r.waits:
+				r.reaped(wr)
+			case <-timeout:
+				break wait
+			}
+		}
+	}
+	if ws, ok := r.statuses[p.pid]; ok {
+		e := endOf(ws)
+		return e.How, e.Code
+	}
+	// An orphan the recorder adopted as subreaper: reap it.
+	var ws unix.WaitStatus
+	if pid, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); err == nil && pid == p.pid {
+		e := endOf(syscall.WaitStatus(ws))
+		return e.How, e.Code
+	}
+	if code, ok := zombieStatus(p.pid); ok {
+		e := endOf(code)
+		return e.How, e.Code
+	}
+	if p.exited {
+		return trace.EndExited, p.exitCode
+	}
+	return trace.EndUnknown, 0
+}
+
+func (r *Recorder) reaped(wr waitResult) {
+	if wr.err != nil {
+		fmt.Fprintf(r.log, "memtrail: waiting for the program: %v\n", wr.err)
+		r.mainEnded = true
+		return
+	}
+	r.statuses[wr.pid] = wr.status
+	r.mainEnded = true
+	r.mainStatus = wr.status
+}
+
+// zombieStatus reads the exit status of a process its parent has not
+// reaped yet (field 52 of /proc/pid/stat).
+func zombieStatus(pid int) (syscall.WaitStatus, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(s[i+1:])
+	// fields[0] is field 3 (state); exit_code is field 52.
+	if len(fields) < 50 || fields[0] != "Z" {
+		return 0, false
+	}
+	v, err := strconv.Atoi(fields[49])
+	if err != nil {
+		return 0, false
+	}
+	return syscall.WaitStatus(v), true
+}
+
+// end drains what is left of a process and writes how it ended.
+func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
+	if p.ended {
+		return
+	}
+	if p.held {
+		r.release(p)
+	}
+	p.drain(r, true)
+	for _, c := range r.procs {
+		// Children whose fork never showed in this process's history.
+		if c.held && c.parent == p {
+			r.release(c)
+		}
+	}
+	hdr := p.region
+	p.lost += hdr.load64(hdrSeq) - p.nextSeq
+	dropped := hdr.load64(hdrDropped)
+	if p.lost > 0 {
+		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: p.lost, Reason: "operations in flight when the process ended"}))
+	}
+	if dropped > 0 {
+		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: dropped, Reason: "events the agent could not record (no free thread slot or recorder gone)"}))
+	}
+	if n := hdr.load64(hdrNodesLost); n > 0 {
+		fmt.Fprintf(r.log, "memtrail: process %d: %d call stacks were cut short (node table full)\n", p.pid, n)
+	}
+	r.lost += p.lost + dropped
+	r.write(r.w.ProcessEnd(trace.ProcessEnd{ID: p.id, Time: r.clock.now(), How: how, Code: code, Lost: p.lost + dropped}))
+	p.ended = true
+	if p.pidfd >= 0 {
+		unix.Close(p.pidfd)
+	}
+	hdr.unmap()
+	for i, q := range r.procs {
+		if q == p {
+			r.procs = append(r.procs[:i], r.procs[i+1:]...)
+			break
+		}
+	}
+}
+
+func (r *Recorder) anyGone() bool {
+	for _, p := range r.procs {
+		if p.gone {
+			return true
+		}
+	}
+	return false
+}
+
+// stopRemaining stops recording processes that outlive the program.
+func (r *Recorder) stopRemaining() {
+	for len(r.procs) > 0 {
+		p := r.procs[0]
+		*p.region.u64(hdrDisabled) = 1
+		fmt.Fprintf(r.log, "memtrail: process %d is still running; its recording stops here\n", p.pid)
+		r.end(p, trace.EndRunning, 0)
+	}
+}
+
+// event writes a memory event of process p, made by the slot's thread.
+func (r *Recorder) event(p *process, s *slotReader, ev trace.Event) {
+	ev.Process = p.id
+	ev.Thread = s.thread
+	r.events++
+	p.events++
+	r.write(r.w.Event(ev))
+}
+
+// write notes the first error writing the trace. After it, the agents are
+// told to stop: nothing more could be kept.
+func (r *Recorder) write(err error) {
+	if err == nil || r.writeErr != nil {
+		return
+	}
+	r.writeErr = err
+	for _, p := range r.procs {
+		*p.region.u64(hdrDisabled) = 1
+	}
+	fmt.Fprintf(r.log, "memtrail: writing the trace failed: %v; recording stopped, the program continues\n", err)
+}
+
+// module writes a module and, the first time it is seen, its object.
+func (r *Recorder) module(p *process, w []uint64) {
+	m, ok := parseModule(w)
+	if !ok {
+		fmt.Fprintf(r.log, "memtrail: process %d sent a malformed module record\n", p.pid)
+		return
+	}
+	key := m.path + "\x00" + string(m.buildID)
+	obj, seen := r.objects[key]
+	if !seen {
+		obj = uint64(len(r.objects) + 1)
+		r.objects[key] = obj
+		r.write(r.w.Object(trace.Object{ID: obj, Path: m.path, BuildID: m.buildID}))
+		r.symbols.addObject(obj, m.path, m.buildID)
+	}
+	p.modules[uint32(m.id)] = obj
+	r.write(r.w.Module(trace.Module{Process: p.id, ID: m.id, Object: obj, Base: m.base, Time: r.clock.ns(m.tsc), Segments: m.segments}))
+}
+
+func (r *Recorder) wantSymbol(obj, offset uint64) { r.symbols.want(obj, offset) }
+
+// finish symbolizes, completes the trace and closes the file.
+func (r *Recorder) finish() {
+	if r.writeErr == nil {
+		r.symbols.write(r.w, r.write)
+		r.write(r.w.Close())
+	}
+	r.symbols.close()
+	if err := r.buf.Flush(); err != nil {
+		r.write(err)
+	}
+	if err := r.file.Close(); err != nil {
+		r.write(err)
+	}
+}

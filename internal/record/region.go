@@ -1,0 +1,102 @@
+package record
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// region is the memory one recorded process shares with the recorder:
+// header, ring control slots, rings and the call-stack node table.
+type region struct {
+	mem         []byte
+	fd          int
+	nslots      int
+	ringSize    uint64
+	ringsOffset uint64
+	nodesOffset uint64
+	nodeCap     uint64
+}
+
+// regionConfig sizes a region. Pages are only backed when touched, so the
+// rings and the node table cost memory in proportion to their use.
+type regionConfig struct {
+	slots     int    // thread slots (live threads at once)
+	ringSize  uint64 // bytes per ring, a power of two
+	nodeCap   uint64 // call-stack nodes
+	maxFrames int
+}
+
+func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
+	ringsOffset := alignUp(headerSize+uint64(cfg.slots)*slotBytes, 4096)
+	nodesOffset := alignUp(ringsOffset+uint64(cfg.slots)*cfg.ringSize, 4096)
+	size := alignUp(nodesOffset+cfg.nodeCap*nodeBytes, 4096)
+	fd, err := unix.MemfdCreate("memtrail", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("creating shared memory: %w", err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("sizing shared memory: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("mapping shared memory: %w", err)
+	}
+	r := &region{mem: mem, fd: fd, nslots: cfg.slots, ringSize: cfg.ringSize,
+		ringsOffset: ringsOffset, nodesOffset: nodesOffset, nodeCap: cfg.nodeCap}
+	*r.u64(hdrMagic) = regionMagic
+	*r.u32(hdrVersion) = protocolVersion
+	*r.u32(hdrNslots) = uint32(cfg.slots)
+	*r.u64(hdrRegionSize) = size
+	*r.u64(hdrRingSize) = cfg.ringSize
+	*r.u64(hdrRingsOffset) = ringsOffset
+	*r.u64(hdrNodesOffset) = nodesOffset
+	*r.u64(hdrNodeCapacity) = cfg.nodeCap
+	*r.u32(hdrMaxFrames) = uint32(cfg.maxFrames)
+	*r.u32(hdrRecorderPid) = uint32(recorderPid)
+	return r, nil
+}
+
+func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
+
+func (r *region) u64(off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+func (r *region) u32(off uint64) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+
+func (r *region) load64(off uint64) uint64 { return atomic.LoadUint64(r.u64(off)) }
+
+func (r *region) slotOff(i int) uint64 { return headerSize + uint64(i)*slotBytes }
+
+// ring returns the words of ring i.
+func (r *region) ring(i int) []uint64 {
+	off := r.ringsOffset + uint64(i)*r.ringSize
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&r.mem[off])), r.ringSize/8)
+}
+
+// node reads call-stack node id; ok is false for an id outside the table.
+func (r *region) node(id uint64) (parent, module uint32, offset uint64, ok bool) {
+	if id == 0 || id >= r.nodeCap || id > r.load64(hdrNodeCount) {
+		return 0, 0, 0, false
+	}
+	off := r.nodesOffset + id*nodeBytes
+	return *r.u32(off + nodeParent), *r.u32(off + nodeModule), *r.u64(off + nodeOffset), true
+}
+
+// closeFD drops the recorder's descriptor once the agent has its own.
+func (r *region) closeFD() {
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+}
+
+func (r *region) unmap() {
+	r.closeFD()
+	if r.mem != nil {
+		unix.Munmap(r.mem)
+		r.mem = nil
+	}
+}

@@ -1,0 +1,184 @@
+package record
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/memtrail/memtrail/internal/symbolize"
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// symbolTable collects the code addresses the trace refers to, per object,
+// and symbolizes them when the recording ends. Each file is opened when
+// first seen, while the process still has it loaded: if it is deleted or
+// replaced before the end (a plugin unloaded and rebuilt), the descriptor
+// still reads the file that ran. Reading its debug info waits for the end,
+// so the recording loop never stalls on it.
+type symbolTable struct {
+	objects map[uint64]*objectSymbols
+	order   []uint64
+	strings map[string]uint64
+}
+
+type objectSymbols struct {
+	path    string
+	buildID []byte
+	held    *os.File
+	obj     *symbolize.Object
+	openErr error
+	offsets map[uint64]struct{}
+	symbols []trace.Symbol
+	frames  [][]symbolize.Frame
+}
+
+func newSymbolTable() *symbolTable {
+	return &symbolTable{objects: map[uint64]*objectSymbols{}, strings: map[string]uint64{}}
+}
+
+func (t *symbolTable) addObject(id uint64, path string, buildID []byte) {
+	o := &objectSymbols{path: path, buildID: buildID, offsets: map[uint64]struct{}{}}
+	o.held, _ = os.Open(path)
+	t.objects[id] = o
+	t.order = append(t.order, id)
+}
+
+func (t *symbolTable) want(obj, offset uint64) {
+	if o := t.objects[obj]; o != nil {
+		o.offsets[offset] = struct{}{}
+	}
+}
+
+// resolve symbolizes every object's addresses, objects in parallel.
+func (t *symbolTable) resolve() {
+	var wg sync.WaitGroup
+	work := make(chan *objectSymbols)
+	for i := 0; i < runtime.NumCPU(); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range work {
+				o.resolve()
+			}
+		}()
+	}
+	for _, id := range t.order {
+		work <- t.objects[id]
+	}
+	close(work)
+	wg.Wait()
+}
+
+func (o *objectSymbols) open() {
+	o.obj, o.openErr = symbolize.Open(o.path, o.buildID)
+	if o.held == nil {
+		return
+	}
+	if st, _ := statusOrMissing(o.obj, o.openErr); st == symbolize.Missing || st == symbolize.Mismatch {
+		// The path no longer holds the file that ran: read the one
+		// held open since it was loaded.
+		if obj, err := symbolize.Open(fmt.Sprintf("/proc/self/fd/%d", o.held.Fd()), o.buildID); err == nil {
+			if st, _ := obj.Status(); st != symbolize.Mismatch {
+				if o.obj != nil {
+					o.obj.Close()
+				}
+				o.obj, o.openErr = obj, nil
+				return
+			}
+			obj.Close()
+		}
+	}
+}
+
+func statusOrMissing(obj *symbolize.Object, err error) (symbolize.Status, string) {
+	if err != nil || obj == nil {
+		return symbolize.Missing, fmt.Sprint(err)
+	}
+	return obj.Status()
+}
+
+func (o *objectSymbols) resolve() {
+	o.open()
+	if o.obj == nil || len(o.offsets) == 0 {
+		return
+	}
+	offsets := make([]uint64, 0, len(o.offsets))
+	for off := range o.offsets {
+		offsets = append(offsets, off)
+	}
+	sort.Slice(offsets, func(i, j int) bool { return offsets[i] < offsets[j] })
+	for _, off := range offsets {
+		if off == 0 {
+			continue
+		}
+		// A return address: the call is the instruction before it.
+		frames := o.obj.Frames(off - 1)
+		if len(frames) == 0 {
+			continue
+		}
+		o.symbols = append(o.symbols, trace.Symbol{Offset: off})
+		o.frames = append(o.frames, frames)
+	}
+}
+
+// write symbolizes and writes strings, symbols and each object's status.
+func (t *symbolTable) write(w *trace.Writer, report func(error)) {
+	t.resolve()
+	for _, id := range t.order {
+		o := t.objects[id]
+		s, msg := statusOrMissing(o.obj, o.openErr)
+		status := statusOf(s)
+		report(w.ObjectStatus(trace.ObjectStatus{Object: id, Status: status, Message: msg}))
+		for i, sym := range o.symbols {
+			sym.Object = id
+			for _, f := range o.frames[i] {
+				sym.Frames = append(sym.Frames, trace.Frame{
+					Function: t.intern(w, report, f.Function),
+					File:     t.intern(w, report, f.File),
+					Line:     uint64(f.Line),
+				})
+			}
+			report(w.Symbol(sym))
+		}
+	}
+}
+
+func (t *symbolTable) intern(w *trace.Writer, report func(error), s string) uint64 {
+	if s == "" {
+		return 0
+	}
+	if id, ok := t.strings[s]; ok {
+		return id
+	}
+	id := uint64(len(t.strings) + 1)
+	t.strings[s] = id
+	report(w.String(trace.String{ID: id, Value: s}))
+	return id
+}
+
+func statusOf(s symbolize.Status) trace.SymbolStatus {
+	switch s {
+	case symbolize.Full:
+		return trace.SymbolsFull
+	case symbolize.NoDebug:
+		return trace.SymbolsNoDebug
+	case symbolize.Mismatch:
+		return trace.SymbolsMismatch
+	case symbolize.Stripped:
+		return trace.SymbolsStripped
+	}
+	return trace.SymbolsMissing
+}
+
+func (t *symbolTable) close() {
+	for _, o := range t.objects {
+		if o.obj != nil {
+			o.obj.Close()
+		}
+		if o.held != nil {
+			o.held.Close()
+		}
+	}
+}
