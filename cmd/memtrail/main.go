@@ -1,0 +1,124 @@
+// Command memtrail records the heap of C and C++ programs and reports
+// where the memory went.
+//
+// Exit status: 0 on success; 1 when memtrail itself fails (bad input, an
+// unreadable trace, a failed recording); 2 for a usage error. `memtrail run`
+// exits with the recorded program's own status (128+N if a signal N killed
+// it), or 1 if the recording failed while the program succeeded.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+func main() {
+	code, err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "memtrail: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// command is a subcommand: its name, a one-line summary, and what runs it.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) (int, error)
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run a program and record its heap into a trace", runCmd},
+		{"report", "report where the memory of a recorded program went", reportCmd},
+		{"demo", "record the bundled example (the mprof widget program) and report on it", demoCmd},
+		{"version", "print memtrail's version", versionCmd},
+	}
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// run runs the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) (int, error) {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2, nil
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		if len(args) > 1 {
+			return run([]string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return 0, nil
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			code, err := c.run(args[1:], stdout, stderr)
+			var ue usageError
+			switch {
+			case errors.Is(err, flag.ErrHelp):
+				return 0, err
+			case errors.As(err, &ue):
+				return 2, fmt.Errorf("%s %w (see memtrail %s --help)", name, err, name)
+			}
+			return code, err
+		}
+	}
+	return 2, usageError{fmt.Sprintf("unknown command %q (see memtrail help)", name)}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "memtrail records the heap of a C or C++ program and shows where the memory went.\n\n")
+	fmt.Fprintf(w, "Usage:\n  memtrail <command> [options] [arguments]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nExamples:\n")
+	fmt.Fprintf(w, "  memtrail run -o prog.mtr -- ./prog arg1 arg2\n")
+	fmt.Fprintf(w, "  memtrail report prog.mtr\n")
+	fmt.Fprintf(w, "  memtrail report --json prog.mtr\n")
+	fmt.Fprintf(w, "\nRun memtrail <command> --help for a command's options.\n")
+}
+
+// newFlags makes the flag set of a subcommand, with a usage text that
+// shows its synopsis and an example.
+func newFlags(name, synopsis, example string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: memtrail %s %s\n\nOptions:\n", name, synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nExample:\n  %s\n", example)
+	}
+	return fs
+}
+
+// parse parses a subcommand's flags, turning mistakes into usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fmt.Fprintf(stdout, "memtrail %s\n", version)
+	return 0, nil
+}

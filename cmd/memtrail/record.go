@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/memtrail/memtrail/internal/agent"
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/demo"
+	"github.com/memtrail/memtrail/internal/record"
+	"github.com/memtrail/memtrail/internal/report"
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("run", "[options] [--] program [arguments]",
+		"memtrail run -o prog.mtr -- ./prog arg1 arg2", stderr)
+	output := fs.String("o", "", "write the trace to `file` (default: <program>.<pid>.mtr in the current directory)")
+	frames := fs.Int("max-frames", 64, "record at most `n` frames of each call stack (1-256)")
+	quiet := fs.Bool("q", false, "print nothing but errors")
+	if err := parse(fs, args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() == 0 {
+		return 2, usageError{"needs a program to run"}
+	}
+	if *frames < 1 || *frames > 256 {
+		return 2, usageError{fmt.Sprintf("-max-frames %d is out of range (1-256)", *frames)}
+	}
+	res, err := recordProgram(fs.Args(), *output, *frames, stderr)
+	if err != nil {
+		return 1, err
+	}
+	if !*quiet {
+		printRecording(stderr, res)
+	}
+	code := res.Program.ExitCode()
+	if res.WriteErr != nil {
+		if code == 0 {
+			code = 1
+		}
+		return code, fmt.Errorf("the trace is incomplete: %w (what was written before is readable)", res.WriteErr)
+	}
+	return code, nil
+}
+
+// recordProgram builds the agent if needed and records args.
+func recordProgram(args []string, output string, frames int, log io.Writer) (*record.Result, error) {
+	agentPath, err := agent.Path("")
+	if err != nil {
+		return nil, err
+	}
+	return record.Run(record.Options{
+		Args: args, Output: output, AgentPath: agentPath, MaxFrames: frames,
+		Log: log, Version: "memtrail " + version,
+	})
+}
+
+// printRecording writes the short summary after a recording: how the
+// program ended, the main numbers, and where the trace is.
+func printRecording(w io.Writer, res *record.Result) {
+	m, err := analyzeFile(res.Path)
+	if err != nil {
+		fmt.Fprintf(w, "memtrail: trace written to %s (%v)\n", res.Path, err)
+		return
+	}
+	fmt.Fprintf(w, "memtrail: %s\n", report.OneLine(m))
+	if res.Lost > 0 {
+		fmt.Fprintf(w, "memtrail: %d events were lost (see the report)\n", res.Lost)
+	}
+	fmt.Fprintf(w, "memtrail: trace written to %s; see it with: memtrail report %s\n", res.Path, res.Path)
+}
+
+// analyzeFile reads and analyzes the trace at path.
+func analyzeFile(path string) (*analysis.Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return analysis.Analyze(r, analysis.Options{})
+}
+
+func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("report", "[options] trace", "memtrail report --top 5 prog.mtr", stderr)
+	asJSON := fs.Bool("json", false, "write the report as JSON")
+	pid := fs.Uint64("pid", 0, "report on process `pid` (default: the program itself)")
+	top := fs.Int("top", 10, "show the top `n` call stacks of each table")
+	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
+	if err := parse(fs, args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() != 1 {
+		return 2, usageError{"needs exactly one trace file"}
+	}
+	if *top < 1 || *frames < 1 {
+		return 2, usageError{"-top and -frames must be at least 1"}
+	}
+	m, err := analyzeFile(fs.Arg(0))
+	if err != nil {
+		return 1, err
+	}
+	opts := report.Options{PID: *pid, Top: *top, Frames: *frames}
+	if *asJSON {
+		err = report.JSON(stdout, m, opts)
+	} else {
+		err = report.Text(stdout, m, opts)
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("demo", "", "memtrail demo", stderr)
+	if err := parse(fs, args); err != nil {
+		return 2, err
+	}
+	dir, err := os.MkdirTemp("", "memtrail-demo-")
+	if err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(stderr, "memtrail: building the widget example of the mprof paper in %s\n", dir)
+	prog, err := demo.Build(dir)
+	if err != nil {
+		return 1, err
+	}
+	res, err := recordProgram([]string{prog}, dir+"/widget.mtr", 64, stderr)
+	if err != nil {
+		return 1, err
+	}
+	m, err := analyzeFile(res.Path)
+	if err != nil {
+		return 1, err
+	}
+	if err := report.Text(stdout, m, report.Options{}); err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(stderr, "\nmemtrail: the trace is %s; try: memtrail report --json %s\n", res.Path, res.Path)
+	return 0, nil
+}
