@@ -90,3 +90,22 @@ func pidList(m *analysis.Model) string {
 	}
 	return strings.Join(pids, ", ")
 }
+
+// OneLine sums up the program of m in one line, as memtrail run prints it
+// after a recording: how it ended and its main numbers, and how many other
+// processes the trace holds.
+func OneLine(m *analysis.Model) string {
+	p, err := pick(m, Options{})
+	if err != nil {
+		return err.Error()
+	}
+	s := p.Summary
+	line := fmt.Sprintf("%s %s after %s: %s, %s, %s allocated, peak %s, %s in %s in use at exit",
+		commandLine(p), ending(p), duration(p.RunTime()), plural(s.Allocations, "allocation"),
+		plural(s.Frees, "free"), size(s.BytesAllocated), size(s.PeakBytes), size(s.InUseAtExitBytes),
+		plural(s.InUseAtExitBlocks, "block"))
+	if others := len(m.Processes) - 1; others > 0 {
+		line += fmt.Sprintf(" (and %s more in the trace)", plural(uint64(others), "other process"))
+	}
+	return line
+}
