@@ -104,8 +104,11 @@ func OneLine(m *analysis.Model) string {
 		commandLine(p), ending(p), duration(p.RunTime()), plural(s.Allocations, "allocation"),
 		plural(s.Frees, "free"), size(s.BytesAllocated), size(s.PeakBytes), size(s.InUseAtExitBytes),
 		plural(s.InUseAtExitBlocks, "block"))
-	if others := len(m.Processes) - 1; others > 0 {
-		line += fmt.Sprintf(" (and %s more in the trace)", plural(uint64(others), "other process"))
+	switch others := len(m.Processes) - 1; {
+	case others == 1:
+		line += " (and 1 other process in the trace)"
+	case others > 1:
+		line += fmt.Sprintf(" (and %d other processes in the trace)", others)
 	}
 	return line
 }

@@ -294,11 +294,12 @@ func (t *textReport) symbols() {
 	}
 	t.printf("\nObjects without full symbols: their frames lack names or lines\n")
 	for _, o := range poor {
-		t.printf("  %s: %v", o.Path, o.Status)
-		if o.StatusMessage != "" {
-			t.printf(" (%s)", o.StatusMessage)
+		// The symbolizer's message says what the status is, and why.
+		why := o.StatusMessage
+		if why == "" {
+			why = o.Status.String()
 		}
-		t.printf("\n")
+		t.printf("  %s: %s\n", o.Path, why)
 	}
 }
 
