@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/memtrail/memtrail/internal/agent"
 	"github.com/memtrail/memtrail/internal/analysis"
@@ -19,6 +20,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	output := fs.String("o", "", "write the trace to `file` (default: <program>.<pid>.mtr in the current directory)")
 	frames := fs.Int("max-frames", 64, "record at most `n` frames of each call stack (1-256)")
 	quiet := fs.Bool("q", false, "print nothing but errors")
+	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	if err := parse(fs, args); err != nil {
 		return 2, err
 	}
@@ -28,7 +30,10 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *frames < 1 || *frames > 256 {
 		return 2, usageError{fmt.Sprintf("-max-frames %d is out of range (1-256)", *frames)}
 	}
-	res, err := recordProgram(fs.Args(), *output, *frames, stderr)
+	if *unit < time.Nanosecond || *unit > time.Second {
+		return 2, usageError{fmt.Sprintf("-time-unit %v is out of range (1ns-1s)", *unit)}
+	}
+	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit, Log: stderr})
 	if err != nil {
 		return 1, err
 	}
@@ -45,16 +50,15 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	return code, nil
 }
 
-// recordProgram builds the agent if needed and records args.
-func recordProgram(args []string, output string, frames int, log io.Writer) (*record.Result, error) {
+// recordProgram builds the agent if needed and records as opts say.
+func recordProgram(opts record.Options) (*record.Result, error) {
 	agentPath, err := agent.Path("")
 	if err != nil {
 		return nil, err
 	}
-	return record.Run(record.Options{
-		Args: args, Output: output, AgentPath: agentPath, MaxFrames: frames,
-		Log: log, Version: "memtrail " + version,
-	})
+	opts.AgentPath = agentPath
+	opts.Version = "memtrail " + version
+	return record.Run(opts)
 }
 
 // printRecording writes the short summary after a recording: how the
@@ -131,7 +135,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	res, err := recordProgram([]string{prog}, dir+"/widget.mtr", 64, stderr)
+	res, err := recordProgram(record.Options{Args: []string{prog}, Output: dir + "/widget.mtr", Log: stderr})
 	if err != nil {
 		return 1, err
 	}

@@ -3,23 +3,25 @@ package record
 import (
 	"encoding/binary"
 	"sync/atomic"
+	"time"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // slotReader reads the ring of one thread slot.
 type slotReader struct {
-	index   int
-	ring    []uint64
-	mask    uint64
-	pos     uint64 // bytes consumed
-	written uint64 // the agent's write position, as last loaded
-	thread  uint64 // trace index of the thread owning the slot
-	active  bool
-	head    []uint64 // the next record, copied out of the ring
-	scratch []uint64
-	due     uint64 // the sequence number at which head is to be handled
-	parked  bool   // head is a realloc whose release number has passed
+	index    int
+	ring     []uint64
+	mask     uint64
+	pos      uint64 // bytes consumed
+	written  uint64 // the agent's write position, as last loaded
+	released uint64 // the read position the agent was last told
+	thread   uint64 // trace index of the thread owning the slot
+	active   bool
+	head     []uint64 // the next record, copied out of the ring
+	scratch  []uint64
+	due      uint64 // the sequence number at which head is to be handled
+	parked   bool   // head is a realloc whose release number has passed
 }
 
 // parkedRealloc is a realloc whose old block was released (its first
@@ -31,25 +33,26 @@ type parkedRealloc struct {
 
 // process is one recorded program image.
 type process struct {
-	id       uint64
-	pid      int
-	region   *region
-	pidfd    int
-	slots    []slotReader
-	active   []*slotReader
-	last     *slotReader
-	nextSeq  uint64
-	threads  map[uint64]uint64 // tid → thread index
-	nodes    []uint64          // bitset of stack nodes written
-	modules  map[uint32]uint64 // agent module id → trace object id
-	parked   []*parkedRealloc
-	chain    []trace.StackNode
-	exited   bool // the agent saw exit() with exitCode
-	exitCode int64
-	lost     uint64
-	ended    bool
-	gone     bool // its pidfd could not be opened: it had already exited
-	events   uint64
+	id        uint64
+	pid       int
+	region    *region
+	pidfd     int
+	slots     []slotReader
+	active    []*slotReader
+	last      *slotReader
+	nextSeq   uint64
+	threads   map[uint64]uint64 // tid → thread index
+	nodes     []uint64          // bitset of stack nodes written
+	modules   map[uint32]uint64 // agent module id → trace object id
+	parked    []*parkedRealloc
+	chain     []trace.StackNode
+	rescanned time.Time // when the slots were last looked over
+	exited    bool      // the agent saw exit() with exitCode
+	exitCode  int64
+	lost      uint64
+	ended     bool
+	gone      bool // its pidfd could not be opened: it had already exited
+	events    uint64
 
 	// A fork child is held back until its parent's history reaches the
 	// fork, so that the trace says which of the parent's blocks it starts
@@ -91,28 +94,47 @@ func (s *slotReader) fill(r *region) bool {
 		// A record the agent never writes: the ring is damaged.
 		// Skip what was published rather than misread it.
 		s.pos = s.written
-		atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
+		s.release(r)
 		return false
 	}
-	if cap(s.scratch) < n {
-		s.scratch = make([]uint64, n, 2*n)
+	at := s.pos / 8 & s.mask
+	if at+uint64(n) <= uint64(len(s.ring)) {
+		// The record lies in one piece: read it in place. The agent
+		// does not reuse its space before consume hands it back.
+		s.head = s.ring[at : at+uint64(n) : at+uint64(n)]
+	} else {
+		if cap(s.scratch) < n {
+			s.scratch = make([]uint64, n, 2*n)
+		}
+		h := s.scratch[:n]
+		for i := range h {
+			h[i] = s.ring[(at+uint64(i))&s.mask]
+		}
+		s.head = h
 	}
-	h := s.scratch[:n]
-	at := s.pos / 8
-	for i := range h {
-		h[i] = s.ring[(at+uint64(i))&s.mask]
-	}
-	s.head = h
+	h := s.head
 	s.due = h[1]
 	s.parked = false
 	return true
 }
 
-// consume drops the head and hands its space back to the agent.
+// consume drops the head. Its space goes back to the agent in batches
+// (see release): the agent only looks at the read position when its ring
+// seems full, and every store would move the cache line between cores.
 func (s *slotReader) consume(r *region) {
 	s.pos += uint64(len(s.head)) * 8
 	s.head = nil
-	atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
+	if s.pos-s.released >= uint64(len(s.ring))*2 { // a quarter of the ring, in bytes
+		s.release(r)
+	}
+}
+
+// release hands the space of consumed records back to the agent.
+func (s *slotReader) release(r *region) {
+	if s.released != s.pos {
+		s.released = s.pos
+		atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
+	}
 }
 
 // rescan finds slots that hold data or an owner and frees the slots of
@@ -141,8 +163,12 @@ func (p *process) rescan() {
 	}
 }
 
-// next returns the slot whose head is due now, or nil.
-func (p *process) next() *slotReader {
+// next returns the slot whose head is due now, or nil. The slots are
+// looked over again (rescan) when no known one has it — a thread new to
+// the recorder — but at most every millisecond: when the recorder has
+// caught up, nothing is due, and looking at every slot each time would be
+// most of its work.
+func (p *process) next(final bool) *slotReader {
 	if s := p.last; s != nil && s.fill(p.region) && s.due == p.nextSeq {
 		return s
 	}
@@ -153,6 +179,11 @@ func (p *process) next() *slotReader {
 				return s
 			}
 		}
+		now := time.Now()
+		if !final && now.Sub(p.rescanned) < time.Millisecond {
+			return nil
+		}
+		p.rescanned = now
 		p.rescan()
 	}
 	return nil
@@ -180,8 +211,9 @@ func (p *process) skipHole() bool {
 // set the process is gone: holes are skipped and counted as lost.
 func (p *process) drain(rec *Recorder, final bool) int {
 	n := 0
+	defer p.release()
 	for {
-		s := p.next()
+		s := p.next(final)
 		if s == nil {
 			if final && p.skipHole() {
 				continue
@@ -192,6 +224,13 @@ func (p *process) drain(rec *Recorder, final bool) int {
 			return n
 		}
 		n++
+	}
+}
+
+// release hands the agent back the space of everything consumed.
+func (p *process) release() {
+	for _, s := range p.active {
+		s.release(p.region)
 	}
 }
 

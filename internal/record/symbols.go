@@ -94,7 +94,7 @@ func (o *objectSymbols) open() {
 
 func statusOrMissing(obj *symbolize.Object, err error) (symbolize.Status, string) {
 	if err != nil || obj == nil {
-		return symbolize.Missing, fmt.Sprint(err)
+		return symbolize.Missing, fmt.Sprintf("the file could not be read (%v)", err)
 	}
 	return obj.Status()
 }

@@ -37,12 +37,18 @@ struct mt_thread {
 	uint32_t stack_id;  /* the stack of the event being recorded */
 	uint64_t fork_seq;  /* sequence number of a fork in progress, + 1 */
 	struct mt_thread *next_free;
-	/* The last stack, innermost first: return address, stack pointer
-	 * in that frame, and the node naming the stack from it outwards. */
+	/* The last stack, outermost first: return address, stack pointer in
+	 * that frame, and the node naming the stack from it outwards. */
 	uintptr_t ra[MT_MAX_FRAMES_LIMIT];
 	uintptr_t sp[MT_MAX_FRAMES_LIMIT];
 	uint32_t node[MT_MAX_FRAMES_LIMIT];
-	/* Scratch for the stack being unwound. */
+	/* Nodes this thread interned lately, direct-mapped by hash: most
+	 * lookups end here, without touching the shared table. */
+	struct {
+		uint32_t parent, module, id, pad;
+		uint64_t offset;
+	} recent[256];
+	/* Scratch for the stack being unwound, innermost first. */
 	uintptr_t new_ra[MT_MAX_FRAMES_LIMIT];
 	uintptr_t new_sp[MT_MAX_FRAMES_LIMIT];
 	uint32_t new_mod[MT_MAX_FRAMES_LIMIT];
@@ -134,7 +140,7 @@ MT_HIDDEN void mt_capture_stack(struct mt_thread *t, uintptr_t *frame);
 MT_HIDDEN void mt_unwind_flush(void);
 
 /* stacks.c: the call-stack tree in shared memory. */
-MT_HIDDEN uint32_t mt_intern(uint32_t parent, uint32_t module, uint64_t offset);
+MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);
 MT_HIDDEN void mt_stacks_reset(void);
 
 /* Small lock for rare paths (module refresh, node inserts). */

@@ -349,6 +349,7 @@ static int attach(struct mt_thread *t)
 	t->ring_limit = 0;
 	t->tid = (uint64_t)gettid_raw();
 	t->depth = 0;
+	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
 	t->ctl->tid = (uint32_t)t->tid;
 	stack_bounds(t);
 	uint64_t rec[4] = {MT_REC_THREAD | 4 << 8, mt_seq(), mt_tsc(), t->tid};

@@ -22,6 +22,8 @@ struct index {
 };
 
 static struct index *current;
+
+static uint32_t intern_shared(uint32_t parent, uint32_t module, uint64_t offset);
 static mt_lock_t insert_lock;
 
 static inline uint64_t node_hash(uint32_t parent, uint32_t module, uint64_t offset)
@@ -74,7 +76,24 @@ static struct index *grow(struct index *old)
 	return ix;
 }
 
-uint32_t mt_intern(uint32_t parent, uint32_t module, uint64_t offset)
+uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset)
+{
+	uint64_t h = node_hash(parent, module, offset);
+	__typeof__(&t->recent[0]) r = &t->recent[(h >> 24) % (sizeof t->recent / sizeof t->recent[0])];
+	if (MT_LIKELY(r->id != 0 && r->parent == parent && r->module == module && r->offset == offset))
+		return r->id;
+	uint32_t id = intern_shared(parent, module, offset);
+	if (id != parent) {
+		r->parent = parent;
+		r->module = module;
+		r->offset = offset;
+		r->id = id;
+	}
+	return id;
+}
+
+/* intern_shared finds or adds a node in the process's table. */
+static uint32_t intern_shared(uint32_t parent, uint32_t module, uint64_t offset)
 {
 	struct index *ix = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
 	if (MT_LIKELY(ix != NULL)) {

@@ -442,13 +442,14 @@ static inline uint64_t rule_for(struct mt_thread *t, uintptr_t pc)
 	return v;
 }
 
-/* outer_unchanged reports whether the frames of the previous stack from
- * index k outwards are still on the stack: every saved return address
- * still holds the value it had. */
-static inline int outer_unchanged(const struct mt_thread *t, uint32_t k)
+/* outer_unchanged reports whether the frames of the previous stack outside
+ * index m are still on the stack: every saved return address still holds
+ * the value it had. The stack is kept outermost first, so those are the
+ * frames 0..m-1; frame i's return address was read at its sp minus 8. */
+static inline int outer_unchanged(const struct mt_thread *t, int m)
 {
-	for (uint32_t m = k + 1; m < t->depth; m++)
-		if (*(const uintptr_t *)(t->sp[m] - 8) != t->ra[m])
+	for (int i = 0; i < m; i++)
+		if (*(const uintptr_t *)(t->sp[i] - 8) != t->ra[i])
 			return 0;
 	return 1;
 }
@@ -461,24 +462,25 @@ static inline int outer_unchanged(const struct mt_thread *t, uint32_t k)
  *  1. Unwind from the caller outwards, frame by frame, until a frame matches
  *     the previous stack at the same stack address and its outer frames
  *     are unchanged, or the stack ends.
- *  2. Intern the new frames, outermost first, on top of the reused node.
- *  3. Keep the result as the previous stack for the next event.
+ *  2. Intern the new frames, outermost first, on top of the reused node,
+ *     and write them over the previous stack's inner frames: it is kept
+ *     outermost first so that the reused part never moves.
  */
 void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 {
 	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
-	uint32_t max = mt_proc.max_frames, n = 0, k = 0;
-	int reuse = 0;
+	int max = (int)mt_proc.max_frames, n = 0;
 	if (t->modgen != mt_modgen) {
 		t->depth = 0;
 		t->modgen = mt_modgen;
 	}
+	int m = (int)t->depth - 1; /* the previous stack's frame to compare with */
+	int reuse = 0;
 	uintptr_t lo = sp, hi = t->stack_hi ? t->stack_hi : sp + (8u << 20);
 	while (n < max && pc != 0) {
-		while (k < t->depth && t->sp[k] < sp)
-			k++;
-		if (k < t->depth && t->sp[k] == sp && t->ra[k] == pc && n + (t->depth - k) <= max &&
-		    outer_unchanged(t, k)) {
+		while (m >= 0 && t->sp[m] < sp)
+			m--;
+		if (m >= 0 && t->sp[m] == sp && t->ra[m] == pc && n + m + 1 <= max && outer_unchanged(t, m)) {
 			reuse = 1;
 			break;
 		}
@@ -514,25 +516,16 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 		sp = cfa;
 	}
 done:;
-	/* Step 2: intern the new frames onto the reused outer part. */
-	uint32_t parent = reuse ? t->node[k] : 0;
-	uint32_t kept = reuse ? t->depth - k : 0;
-	uint32_t nodes[MT_MAX_FRAMES_LIMIT];
-	for (uint32_t i = n; i-- > 0;) {
-		const struct mt_module *m = mt_module_at(t->new_mod[i]);
-		parent = mt_intern(parent, m->id, t->new_ra[i] - m->base);
-		nodes[i] = parent;
+	/* Step 2: the new frames go above the kept ones, outermost first. */
+	int base = reuse ? m + 1 : 0;
+	uint32_t parent = reuse ? t->node[m] : 0;
+	for (int i = n - 1, at = base; i >= 0; i--, at++) {
+		const struct mt_module *mod = mt_module_at(t->new_mod[i]);
+		parent = mt_intern(t, parent, mod->id, t->new_ra[i] - mod->base);
+		t->ra[at] = t->new_ra[i];
+		t->sp[at] = t->new_sp[i];
+		t->node[at] = parent;
 	}
+	t->depth = (uint32_t)(base + n);
 	t->stack_id = parent;
-
-	/* Step 3: the new stack is new frames 0..n-1, then the kept ones. */
-	if (reuse && k != n) {
-		memmove(&t->ra[n], &t->ra[k], kept * sizeof t->ra[0]);
-		memmove(&t->sp[n], &t->sp[k], kept * sizeof t->sp[0]);
-		memmove(&t->node[n], &t->node[k], kept * sizeof t->node[0]);
-	}
-	memcpy(t->ra, t->new_ra, n * sizeof t->ra[0]);
-	memcpy(t->sp, t->new_sp, n * sizeof t->sp[0]);
-	memcpy(t->node, nodes, n * sizeof t->node[0]);
-	t->depth = n + kept;
 }

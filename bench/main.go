@@ -1,0 +1,331 @@
+// Command bench measures memtrail against native runs and heaptrack on the
+// same workloads, in one run, and prints a Markdown table of medians and
+// ratios for docs/performance.md.
+//
+//	go run ./bench                 # all workloads, 5 runs each
+//	go run ./bench -runs 3 -only dense,sqlite3
+//
+// For each workload and tool it measures the wall time and the CPU time
+// (user+sys of the tool and everything it started), the peak resident set
+// of the workload's own process (polled from /proc: what the tool adds to
+// the program), and the trace's size per event. Runs of the three tools are
+// interleaved so that a noisy neighbour hurts them alike.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// workload is a program to measure.
+type workload struct {
+	name  string
+	about string
+	args  func(dir string) []string // the command line, given the build directory
+	env   []string
+}
+
+func workloads(dir string) []workload {
+	sql := "create table t(a integer primary key, b text, c blob);" +
+		"insert into t select value, printf('row %d', value), randomblob(64) from generate_series(1,200000);" +
+		"select count(*), sum(length(b)) from t;"
+	return []workload{
+		{"dense", "malloc-dense loop: 16M random free+malloc of 8-520 bytes among 4,096 slots, one thread",
+			func(d string) []string { return []string{filepath.Join(d, "dense")} }, nil},
+		{"crossfree", "4 threads, each freeing the blocks another allocated (2M allocations per thread)",
+			func(d string) []string { return []string{filepath.Join(d, "crossfree"), "4", "2000000"} }, nil},
+		{"sqlite3", "sqlite3 building a 200,000-row table in memory",
+			func(d string) []string { return []string{"sqlite3", ":memory:", sql} }, nil},
+	}
+}
+
+// tool runs a workload under a profiler (or none).
+type tool struct {
+	name string
+	cmd  func(w []string, out string) []string // the command line; out is a path prefix for the trace
+	file func(out string) string               // the trace it wrote
+}
+
+func tools(memtrail string) []tool {
+	return []tool{
+		{"native", func(w []string, out string) []string { return w }, nil},
+		{"heaptrack", func(w []string, out string) []string { return append([]string{"heaptrack", "-o", out}, w...) },
+			func(out string) string { return out + ".zst" }},
+		{"memtrail", func(w []string, out string) []string {
+			return append([]string{memtrail, "run", "-q", "-o", out + ".mtr", "--"}, w...)
+		}, func(out string) string { return out + ".mtr" }},
+	}
+}
+
+// sample is one measured run.
+type sample struct {
+	wall, cpu time.Duration
+	rssKiB    int64
+	bytes     int64
+}
+
+func main() {
+	runs := flag.Int("runs", 5, "runs of each workload under each tool")
+	only := flag.String("only", "", "comma-separated workloads to run (default all)")
+	flag.Parse()
+	if err := run(*runs, *only); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(runs int, only string) error {
+	dir, err := os.MkdirTemp("", "memtrail-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	memtrail, err := build(dir)
+	if err != nil {
+		return err
+	}
+	ts := tools(memtrail)
+	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
+	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, w := range workloads(dir) {
+		if only != "" && !contains(strings.Split(only, ","), w.name) {
+			continue
+		}
+		args := w.args(dir)
+		events, err := countEvents(memtrail, args, dir)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		results := make([][]sample, len(ts))
+		for r := 0; r < runs; r++ {
+			for i, t := range ts {
+				s, err := measure(t, args, w.env, dir)
+				if err != nil {
+					return fmt.Errorf("%s under %s: %w", w.name, t.name, err)
+				}
+				results[i] = append(results[i], s)
+			}
+		}
+		base := median(results[0])
+		for i, t := range ts {
+			m := median(results[i])
+			perEvent := "—"
+			if t.file != nil && events > 0 {
+				perEvent = fmt.Sprintf("%.2f", float64(m.bytes)/float64(events))
+			}
+			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s |\n", w.name, t.name,
+				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
+				float64(m.rssKiB)/1024, perEvent)
+		}
+	}
+	fmt.Println()
+	for _, w := range workloads(dir) {
+		fmt.Printf("- %s: %s\n", w.name, w.about)
+	}
+	return nil
+}
+
+// build compiles memtrail and the workload programs into dir.
+func build(dir string) (string, error) {
+	memtrail := filepath.Join(dir, "memtrail")
+	if out, err := exec.Command("go", "build", "-o", memtrail, "./cmd/memtrail").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building memtrail: %v\n%s", err, out)
+	}
+	for _, w := range []string{"dense", "crossfree"} {
+		out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, w),
+			filepath.Join("bench", "workloads", w+".c"), "-lpthread").CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("building %s: %v\n%s", w, err, out)
+		}
+	}
+	return memtrail, nil
+}
+
+// measure runs args under t once.
+func measure(t tool, args, env []string, dir string) (sample, error) {
+	out := filepath.Join(dir, "trace")
+	for _, f := range []string{out + ".zst", out + ".mtr"} {
+		os.Remove(f)
+	}
+	line := t.cmd(args, out)
+	cmd := exec.Command(line[0], line[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sample{}, err
+	}
+	peak := make(chan int64)
+	stop := make(chan struct{})
+	go func() { peak <- pollPeakRSS(args[0], cmd.Process.Pid, stop) }()
+	err := cmd.Wait()
+	wall := time.Since(start)
+	close(stop)
+	s := sample{wall: wall, rssKiB: <-peak}
+	if err != nil {
+		return s, err
+	}
+	s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if t.file != nil {
+		fi, err := os.Stat(t.file(out))
+		if err != nil {
+			return s, fmt.Errorf("no trace: %w", err)
+		}
+		s.bytes = fi.Size()
+	}
+	return s, nil
+}
+
+// countEvents records the workload once and counts its events (allocations
+// plus frees), the denominator of bytes per event for every tool.
+func countEvents(memtrail string, args []string, dir string) (int64, error) {
+	out := filepath.Join(dir, "count.mtr")
+	cmd := exec.Command(memtrail, append([]string{"run", "-q", "-o", out, "--"}, args...)...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%v: %s", err, b)
+	}
+	rep, err := exec.Command(memtrail, "report", "-json", out).Output()
+	if err != nil {
+		return 0, err
+	}
+	var allocs, frees int64
+	for _, key := range []string{`"allocations":`, `"frees":`} {
+		i := strings.Index(string(rep), key)
+		if i < 0 {
+			return 0, fmt.Errorf("report has no %s", key)
+		}
+		var v int64
+		fmt.Sscan(string(rep[i+len(key):]), &v)
+		if key == `"allocations":` {
+			allocs = v
+		} else {
+			frees = v
+		}
+	}
+	return allocs + frees, nil
+}
+
+// pollPeakRSS watches the process tree under root for the workload's own
+// process (the one running exe) and returns the highest VmHWM seen.
+func pollPeakRSS(exe string, root int, stop <-chan struct{}) int64 {
+	var peak int64
+	want, _ := exec.LookPath(exe)
+	want, _ = filepath.EvalSymlinks(want)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, pid := range descendants(root) {
+			if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); target == want {
+				peak = max(peak, hwm(pid))
+			}
+		}
+		select {
+		case <-stop:
+			return peak
+		case <-tick.C:
+		}
+	}
+}
+
+func descendants(root int) []int {
+	entries, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var ppid int
+		fmt.Sscan(s[i+1:], &state, &ppid)
+		parent[pid] = ppid
+	}
+	var out []int
+	for pid := range parent {
+		for p := pid; p > 1; p = parent[p] {
+			if p == root {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func hwm(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kib int64
+			fmt.Sscan(strings.TrimPrefix(line, "VmHWM:"), &kib)
+			return kib
+		}
+	}
+	return 0
+}
+
+func median(ss []sample) sample {
+	pick := func(get func(sample) int64) int64 {
+		v := make([]int64, len(ss))
+		for i, s := range ss {
+			v[i] = get(s)
+		}
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		return v[len(v)/2]
+	}
+	return sample{
+		wall:   time.Duration(pick(func(s sample) int64 { return int64(s.wall) })),
+		cpu:    time.Duration(pick(func(s sample) int64 { return int64(s.cpu) })),
+		rssKiB: pick(func(s sample) int64 { return s.rssKiB }),
+		bytes:  pick(func(s sample) int64 { return s.bytes }),
+	}
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hostDesc() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			if i := strings.IndexByte(line, ':'); i >= 0 {
+				return strings.TrimSpace(line[i+1:])
+			}
+		}
+	}
+	return runtime.GOARCH
+}
