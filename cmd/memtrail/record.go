@@ -37,7 +37,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if !*quiet {
+	if !*quiet && res.WriteErr == nil {
 		printRecording(stderr, res)
 	}
 	code := res.Program.ExitCode()

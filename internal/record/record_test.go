@@ -415,3 +415,51 @@ func buildMemtrail(t *testing.T) string {
 	}
 	return bin
 }
+
+// TestUnwindWithoutFramePointers records allocations made at the end of a
+// call chain built without frame pointers, where rbp holds data: the whole
+// chain must come out of the call-frame information.
+func TestUnwindWithoutFramePointers(t *testing.T) {
+	prog := fixture.Build(t, src("nofp.c"), "-O2", "-fomit-frame-pointer", "-g")
+	rec := recordArgs(t, "", prog)
+	p := rec.model.Processes[0]
+	top := p.TopSites(analysis.ByAllocations, 1)
+	if len(top) != 1 || top[0].Allocations != 10 {
+		t.Fatalf("sites %+v, want one with the 10 allocations", top)
+	}
+	var got []string
+	for _, f := range p.SiteStack(top[0]) {
+		got = append(got, f.Function)
+	}
+	want := []string{"leaf", "middle", "outer", "main", "__libc_start_call_main"}
+	if len(got) < len(want) || strings.Join(got[:len(want)], " ") != strings.Join(want, " ") {
+		t.Errorf("stack %v, want it to begin %v", got, want)
+	}
+}
+
+// TestDiskFull records onto a tiny file system that fills up: memtrail
+// must say so and fail, the program must run to its end, and what was
+// written before stays readable.
+func TestDiskFull(t *testing.T) {
+	bin := buildMemtrail(t)
+	prog := fixture.Build(t, src("bigalloc.c"))
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "small")
+	os.Mkdir(mnt, 0o755)
+	saved := filepath.Join(dir, "saved.mtr")
+	// A mount namespace of its own, so the test needs no privileges
+	// beyond user namespaces (CI runs as root anyway).
+	script := `mount -t tmpfs -o size=512k none "$1" || exit 111
+"$2" run -q -o "$1/t.mtr" -- "$3"; echo "status $?"; cp "$1/t.mtr" "$4"`
+	out, err := exec.Command("unshare", "--mount", "--map-root-user", "sh", "-c", script, "sh", mnt, bin, prog, saved).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "no space left on device") || !strings.Contains(string(out), "status 1") {
+		t.Errorf("memtrail said:\n%s\nwant the full disk named and status 1", out)
+	}
+	m := analyze(t, saved)
+	if len(m.Processes) != 1 || len(m.Warnings) == 0 {
+		t.Errorf("from the partial trace: %d processes, warnings %q", len(m.Processes), m.Warnings)
+	}
+}

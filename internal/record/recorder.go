@@ -9,7 +9,6 @@
 package record
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -86,7 +85,6 @@ type Recorder struct {
 	opts       Options
 	w          *trace.Writer
 	file       *os.File
-	buf        *bufio.Writer
 	clock      clock
 	srv        *server
 	procs      []*process // live ones
@@ -155,7 +153,6 @@ func Run(opts Options) (*Result, error) {
 	}
 	r := &Recorder{opts: opts, file: out, byPid: map[int]*process{}, objects: map[string]uint64{},
 		symbols: newSymbolTable(), statuses: map[int]syscall.WaitStatus{}, log: opts.Log}
-	r.buf = bufio.NewWriterSize(out, 1<<20)
 	r.srv, err = listen(regionConfig{slots: opts.Threads, ringSize: opts.RingSize, nodeCap: 1 << 24, maxFrames: opts.MaxFrames})
 	if err != nil {
 		out.Close()
@@ -174,7 +171,7 @@ func Run(opts Options) (*Result, error) {
 	rate := calibrate()
 	host, _ := os.Hostname()
 	r.clock = clock{start: time.Now(), tscStart: rdtsc(), nsPerTick: rate}
-	r.w, err = trace.NewWriter(r.buf, trace.Info{StartUnixNano: r.clock.start.UnixNano(), TimeUnit: uint64(opts.TimeUnit),
+	r.w, err = trace.NewWriter(out, trace.Info{StartUnixNano: r.clock.start.UnixNano(), TimeUnit: uint64(opts.TimeUnit),
 		Hostname: host, Recorder: opts.Version, MaxFrames: uint64(opts.MaxFrames), Command: opts.Args})
 	if err != nil {
 		out.Close()
@@ -334,7 +331,14 @@ func (r *Recorder) connect(h *hello) {
 		p.held, p.parent, p.forkToken = true, parent, h.forkToken
 		return
 	}
+	r.started(p)
+}
+
+// started writes the start of p, and flushes it: whatever happens later,
+// the trace says which processes ran.
+func (r *Recorder) started(p *process) {
 	r.write(r.w.ProcessStart(p.start))
+	r.write(r.w.Flush())
 }
 
 // forked handles the parent's side of a fork at sequence token-1. It
@@ -366,7 +370,7 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 
 func (r *Recorder) release(c *process) {
 	c.held = false
-	r.write(r.w.ProcessStart(c.start))
+	r.started(c)
 }
 
 // checkDeaths ends the processes whose pidfd says they have exited.
@@ -579,9 +583,6 @@ func (r *Recorder) finish() {
 		r.write(r.w.Close())
 	}
 	r.symbols.close()
-	if err := r.buf.Flush(); err != nil {
-		r.write(err)
-	}
 	if err := r.file.Close(); err != nil {
 		r.write(err)
 	}
