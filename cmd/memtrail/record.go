@@ -20,6 +20,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	output := fs.String("o", "", "write the trace to `file` (default: <program>.<pid>.mtr in the current directory)")
 	frames := fs.Int("max-frames", 64, "record at most `n` frames of each call stack (1-256)")
 	quiet := fs.Bool("q", false, "print nothing but errors")
+	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	if err := parse(fs, args); err != nil {
 		return 2, err
@@ -39,6 +40,9 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	if !*quiet && res.WriteErr == nil {
 		printRecording(stderr, res)
+	}
+	if *stats {
+		printStats(stderr, res)
 	}
 	code := res.Program.ExitCode()
 	if res.WriteErr != nil {
@@ -74,6 +78,17 @@ func printRecording(w io.Writer, res *record.Result) {
 		fmt.Fprintf(w, "memtrail: %d events were lost (see the report)\n", res.Lost)
 	}
 	fmt.Fprintf(w, "memtrail: trace written to %s; see it with: memtrail report %s\n", res.Path, res.Path)
+}
+
+// printStats writes the cost of a recording, for benchmarks and the
+// curious.
+func printStats(w io.Writer, res *record.Result) {
+	perEvent := 0.0
+	if res.Events > 0 {
+		perEvent = float64(res.Bytes) / float64(res.Events)
+	}
+	fmt.Fprintf(w, "memtrail: stats: %d events from %d processes, %d lost; program CPU %.3f s; memtrail CPU %.3f s; trace %d bytes (%.2f bytes/event)\n",
+		res.Events, res.Processes, res.Lost, res.ProgramCPU.Seconds(), res.RecorderCPU.Seconds(), res.Bytes, perEvent)
 }
 
 // analyzeFile reads and analyzes the trace at path.

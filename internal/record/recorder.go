@@ -57,6 +57,13 @@ type Result struct {
 	Processes int
 	Events    uint64
 	Lost      uint64
+	Bytes     int64 // the trace's size
+	// ProgramCPU is the CPU time of the program and the children it
+	// waited for: with the agent's work in it, against the same program
+	// run alone, it is the cost of recording to the program.
+	ProgramCPU time.Duration
+	// RecorderCPU is memtrail's own CPU time.
+	RecorderCPU time.Duration
 	// WriteErr is set when the trace could not be written completely
 	// (e.g. the disk filled up); the part before it is readable.
 	WriteErr error
@@ -100,6 +107,7 @@ type Recorder struct {
 	mainEnded  bool
 	mainStatus syscall.WaitStatus
 	waits      chan waitResult
+	programCPU time.Duration // written before the program's wait result is sent
 	log        io.Writer
 }
 
@@ -204,12 +212,17 @@ func Run(opts Options) (*Result, error) {
 			r.waits <- waitResult{child.Pid, 0, err}
 			return
 		}
+		r.programCPU = state.UserTime() + state.SystemTime()
 		r.waits <- waitResult{child.Pid, state.Sys().(syscall.WaitStatus), nil}
 	}()
 
 	r.loop(signals)
 	r.finish()
-	res := &Result{Path: path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr}
+	res := &Result{Path: path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr,
+		ProgramCPU: r.programCPU, RecorderCPU: selfCPU()}
+	if fi, err := os.Stat(path); err == nil {
+		res.Bytes = fi.Size()
+	}
 	res.Program = endOf(r.mainStatus)
 	return res, nil
 }
@@ -218,6 +231,15 @@ type waitResult struct {
 	pid    int
 	status syscall.WaitStatus
 	err    error
+}
+
+// selfCPU returns the CPU time memtrail has used so far.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func endOf(ws syscall.WaitStatus) ProgramEnd {

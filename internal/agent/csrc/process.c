@@ -480,14 +480,15 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 		if (__atomic_load_n(&hdr->disabled, __ATOMIC_RELAXED) ||
 		    __atomic_load_n(&mt_proc.state, __ATOMIC_RELAXED) != MT_STATE_ACTIVE)
 			return 0;
-		if (spins < 64) {
+		/* The recorder hands space back a quarter of the ring at a
+		 * time: rather than spin (which would take its core on a small
+		 * machine), sleep until it has. */
+		if (spins < 16) {
 			__builtin_ia32_pause();
-		} else if (spins < 256) {
-			sched_yield();
 		} else {
-			struct timespec ts = {0, 100000};
+			struct timespec ts = {0, 50000};
 			nanosleep(&ts, NULL);
-			if (spins % 256 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH) {
+			if (spins % 1024 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH) {
 				disable();
 				return 0;
 			}
