@@ -463,3 +463,21 @@ func TestDiskFull(t *testing.T) {
 		t.Errorf("from the partial trace: %d processes, warnings %q", len(m.Processes), m.Warnings)
 	}
 }
+
+// TestEnvironmentKept runs children with environments that lack the
+// agent's variables, through posix_spawn and execve: they are recorded.
+func TestEnvironmentKept(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("envexec.c")))
+	var children int
+	for _, p := range rec.model.Processes {
+		if len(p.Args) > 1 && p.Args[1] == "child" {
+			children++
+			if p.Summary.BytesAllocated != 777 {
+				t.Errorf("child %d allocated %d bytes, want 777", p.PID, p.Summary.BytesAllocated)
+			}
+		}
+	}
+	if children != 2 {
+		t.Errorf("%d children recorded, want 2 (one spawned, one exec'd)", children)
+	}
+}

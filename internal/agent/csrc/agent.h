@@ -68,6 +68,7 @@ struct mt_process {
 	uint32_t max_frames;
 	char sock_path[108];
 	size_t sock_path_len;
+	char sock_env[108]; /* MEMTRAIL_SOCK as the environment gave it */
 };
 
 enum { MT_STATE_UNINIT, MT_STATE_ACTIVE, MT_STATE_OFF };
@@ -93,6 +94,11 @@ struct mt_real {
 	int (*dlclose)(void *);
 	void (*_exit)(int) __attribute__((noreturn));
 	void (*_Exit)(int) __attribute__((noreturn));
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	int (*posix_spawn)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
+	int (*posix_spawnp)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
 };
 extern struct mt_real mt_real MT_HIDDEN;
 MT_HIDDEN void mt_resolve(void);
@@ -161,5 +167,6 @@ static inline void mt_lock(mt_lock_t *l)
 static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE); }
 
 MT_HIDDEN void mt_warn(const char *msg);
+MT_HIDDEN const char *mt_own_path(void);
 
 #endif

@@ -113,6 +113,7 @@ static int find_socket_path(void)
 	if (len >= sizeof mt_proc.sock_path)
 		return 0;
 	memcpy(mt_proc.sock_path, v, len);
+	memcpy(mt_proc.sock_env, v, len);
 	/* A leading '@' names a socket in the abstract namespace. */
 	if (mt_proc.sock_path[0] == '@')
 		mt_proc.sock_path[0] = 0;
@@ -239,6 +240,7 @@ void mt_process_init(int flags, uint64_t fork_token)
 		state = MT_STATE_OFF;
 	if (state == MT_STATE_ACTIVE && !once_per_image_done) {
 		once_per_image_done = 1;
+		mt_own_path();
 		on_exit(on_exit_handler, NULL);
 		pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	}

@@ -88,6 +88,11 @@ void mt_resolve(void)
 	r.dlclose = next("dlclose");
 	r._exit = next("_exit");
 	r._Exit = next("_Exit");
+	r.execve = next("execve");
+	r.execvpe = next("execvpe");
+	r.fexecve = next("fexecve");
+	r.posix_spawn = next("posix_spawn");
+	r.posix_spawnp = next("posix_spawnp");
 	r.free = next("free");
 	if (r.malloc == NULL || r.free == NULL || r.calloc == NULL || r.realloc == NULL) {
 		static const char msg[] = "memtrail: agent cannot find the C allocator; aborting\n";

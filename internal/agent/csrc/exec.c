@@ -1,0 +1,154 @@
+/*
+ * exec.c: keeping the agent in the programs a recorded process starts.
+ *
+ * A process that runs another program with an environment of its own
+ * making (execve with a fresh envp, env -i, posix_spawn with a custom
+ * environment) would drop LD_PRELOAD and MEMTRAIL_SOCK, and the new program
+ * would go unrecorded. These wrappers put the two back. The new array lives
+ * in memory mapped for it, not in the traced heap; if the exec fails it is
+ * unmapped again.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+extern char **environ;
+
+static char agent_path[4096];
+
+/* own_path finds the file the agent was loaded from. It is first called
+ * when the process connects, not in a vfork child about to exec. */
+const char *mt_own_path(void)
+{
+	if (agent_path[0] == 0) {
+		Dl_info info;
+		if (dladdr((void *)mt_own_path, &info) && info.dli_fname != NULL && strlen(info.dli_fname) < sizeof agent_path)
+			strcpy(agent_path, info.dli_fname);
+	}
+	return agent_path;
+}
+
+/* has_agent reports whether an LD_PRELOAD value names the agent. */
+static int has_agent(const char *preload, const char *agent)
+{
+	size_t n = strlen(agent);
+	for (const char *p = preload; (p = strstr(p, agent)) != NULL; p += n) {
+		int starts = p == preload || p[-1] == ':' || p[-1] == ' ';
+		int ends = p[n] == 0 || p[n] == ':' || p[n] == ' ';
+		if (starts && ends)
+			return 1;
+	}
+	return 0;
+}
+
+struct fixed_env {
+	char **envp;
+	size_t size;
+};
+
+/* fix_env returns envp with the agent's two variables, in a mapping when
+ * they had to be added (release it with unfix_env). */
+static struct fixed_env fix_env(char *const envp[])
+{
+	struct fixed_env f = {(char **)envp, 0};
+	const char *agent = mt_own_path();
+	if (mt_proc.sock_path_len == 0 || agent[0] == 0 || envp == NULL)
+		return f;
+	size_t count = 0, strings = 0;
+	const char *preload = NULL;
+	int has_sock = 0;
+	for (; envp[count] != NULL; count++) {
+		if (strncmp(envp[count], "LD_PRELOAD=", 11) == 0)
+			preload = envp[count] + 11;
+		else if (strncmp(envp[count], "MEMTRAIL_SOCK=", 14) == 0)
+			has_sock = 1;
+	}
+	int preload_ok = preload != NULL && has_agent(preload, agent);
+	if (preload_ok && has_sock)
+		return f;
+	strings = strlen(agent) + (preload ? strlen(preload) : 0) + strlen(mt_proc.sock_env) + 64;
+	size_t size = (count + 3) * sizeof(char *) + strings;
+	char **out = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (out == MAP_FAILED)
+		return f;
+	char *text = (char *)(out + count + 3);
+	size_t n = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0 && !preload_ok)
+			continue;
+		if (strncmp(envp[i], "MEMTRAIL_SOCK=", 14) == 0)
+			continue;
+		out[n++] = envp[i];
+	}
+	if (!preload_ok) {
+		out[n++] = text;
+		text = stpcpy(stpcpy(text, "LD_PRELOAD="), agent);
+		if (preload != NULL && preload[0] != 0)
+			text = stpcpy(stpcpy(text, ":"), preload);
+		text++;
+	}
+	out[n++] = text;
+	text = stpcpy(stpcpy(text, "MEMTRAIL_SOCK="), mt_proc.sock_env);
+	out[n] = NULL;
+	f.envp = out;
+	f.size = size;
+	return f;
+}
+
+static void unfix_env(struct fixed_env f)
+{
+	if (f.size)
+		munmap(f.envp, f.size);
+}
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
+{
+	mt_resolve();
+	struct fixed_env f = fix_env(envp);
+	int r = mt_real.execve(path, argv, f.envp);
+	unfix_env(f);
+	return r;
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	mt_resolve();
+	struct fixed_env f = fix_env(envp);
+	int r = mt_real.execvpe(file, argv, f.envp);
+	unfix_env(f);
+	return r;
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	mt_resolve();
+	struct fixed_env f = fix_env(envp);
+	int r = mt_real.fexecve(fd, argv, f.envp);
+	unfix_env(f);
+	return r;
+}
+
+__attribute__((visibility("default"))) int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+						       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	mt_resolve();
+	struct fixed_env f = fix_env(envp);
+	int r = mt_real.posix_spawn(pid, path, fa, attr, argv, f.envp);
+	unfix_env(f);
+	return r;
+}
+
+__attribute__((visibility("default"))) int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+							const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	mt_resolve();
+	struct fixed_env f = fix_env(envp);
+	int r = mt_real.posix_spawnp(pid, file, fa, attr, argv, f.envp);
+	unfix_env(f);
+	return r;
+}
