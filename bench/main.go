@@ -130,6 +130,60 @@ func run(runs int, only string) error {
 	for _, w := range workloads(dir) {
 		fmt.Printf("- %s: %s\n", w.name, w.about)
 	}
+	if only == "" || contains(strings.Split(only, ","), "unwind") {
+		return unwindCosts(memtrail, dir, runs)
+	}
+	return nil
+}
+
+// unwindCosts prices a call stack per event: glibc's backtrace and
+// libunwind's unw_backtrace called before every malloc and free of the
+// dense loop, against memtrail's whole agent (stack, order, time, record)
+// measured as the program's extra CPU time under memtrail run.
+func unwindCosts(memtrail, dir string, runs int) error {
+	const n = 4000000
+	events := float64(2 * n)
+	prog := filepath.Join(dir, "unwindcost")
+	cpu := func(args ...string) (time.Duration, error) {
+		var ss []sample
+		for r := 0; r < runs; r++ {
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return 0, fmt.Errorf("%v: %v\n%s", args, err, out)
+			}
+			s := sample{cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+			if i := strings.Index(string(out), "program CPU "); i >= 0 {
+				var secs float64
+				fmt.Sscan(string(out[i+len("program CPU "):]), &secs)
+				s.cpu = time.Duration(secs * float64(time.Second))
+			}
+			ss = append(ss, s)
+		}
+		return median(ss).cpu, nil
+	}
+	native, err := cpu(prog, "none", fmt.Sprint(n))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nCost of a call stack per malloc or free on the dense loop (%d events, CPU time over native, median of %d):\n\n", int(events), runs)
+	fmt.Println("| unwinder | ns per event |")
+	fmt.Println("|---|---|")
+	for _, m := range []string{"backtrace", "libunwind"} {
+		t, err := cpu(prog, m, fmt.Sprint(n))
+		if err != nil {
+			fmt.Printf("| %s | not available (%v) |\n", m, err)
+			continue
+		}
+		fmt.Printf("| %s | %.0f |\n", map[string]string{"backtrace": "glibc backtrace (_Unwind_Backtrace)", "libunwind": "libunwind unw_backtrace, global cache"}[m],
+			float64(t-native)/events)
+	}
+	t, err := cpu(memtrail, "run", "-q", "-stats", "-o", filepath.Join(dir, "u.mtr"), "--", prog, "none", fmt.Sprint(n))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("| memtrail's agent, everything per event (stack, sequence number, time, record) | %.0f |\n", float64(t-native)/events)
 	return nil
 }
 
@@ -144,6 +198,14 @@ func build(dir string) (string, error) {
 			filepath.Join("bench", "workloads", w+".c"), "-lpthread").CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("building %s: %v\n%s", w, err, out)
+		}
+	}
+	// libunwind is optional: without its headers the comparison says so.
+	src := filepath.Join("bench", "workloads", "unwindcost.c")
+	args := []string{"-O2", "-g", "-DHAVE_LIBUNWIND", "-I/usr/include/x86_64-linux-gnu", "-o", filepath.Join(dir, "unwindcost"), src, "-lunwind"}
+	if _, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		if out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, "unwindcost"), src).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building unwindcost: %v\n%s", err, out)
 		}
 	}
 	return memtrail, nil
