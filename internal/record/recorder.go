@@ -417,6 +417,8 @@ func (r *Recorder) checkDeaths() {
 		}
 	}
 	for _, p := range dead {
+		// What it published last (an exit) may say how it ended.
+		p.drain(r, true)
 		how, code := r.howEnded(p)
 		r.end(p, how, code)
 	}
