@@ -1,4 +1,4 @@
-/* Threads that free each other's blocks. */
+/* Threads that resize their blocks and free each other's. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -17,6 +17,9 @@ static void *worker(void *arg)
 	for (int r = 0; r < rounds; r++) {
 		/* Hand a block to the next thread; free what the previous one sent. */
 		void *mine = malloc(16 + (r % 100));
+		/* Grow it: sometimes in place, sometimes moved, while other
+		 * threads allocate and free. */
+		mine = realloc(mine, 16 + (r % 100) + (r % 7) * 40);
 		while (__atomic_load_n(&mailbox[next], __ATOMIC_ACQUIRE) != NULL)
 			sched_yield();
 		__atomic_store_n(&mailbox[next], mine, __ATOMIC_RELEASE);
