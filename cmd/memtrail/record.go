@@ -39,7 +39,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	if !*quiet && res.WriteErr == nil {
-		printRecording(stderr, res)
+		printRecording(stderr, fs.Args(), res)
 	}
 	if *stats {
 		printStats(stderr, res)
@@ -66,18 +66,21 @@ func recordProgram(opts record.Options) (*record.Result, error) {
 }
 
 // printRecording writes the short summary after a recording: how the
-// program ended, the main numbers, and where the trace is.
-func printRecording(w io.Writer, res *record.Result) {
-	m, err := analyzeFile(res.Path)
-	if err != nil {
-		fmt.Fprintf(w, "memtrail: trace written to %s (%v)\n", res.Path, err)
-		return
+// program ended, its totals, and where the trace is. It takes its numbers
+// from the recorder, not from an analysis of the trace, so that it costs
+// nothing however long the run.
+func printRecording(w io.Writer, args []string, res *record.Result) {
+	procs := ""
+	if res.Processes > 1 {
+		procs = fmt.Sprintf(" in %d processes", res.Processes)
 	}
-	fmt.Fprintf(w, "memtrail: %s\n", report.OneLine(m))
+	fmt.Fprintf(w, "memtrail: %s %s after %s: %s allocations, %s frees, %s allocated%s\n",
+		report.CommandLine(args), report.Ending(res.Program.How, res.Program.Code), report.Duration(res.RunTime), report.Count(res.Allocations),
+		report.Count(res.Frees), report.Size(res.BytesAllocated), procs)
 	if res.Lost > 0 {
-		fmt.Fprintf(w, "memtrail: %d events were lost (see the report)\n", res.Lost)
+		fmt.Fprintf(w, "memtrail: %s events were lost (the report says which and why)\n", report.Count(res.Lost))
 	}
-	fmt.Fprintf(w, "memtrail: trace written to %s; see it with: memtrail report %s\n", res.Path, res.Path)
+	fmt.Fprintf(w, "memtrail: trace written to %s; see where the memory went with: memtrail report %s\n", res.Path, res.Path)
 }
 
 // printStats writes the cost of a recording, for benchmarks and the

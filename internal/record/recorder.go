@@ -58,10 +58,16 @@ type Result struct {
 	Events    uint64
 	Lost      uint64
 	Bytes     int64 // the trace's size
+	// Totals over every process, counted as valgrind does (a realloc is
+	// an allocation and a free). Where the memory went needs the
+	// analysis of the trace: memtrail report.
+	Allocations, Frees, BytesAllocated uint64
 	// ProgramCPU is the CPU time of the program and the children it
 	// waited for: with the agent's work in it, against the same program
 	// run alone, it is the cost of recording to the program.
 	ProgramCPU time.Duration
+	// RunTime is how long the program ran, from its start to its exit.
+	RunTime time.Duration
 	// RecorderCPU is memtrail's own CPU time.
 	RecorderCPU time.Duration
 	// WriteErr is set when the trace could not be written completely
@@ -89,26 +95,29 @@ func (e ProgramEnd) ExitCode() int {
 
 // Recorder is one recording in progress.
 type Recorder struct {
-	opts       Options
-	w          *trace.Writer
-	file       *os.File
-	clock      clock
-	srv        *server
-	procs      []*process // live ones
-	nprocs     uint64
-	byPid      map[int]*process
-	objects    map[string]uint64
-	symbols    *symbolTable
-	statuses   map[int]syscall.WaitStatus
-	writeErr   error
-	events     uint64
-	lost       uint64
-	mainPid    int
-	mainEnded  bool
-	mainStatus syscall.WaitStatus
-	waits      chan waitResult
-	programCPU time.Duration // written before the program's wait result is sent
-	log        io.Writer
+	opts     Options
+	w        *trace.Writer
+	file     *os.File
+	clock    clock
+	srv      *server
+	procs    []*process // live ones
+	nprocs   uint64
+	byPid    map[int]*process
+	objects  map[string]uint64
+	symbols  *symbolTable
+	statuses map[int]syscall.WaitStatus
+	writeErr error
+	events   uint64
+	lost     uint64
+
+	allocations, frees, bytesAllocated uint64
+	mainPid                            int
+	mainEnded                          bool
+	mainStatus                         syscall.WaitStatus
+	waits                              chan waitResult
+	programCPU                         time.Duration // written before the program's wait result is sent
+	runTime                            time.Duration // likewise
+	log                                io.Writer
 }
 
 func (o *Options) defaults() {
@@ -186,6 +195,7 @@ func Run(opts Options) (*Result, error) {
 		os.Remove(out.Name())
 		return nil, fmt.Errorf("starting the trace: %w", err)
 	}
+	started := time.Now()
 	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
 		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.name),
 		Files: []*os.File{opts.Stdin, opts.Stdout, opts.Stderr},
@@ -208,6 +218,7 @@ func Run(opts Options) (*Result, error) {
 		// Only the program itself is waited for here: a wait for any
 		// child would take the children of others in this process.
 		state, err := child.Wait()
+		r.runTime = time.Since(started)
 		if err != nil {
 			r.waits <- waitResult{child.Pid, 0, err}
 			return
@@ -219,7 +230,8 @@ func Run(opts Options) (*Result, error) {
 	r.loop(signals)
 	r.finish()
 	res := &Result{Path: path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr,
-		ProgramCPU: r.programCPU, RecorderCPU: selfCPU()}
+		ProgramCPU: r.programCPU, RecorderCPU: selfCPU(), RunTime: r.runTime,
+		Allocations: r.allocations, Frees: r.frees, BytesAllocated: r.bytesAllocated}
 	if fi, err := os.Stat(path); err == nil {
 		res.Bytes = fi.Size()
 	}
@@ -563,6 +575,17 @@ func (r *Recorder) event(p *process, s *slotReader, ev trace.Event) {
 	ev.Thread = s.thread
 	r.events++
 	p.events++
+	switch ev.Kind {
+	case trace.KindAlloc:
+		r.allocations++
+		r.bytesAllocated += ev.Size
+	case trace.KindFree:
+		r.frees++
+	case trace.KindRealloc:
+		r.allocations++
+		r.frees++
+		r.bytesAllocated += ev.Size
+	}
 	r.write(r.w.Event(ev))
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
-// count writes n with thousands separators: 2,040,000.
-func count(n uint64) string {
+// Count writes n with thousands separators: 2,040,000.
+func Count(n uint64) string {
 	s := strconv.FormatUint(n, 10)
 	var b strings.Builder
 	for i, c := range s {
@@ -28,7 +28,7 @@ func plural(n uint64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return count(n) + " " + noun + "s"
+	return Count(n) + " " + noun + "s"
 }
 
 // times writes how many times something happened: "once", "3 times".
@@ -36,14 +36,14 @@ func times(n uint64) string {
 	if n == 1 {
 		return "once"
 	}
-	return count(n) + " times"
+	return Count(n) + " times"
 }
 
 var byteUnits = []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
-// size writes a number of bytes for reading at a glance, with three or four
+// Size writes a number of bytes for reading at a glance, with three or four
 // significant digits: "204 bytes", "2.39 KiB", "999.9 KiB", "1.95 MiB".
-func size(n uint64) string {
+func Size(n uint64) string {
 	if n < 1024 {
 		return plural(n, "byte")
 	}
@@ -62,14 +62,15 @@ func size(n uint64) string {
 // exact number matters: "1.95 MiB (2,040,000 bytes)".
 func exactSize(n uint64) string {
 	if n < 1024 {
-		return size(n)
+		return Size(n)
 	}
-	return fmt.Sprintf("%s (%s bytes)", size(n), count(n))
+	return fmt.Sprintf("%s (%s bytes)", Size(n), Count(n))
 }
 
-// duration writes a time span given in ns, in ms or s unless it is
+// Duration writes a time span given in ns, in ms or s unless it is
 // shorter than 10 µs: "0.30 ms", "12.5 ms", "3.27 s", "7.5 µs".
-func duration(ns uint64) string {
+func Duration[T ~uint64 | ~int64](span T) string {
+	ns := uint64(max(span, 0))
 	ms := float64(ns) / 1e6
 	switch {
 	case ns < 1000:
@@ -100,11 +101,16 @@ func commandLine(p *analysis.Process) string {
 	if len(p.Args) == 0 {
 		return p.Exe
 	}
-	args := make([]string, len(p.Args))
-	for i, a := range p.Args {
-		args[i] = shellQuote(a)
+	return CommandLine(p.Args)
+}
+
+// CommandLine writes args as a shell would take them.
+func CommandLine(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
 	}
-	return strings.Join(args, " ")
+	return strings.Join(quoted, " ")
 }
 
 func shellQuote(s string) string {
@@ -120,16 +126,21 @@ func ending(p *analysis.Process) string {
 	if !p.Ended {
 		return "end not recorded"
 	}
-	switch p.How {
+	return Ending(p.How, p.Code)
+}
+
+// Ending says how a process ended, given how and its code.
+func Ending(how trace.EndHow, code int64) string {
+	switch how {
 	case trace.EndExited:
-		return fmt.Sprintf("exited with status %d", p.Code)
+		return fmt.Sprintf("exited with status %d", code)
 	case trace.EndSignaled:
-		if name, ok := signalNames[p.Code]; ok {
-			return fmt.Sprintf("killed by signal %d (%s)", p.Code, name)
+		if name, ok := signalNames[code]; ok {
+			return fmt.Sprintf("killed by signal %d (%s)", code, name)
 		}
-		return fmt.Sprintf("killed by signal %d", p.Code)
+		return fmt.Sprintf("killed by signal %d", code)
 	}
-	return p.How.String()
+	return how.String()
 }
 
 // signalNames are the names of Linux's signals, by number: the numbers in

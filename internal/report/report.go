@@ -90,25 +90,3 @@ func pidList(m *analysis.Model) string {
 	}
 	return strings.Join(pids, ", ")
 }
-
-// OneLine sums up the program of m in one line, as memtrail run prints it
-// after a recording: how it ended and its main numbers, and how many other
-// processes the trace holds.
-func OneLine(m *analysis.Model) string {
-	p, err := pick(m, Options{})
-	if err != nil {
-		return err.Error()
-	}
-	s := p.Summary
-	line := fmt.Sprintf("%s %s after %s: %s, %s, %s allocated, peak %s, %s in %s in use at exit",
-		commandLine(p), ending(p), duration(p.RunTime()), plural(s.Allocations, "allocation"),
-		plural(s.Frees, "free"), size(s.BytesAllocated), size(s.PeakBytes), size(s.InUseAtExitBytes),
-		plural(s.InUseAtExitBlocks, "block"))
-	switch others := len(m.Processes) - 1; {
-	case others == 1:
-		line += " (and 1 other process in the trace)"
-	case others > 1:
-		line += fmt.Sprintf(" (and %d other processes in the trace)", others)
-	}
-	return line
-}

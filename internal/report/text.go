@@ -61,27 +61,27 @@ func (t *textReport) header() {
 	if p.Forked {
 		t.printf(", forked from pid %d", p.PPID)
 	}
-	t.printf(", %s after %s\n", ending(p), duration(p.RunTime()))
+	t.printf(", %s after %s\n", ending(p), Duration(p.RunTime()))
 }
 
 func (t *textReport) summary() {
 	p, s := t.p, t.p.Summary
 	rows := [][2]string{
-		{"allocations", count(s.Allocations)},
-		{"frees", count(s.Frees)},
+		{"allocations", Count(s.Allocations)},
+		{"frees", Count(s.Frees)},
 		{"bytes allocated", exactSize(s.BytesAllocated)},
 		{"peak heap", exactSize(s.PeakBytes)},
 		{"in use at exit", exactSize(s.InUseAtExitBytes) + " in " + plural(s.InUseAtExitBlocks, "block")},
 		{"temporary", plural(s.Temporary, "allocation") + " freed before any other allocation"},
 	}
 	if s.PeakBytes > 0 {
-		rows[3][1] += ", " + duration(sinceStart(p, s.PeakTime)) + " after start"
+		rows[3][1] += ", " + Duration(sinceStart(p, s.PeakTime)) + " after start"
 	}
 	if s.InvalidFrees > 0 {
-		rows = append(rows, [2]string{"invalid frees", count(s.InvalidFrees) + " (see Problems)"})
+		rows = append(rows, [2]string{"invalid frees", Count(s.InvalidFrees) + " (see Problems)"})
 	}
 	if p.Lost > 0 {
-		lost := count(p.Lost)
+		lost := Count(p.Lost)
 		if len(p.LostReasons) > 0 {
 			lost += " (" + strings.Join(p.LostReasons, "; ") + ")"
 		}
@@ -104,20 +104,20 @@ type siteTable struct {
 var siteTables = []siteTable{
 	{"Peak memory by call stack", analysis.ByPeak, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s in %s at the peak, %s of it",
-			size(s.PeakBytes), plural(s.PeakBlocks, "block"), percent(s.PeakBytes, sum.PeakBytes))
+			Size(s.PeakBytes), plural(s.PeakBlocks, "block"), percent(s.PeakBytes, sum.PeakBytes))
 	}},
 	{"Most allocations", analysis.ByAllocations, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s, %s of all, %s in all",
-			plural(s.Allocations, "allocation"), percent(s.Allocations, sum.Allocations), size(s.BytesAllocated))
+			plural(s.Allocations, "allocation"), percent(s.Allocations, sum.Allocations), Size(s.BytesAllocated))
 	}},
 	{"Still in use at exit", analysis.ByInUseAtExit, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s in %s, %s of what is in use at exit",
-			size(s.InUseAtExitBytes), plural(s.InUseAtExitBlocks, "block"),
+			Size(s.InUseAtExitBytes), plural(s.InUseAtExitBlocks, "block"),
 			percent(s.InUseAtExitBytes, sum.InUseAtExitBytes))
 	}},
 	{"Temporary allocations", analysis.ByTemporary, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s of %s temporary, %s",
-			count(s.Temporary), plural(s.Allocations, "allocation"), percent(s.Temporary, s.Allocations))
+			Count(s.Temporary), plural(s.Allocations, "allocation"), percent(s.Temporary, s.Allocations))
 	}},
 }
 
@@ -242,7 +242,7 @@ func blockText(pr analysis.Problem) string {
 	if pr.AllocAPI == trace.APIUnknown {
 		return "a block"
 	}
-	return "a block of " + size(pr.Size)
+	return "a block of " + Size(pr.Size)
 }
 
 func apiName(a trace.API) string {
@@ -313,7 +313,7 @@ func (t *textReport) otherProcesses() {
 			continue
 		}
 		rows = append(rows, []string{fmt.Sprint(p.PID), truncate(commandLine(p), 32),
-			count(p.Summary.Allocations), size(p.Summary.PeakBytes), ending(p)})
+			Count(p.Summary.Allocations), Size(p.Summary.PeakBytes), ending(p)})
 	}
 	t.printf("\nOther processes in this trace; see one with memtrail report --pid N\n")
 	t.table(rows, []bool{true, false, true, true, false})
