@@ -7,20 +7,32 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
-// These tests build blocks byte by byte, to get records no sound Writer
-// writes: unknown kinds, and damage under a valid CRC.
+// These tests build blocks byte by byte, to get what no sound Writer
+// writes: unknown kinds, bad codes, and damage under a valid CRC.
 
-// craftFile returns a trace file with a block for each payload.
-func craftFile(payloads ...[]byte) []byte {
+// craftFile returns a trace file with a block for each set of streams,
+// stored raw.
+func craftFile(blocks ...streamSet) []byte {
 	data := []byte(Magic + "\x01\x00\x00\x00\x00\x00\x00\x00")
-	for _, p := range payloads {
-		data = appendBlock(data, p, false)
+	for _, s := range blocks {
+		data, _ = appendBlock(data, &s, false, nil)
 	}
 	return data
+}
+
+// craftPayload returns a block with a payload given byte by byte, a raw
+// length of raw, and a CRC that fits.
+func craftPayload(raw uint32, payload []byte) []byte {
+	h := blockHeader{layout: layoutStreams, stored: uint32(len(payload)), raw: raw, crc: crc32Of(payload)}
+	return append(h.appendTo(nil), payload...)
 }
 
 // rec encodes a record from its kind and fields: uint64s and ints are
@@ -51,88 +63,371 @@ func rec(k Kind, fields ...any) []byte {
 
 func crc32Of(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
-func join(recs ...[]byte) []byte { return bytes.Join(recs, nil) }
+func uvs(vs ...uint64) []byte {
+	var b []byte
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+// col returns the values of the varint column k as they are stored: their
+// low bits in k, the rest in k's tails.
+func col(k int, vs ...uint64) part {
+	var p part
+	for _, v := range vs {
+		if v < 0x80 {
+			p[k] = append(p[k], byte(v))
+			continue
+		}
+		p[k] = append(p[k], byte(v)|0x80)
+		p[k+tailStreams] = binary.AppendUvarint(p[k+tailStreams], v>>7)
+	}
+	return p
+}
+
+// A part is a piece of a block: bytes for some of its streams. block joins
+// parts stream by stream, so that a part can hold a whole event.
+type part = streamSet
+
+func block(parts ...part) streamSet {
+	var s streamSet
+	for _, p := range parts {
+		for i := range p {
+			s[i] = append(s[i], p[i]...)
+		}
+	}
+	return s
+}
+
+func recs(rs ...[]byte) part { return part{streamRecords: bytes.Join(rs, nil)} }
+
+// events is an Events record for n events.
+func events(n int) []byte { return rec(kindEvents, n) }
+
+// alloc is an alloc of size bytes with address code code, 5 time units
+// after the event before it, with a stack one more than its.
+func alloc(size, code uint64) part {
+	return block(part{streamOps: {opAlloc<<opShift | byte(APIMalloc)}, streamDT: {5}, streamStack: {2}},
+		col(streamSize, size), col(streamAddr, code))
+}
+
+// free is a free with reference code ref, taking raw addresses from the
+// raw stream.
+func free(ref uint64, raw ...uint64) part {
+	return block(part{streamOps: {opFree<<opShift | byte(APIFree)}, streamDT: {5}, streamStack: {2}},
+		col(streamRef, ref), col(streamRawAddr, raw...))
+}
+
+// without returns p with column k and its tails emptied.
+func without(p part, k int) part {
+	p[k] = nil
+	if k >= streamDT {
+		p[k+tailStreams] = nil
+	}
+	return p
+}
+
+// step is the address code for a step of d bytes.
+func step(d int64) uint64 {
+	c, ok := deltaCode(uint64(d))
+	if !ok {
+		panic("step too long")
+	}
+	return c
+}
 
 var (
-	infoRec  = rec(KindInfo, int64(0), 1, "", "", 0, 0)
-	endRec   = rec(KindEnd, 0, 0)
-	allocRec = rec(KindAlloc, 5, byte(APIMalloc), int64(0x1000), 16, int64(1))
+	infoRec = rec(KindInfo, int64(0), 1, "", "", 0, 0)
+	endRec  = rec(KindEnd, 0, 0)
+	infoEnd = recs(infoRec, endRec)
 )
 
 // outcome reads a crafted file and returns its records in a short text
-// form, with damage as "damage@offset+skipped".
-func outcome(t *testing.T, data []byte) string {
+// form: events as kind(process,thread)@address, damage as
+// "damage@offset+skipped". It also returns the reasons of the damage.
+func outcome(t *testing.T, data []byte) (string, []string) {
 	t.Helper()
 	r, err := NewReader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	var out, reasons []string
 	for range 1000 {
 		rec, err := r.Next()
 		var d *DamageError
 		switch {
 		case errors.As(err, &d):
 			out = append(out, fmt.Sprintf("damage@%d+%d", d.Offset, d.BytesSkipped))
+			reasons = append(reasons, d.Reason)
 			continue
 		case err == io.EOF:
-			return strings.Join(out, " ")
+			return strings.Join(out, " "), reasons
 		case err != nil:
-			return strings.Join(append(out, err.Error()), " ")
+			return strings.Join(append(out, err.Error()), " "), reasons
 		}
 		s := rec.Kind.String()
 		if rec.Kind.IsEvent() {
-			s += fmt.Sprintf("(%d,%d)", rec.Event.Process, rec.Event.Thread)
+			s += fmt.Sprintf("(%d,%d)@%#x", rec.Event.Process, rec.Event.Thread, rec.Event.Addr)
 		}
 		out = append(out, s)
 	}
 	t.Fatal("reader does not come to an end")
-	return ""
+	return "", nil
 }
 
-func TestCrafted(t *testing.T) {
-	first := 16 + blockHeaderSize // offset of the second block when the first is empty
+// fileOffsets returns the offsets of the blocks of a sound file.
+func fileOffsets(data []byte) []int {
+	var offsets []int
+	for off := fileHeaderSize; off+blockHeaderSize <= len(data); {
+		offsets = append(offsets, off)
+		off += blockHeaderSize + int(binary.LittleEndian.Uint32(data[off+8:]))
+	}
+	return offsets
+}
+
+var blockRef = regexp.MustCompile(`@B(\d+)`)
+
+// expand replaces @Bn in want by the offset of block n of data.
+func expand(want string, data []byte) string {
+	offsets := fileOffsets(data)
+	return blockRef.ReplaceAllStringFunc(want, func(s string) string {
+		n, _ := strconv.Atoi(s[2:])
+		if n >= len(offsets) {
+			return s
+		}
+		return "@" + strconv.Itoa(offsets[n])
+	})
+}
+
+type craftCase struct {
+	name   string
+	blocks []streamSet
+	want   string // with @Bn for the offset of block n
+	reason string // in the first damage reported
+}
+
+func runCrafted(t *testing.T, cases []craftCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			data := craftFile(tc.blocks...)
+			got, reasons := outcome(t, data)
+			if want := expand(tc.want, data); got != want {
+				t.Errorf("read %q, want %q (damage: %q)", got, want, reasons)
+			}
+			if tc.reason != "" && (len(reasons) == 0 || !strings.Contains(reasons[0], tc.reason)) {
+				t.Errorf("damage %q, want it to say %q", reasons, tc.reason)
+			}
+		})
+	}
+}
+
+func TestCraftedRecords(t *testing.T) {
+	a := alloc(16, step(0x1000))
+	runCrafted(t, []craftCase{
+		{"skippable kind", []streamSet{block(recs(infoRec, rec(0x40, 3, []byte{1, 2, 3}), events(1), rec(0x7f, 0), endRec), a)},
+			"info alloc(0,0)@0x1000 end", ""},
+		{"skippable kind too long", []streamSet{block(recs(infoRec, rec(0x41, 100, []byte{1}))), block(recs(events(1), endRec), a)},
+			"info damage@B0+3 alloc(0,0)@0x1000 end", "length 100 runs past"},
+		{"unknown fixed kind", []streamSet{block(recs(infoRec, rec(0x20, 1), events(1)), a), block(recs(events(1), endRec), a)},
+			"info damage@B0+10 alloc(0,0)@0x1000 end", "kind(0x20) record"}, // 2+2 bytes of records, 6 of a
+		{"retired free kind", []streamSet{block(recs(infoRec, rec(0x12, 5, byte(5), int64(16), int64(1)))), block(infoEnd)},
+			"info damage@B0+5 info end", "kind(0x12) record at byte 7 of the records stream: unknown record kind"},
+		{"retired realloc kind", []streamSet{block(recs(infoRec, rec(0x13, 5))), block(infoEnd)},
+			"info damage@B0+2 info end", "kind(0x13)"},
+		{"kind above skippable range", []streamSet{block(recs(infoRec, []byte{0x80})), block(recs(endRec))},
+			"info damage@B0+1 end", ""},
+		{"kind zero", []streamSet{{}, block(recs([]byte{0}, events(1)), a), block(recs(endRec))},
+			"damage@B1+9 end", ""},
+		{"record past end of block", []streamSet{block(recs(infoRec, rec(KindThread, 1, 1))), block(recs(endRec))},
+			"info damage@B0+3 end", "runs past the end"},
+		{"string longer than block", []streamSet{block(recs(infoRec, rec(KindString, 1, 1<<40))), block(recs(endRec))},
+			"info damage@B0+8 end", ""},
+		{"huge frame count", []streamSet{block(recs(infoRec, rec(KindSymbol, 1, 2, uint64(1)<<62, 1, 2, 3))), block(recs(endRec))},
+			"info damage@B0+" + itoa(len(rec(KindSymbol, 1, 2, uint64(1)<<62, 1, 2, 3))) + " end", ""},
+		{"huge segment count", []streamSet{block(recs(infoRec, rec(KindModule, 1, 1, 1, 0, 0, 1000, 1, 2, 3, 4))), block(recs(endRec))},
+			"info damage@B0+" + itoa(len(rec(KindModule, 1, 1, 1, 0, 0, 1000, 1, 2, 3, 4))) + " end", ""},
+		{"huge args count", []streamSet{block(recs(infoRec, rec(KindProcessStart, 1, 2, 3, 0, 0, "exe", 5, "a"))), block(recs(endRec))},
+			"info damage@B0+" + itoa(len(rec(KindProcessStart, 1, 2, 3, 0, 0, "exe", 5, "a"))) + " end", ""},
+		{"varint over 64 bits", []streamSet{block(recs(infoRec, rec(KindString, bytes.Repeat([]byte{0xff}, 10), byte(1)))), block(recs(endRec))},
+			"info damage@B0+12 end", "varint overflows"},
+		{"time unit zero", []streamSet{block(recs(rec(KindInfo, int64(0), 0, "", "", 0, 0))), block(recs(endRec))},
+			"damage@B0+" + itoa(len(infoRec)) + " end", "time unit is 0"},
+		{"context", []streamSet{block(recs(infoRec, events(1), rec(KindContext, 3, 4), events(1)), a, a), block(recs(events(1), endRec), a)},
+			"info alloc(0,0)@0x1000 alloc(3,4)@0x1000 alloc(0,0)@0x1000 end", ""},
+		{"events of no events", []streamSet{block(recs(infoRec, events(0), endRec))},
+			"info end", ""},
+		{"records after end", []streamSet{block(recs(infoRec, endRec, events(1)), a), block(recs(events(1)), a)},
+			"info end", ""},
+		{"no end", []streamSet{block(recs(infoRec, events(1)), a)},
+			"info alloc(0,0)@0x1000 " + ErrIncomplete.Error(), ""},
+		{"no end after damage", []streamSet{block(recs(infoRec)), block(recs(events(1), rec(0x20)), a)},
+			"info alloc(0,0)@0x1000 damage@B1+1", ""}, // End may have been in what was lost
+		{"no end after damage and a sound block", []streamSet{block(recs(infoRec, rec(0x20))), block(recs(events(1)), a)},
+			"info damage@B0+1 alloc(0,0)@0x1000 " + ErrIncomplete.Error(), ""},
+		{"empty blocks", []streamSet{{}, block(recs(infoRec)), {}, block(recs(endRec))},
+			"info end", ""},
+	})
+}
+
+// TestCraftedEvents checks the decoding of the event streams: damage in
+// each of them is reported, ends the block, and the next block is read.
+func TestCraftedEvents(t *testing.T) {
+	a := alloc(16, step(0x1000))               // 6 bytes: the address code has a tail
+	after := block(recs(events(1), endRec), a) // a sound block to read after the damage
+	damaged := func(name string, reason string, skipped int, parts ...part) craftCase {
+		return craftCase{name, []streamSet{block(parts...), after},
+			"info damage@B0+" + itoa(skipped) + " alloc(0,0)@0x1000 end", reason}
+	}
+	runCrafted(t, []craftCase{
+		damaged("count past the ops stream", "count 2 is more than the 1 events left in the ops stream", 8,
+			recs(infoRec, events(2)), a),
+		damaged("op without kind", "op byte 0x01 has no event kind", 5,
+			recs(infoRec, events(1)), part{streamOps: {0x01}, streamDT: {0}, streamSize: {1}, streamAddr: {1}, streamStack: {0}}),
+		damaged("op of kind 4", "op byte 0x81 has no event kind", 1,
+			recs(infoRec, events(1)), part{streamOps: {0x81}}),
+		damaged("dt stream runs out", "the dt stream runs out", 5, recs(infoRec, events(1)), without(a, streamDT)),
+		damaged("size stream runs out", "the size stream runs out", 5, recs(infoRec, events(1)), without(a, streamSize)),
+		damaged("addr stream runs out", "the addr stream runs out", 4, recs(infoRec, events(1)), without(a, streamAddr)),
+		damaged("stack stream runs out", "the stack stream runs out", 5, recs(infoRec, events(1)), without(a, streamStack)),
+		damaged("ref stream runs out", "the ref stream runs out", 3, recs(infoRec, events(1)), without(free(1), streamRef)),
+		damaged("raw stream runs out", "the raw stream runs out", 4, recs(infoRec, events(1)), free(0)),
+		damaged("value over 64 bits", "the size tails stream runs out or holds a varint of more than 64 bits", 15,
+			recs(infoRec, events(1)), without(a, streamSize), part{streamSize: {0xff}, streamSize + tailStreams: uvs(1 << 57)}),
+		damaged("varint over 64 bits", "the size tails stream runs out or holds a varint of more than 64 bits", 17,
+			recs(infoRec, events(1)), without(a, streamSize), part{streamSize: {0xff}, streamSize + tailStreams: append(bytes.Repeat([]byte{0xff}, 10), 1)}),
+		damaged("pop of an empty class stack", "address code 0 for size 16, whose class stack is empty", 5,
+			recs(infoRec, events(1)), alloc(16, addrPop)),
+		{"pop of another class's stack", []streamSet{block(recs(infoRec, events(3)), alloc(16, step(0x1000)), free(1), alloc(40, addrPop)), after},
+			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+5 alloc(0,0)@0x1000 end", "address code 0 for size 40"},
+		damaged("handle never allocated", "handle 1 is not live", 4, recs(infoRec, events(1)), free(1)),
+		damaged("handle out of range", "handle 1000 is not live", 5, recs(infoRec, events(1)), free(1000)),
+		{"handle freed twice", []streamSet{block(recs(infoRec, events(3)), a, free(1), free(1)), after},
+			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+4 alloc(0,0)@0x1000 end", "event 3 of 3: handle 1 is not live"},
+		{"handle of another process", []streamSet{block(recs(infoRec, rec(KindContext, 1, 1), events(1), rec(KindContext, 2, 1), events(1)), a, free(1)), after},
+			"info alloc(1,1)@0x1000 damage@B0+4 alloc(0,0)@0x1000 end", "handle 1 is not live"},
+		{"events left over", []streamSet{block(recs(infoRec, events(1)), a, part{streamDT: {7}, streamRawAddr: {1, 2}}), after},
+			"info alloc(0,0)@0x1000 damage@B0+3 alloc(0,0)@0x1000 end", "3 bytes of the event streams belong to no events record"},
+		{"damage after some events", []streamSet{block(recs(infoRec, events(2), rec(KindString, 1, "x")), a, free(7)), after},
+			"info alloc(0,0)@0x1000 damage@B0+8 alloc(0,0)@0x1000 end", "events record at byte 7 of the records stream: event 2 of 2: handle 7 is not live"},
+	})
+}
+
+// TestCraftedPredictors decodes addresses by every kind of code.
+func TestCraftedPredictors(t *testing.T) {
+	runCrafted(t, []craftCase{
+		{"steps", []streamSet{block(recs(infoRec, events(5), endRec),
+			alloc(16, step(0x5000)), alloc(16, step(0x20)), alloc(16, step(-0x60)), alloc(16, step(7)), alloc(16, step(-1)))},
+			"info alloc(0,0)@0x5000 alloc(0,0)@0x5020 alloc(0,0)@0x4fc0 alloc(0,0)@0x4fc7 alloc(0,0)@0x4fc6 end", ""},
+		{"aligned and odd steps", []streamSet{block(recs(infoRec, events(2), endRec),
+			alloc(16, addrDelta+4), alloc(16, addrDelta+3))},
+			"info alloc(0,0)@0x10 alloc(0,0)@0xf end", ""},
+		{"steps wrap around", []streamSet{block(recs(infoRec, events(2), endRec),
+			alloc(16, step(-16)), alloc(16, step(0x20)))},
+			"info alloc(0,0)@0xfffffffffffffff0 alloc(0,0)@0x10 end", ""},
+		{"pop and last freed", []streamSet{block(recs(infoRec, events(6), endRec),
+			alloc(16, step(0x1000)), alloc(100, step(0x1000)), free(1), free(2), alloc(16, addrPop), alloc(20, addrLastFreed))},
+			"info alloc(0,0)@0x1000 alloc(0,0)@0x2000 free(0,0)@0x1000 free(0,0)@0x2000 alloc(0,0)@0x1000 alloc(0,0)@0x2000 end", ""},
+		{"class stacks are LIFO", []streamSet{block(recs(infoRec, events(7), endRec),
+			alloc(8, step(0x1000)), alloc(8, step(0x20)), free(1), free(2), alloc(1, addrPop), alloc(24, addrPop), free(2))},
+			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 free(0,0)@0x1000 free(0,0)@0x1020 alloc(0,0)@0x1020 alloc(0,0)@0x1000 free(0,0)@0x1020 end", ""},
+		{"handles are reused LIFO", []streamSet{block(recs(infoRec, events(7), endRec),
+			alloc(8, step(0x1000)), alloc(8, step(0x20)), alloc(8, step(0x20)), free(1), free(3), alloc(8, step(0x1000)), free(3))},
+			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 alloc(0,0)@0x1040 free(0,0)@0x1000 free(0,0)@0x1040 alloc(0,0)@0x2040 free(0,0)@0x2040 end", ""},
+		{"escapes", []streamSet{block(recs(infoRec, events(4), endRec),
+			free(0, zigzag(0x7000)), free(0, zigzag(-0x10)), alloc(16, addrEscape), alloc(16, addrLastFreed),
+			col(streamRawAddr, zigzag(0x30)))},
+			"info free(0,0)@0x7000 free(0,0)@0x6ff0 alloc(0,0)@0x7020 alloc(0,0)@0x6ff0 end", ""},
+		{"a free of unknown size is not stacked", []streamSet{block(recs(infoRec, events(2)),
+			free(0, zigzag(0x7000)), alloc(16, addrPop)), block(recs(endRec))},
+			"info free(0,0)@0x7000 damage@B0+5 end", "class stack is empty"},
+		{"processes have their own state", []streamSet{block(recs(infoRec, rec(KindContext, 1, 1), events(1), rec(KindContext, 2, 1),
+			events(2), rec(KindContext, 1, 2), events(2), endRec),
+			alloc(16, step(0x1000)), alloc(16, step(0x2000)), free(1), free(1), alloc(16, addrPop))},
+			"info alloc(1,1)@0x1000 alloc(2,1)@0x2000 free(2,1)@0x2000 free(1,2)@0x1000 alloc(1,2)@0x1000 end", ""},
+		{"the state starts afresh in every block", []streamSet{block(recs(infoRec, events(1)), alloc(16, step(0x1000))),
+			block(recs(events(1)), free(1)), block(recs(endRec))},
+			"info alloc(0,0)@0x1000 damage@B1+4 end", "handle 1 is not live"},
+	})
+}
+
+// TestCraftedStreamTables checks the checks of stream tables: a table
+// that is wrong under a valid CRC loses just its block.
+func TestCraftedStreamTables(t *testing.T) {
+	frame := func(data []byte, single bool) []byte {
+		enc, err := zstd.NewWriter(nil, zstd.WithSingleSegment(single))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc.EncodeAll(data, nil)
+	}
+	hundred := bytes.Repeat(endRec, 34)[:100]
+	small := frame(hundred, true)
+	noSize := frame(bytes.Repeat([]byte{byte(KindEnd), 0, 0}, 30), false)
 	for _, tc := range []struct {
-		name   string
-		blocks [][]byte
-		want   string
+		name    string
+		raw     uint32
+		payload []byte
+		reason  string
 	}{
-		{"skippable kind", [][]byte{join(infoRec, rec(0x40, 3, []byte{1, 2, 3}), allocRec, rec(0x7f, 0), endRec)},
-			"info alloc(0,0) end"},
-		{"skippable kind too long", [][]byte{join(infoRec, rec(0x41, 100, []byte{1})), join(allocRec, endRec)},
-			"info damage@16+3 alloc(0,0) end"},
-		{"unknown fixed kind", [][]byte{join(infoRec, rec(0x20, 1), allocRec), join(allocRec, endRec)},
-			"info damage@16+" + itoa(len(rec(0x20, 1))+len(allocRec)) + " alloc(0,0) end"},
-		{"kind above skippable range", [][]byte{join(infoRec, []byte{0x80}), join(endRec)},
-			"info damage@16+1 end"},
-		{"kind zero", [][]byte{{}, join([]byte{0}, allocRec), join(endRec)},
-			"damage@" + itoa(first) + "+" + itoa(1+len(allocRec)) + " end"},
-		{"record past end of block", [][]byte{join(infoRec, allocRec[:4]), join(allocRec, endRec)},
-			"info damage@16+4 alloc(0,0) end"},
-		{"string longer than block", [][]byte{join(infoRec, rec(KindString, 1, 1<<40)), join(endRec)},
-			"info damage@16+8 end"},
-		{"huge frame count", [][]byte{join(infoRec, rec(KindSymbol, 1, 2, uint64(1)<<62, 1, 2, 3)), join(endRec)},
-			"info damage@16+" + itoa(len(rec(KindSymbol, 1, 2, uint64(1)<<62, 1, 2, 3))) + " end"},
-		{"huge segment count", [][]byte{join(infoRec, rec(KindModule, 1, 1, 1, 0, 0, 1000, 1, 2, 3, 4)), join(endRec)},
-			"info damage@16+" + itoa(len(rec(KindModule, 1, 1, 1, 0, 0, 1000, 1, 2, 3, 4))) + " end"},
-		{"huge args count", [][]byte{join(infoRec, rec(KindProcessStart, 1, 2, 3, 0, 0, "exe", 5, "a")), join(endRec)},
-			"info damage@16+" + itoa(len(rec(KindProcessStart, 1, 2, 3, 0, 0, "exe", 5, "a"))) + " end"},
-		{"varint over 64 bits", [][]byte{join(infoRec, rec(KindString, bytes.Repeat([]byte{0xff}, 10), byte(1))), join(endRec)},
-			"info damage@16+12 end"},
-		{"time unit zero", [][]byte{rec(KindInfo, int64(0), 0, "", "", 0, 0), join(endRec)},
-			"damage@16+" + itoa(len(infoRec)) + " end"},
-		{"context", [][]byte{join(infoRec, allocRec, rec(KindContext, 3, 4), allocRec), join(allocRec, endRec)},
-			"info alloc(0,0) alloc(3,4) alloc(0,0) end"},
-		{"records after end", [][]byte{join(infoRec, endRec, allocRec), join(allocRec)},
-			"info end"},
-		{"no end", [][]byte{join(infoRec, allocRec)},
-			"info alloc(0,0) " + ErrIncomplete.Error()},
-		{"empty blocks", [][]byte{{}, infoRec, {}, endRec},
-			"info end"},
+		{"too many streams", 0, []byte{15}, "stream table holds 15 streams, more than 14"},
+		{"stored longer than raw", 3, []byte{1, 3, 4, 0, 1, 2, 3, 4}, "stored length 4 exceeds raw length 3"},
+		{"raw stream shorter than raw", 3, []byte{1, 3, 2, 0, 1, 2}, "raw stream with stored length 2 and raw length 3"},
+		{"unknown encoding", 2, []byte{1, 2, 2, 2, 1, 2}, "records stream: unknown encoding 2"},
+		{"stored past the payload", 5, []byte{1, 5, 5, 0, 1, 2}, "stored length 5 runs past the end"},
+		{"bytes after the last stream", 1, []byte{1, 1, 1, 0, 0x1f, 0}, "1 bytes after the last stream"},
+		{"raw length too small", 4, []byte{1, 3, 3, 0, 0x1f, 0, 0}, "streams hold 3 bytes, block header says 4"},
+		{"raw length too big", 2, []byte{1, 3, 3, 0, 0x1f, 0, 0}, "streams up to the records stream hold more than the 2 bytes"},
+		{"table cut short", 3, []byte{2, 3, 3, 0, 0x1f, 0, 0, 1}, "stream table: ops stream: runs past the end"},
+		{"frame content size wrong", 101, append([]byte{1, 101, byte(len(small)), 1}, small...), "zstd frame holds 100 bytes, stream table says 101"},
+		{"frame without content size", 90, append([]byte{1, 90, byte(len(noSize)), 1}, noSize...), "zstd frame does not give its content size"},
+		{"zstd stream of nothing", 0, []byte{1, 0, 0, 1}, "undecodable zstd frame"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := outcome(t, craftFile(tc.blocks...)); got != tc.want {
-				t.Errorf("read %q, want %q", got, tc.want)
+			if len(small) >= 100 || len(noSize) >= 90 {
+				t.Fatal("test frames did not compress")
+			}
+			first := craftFile(block(recs(infoRec)))
+			bad := craftPayload(tc.raw, tc.payload)
+			data := append(append(first, bad...), craftFile(block(recs(endRec)))[fileHeaderSize:]...)
+			got, reasons := outcome(t, data)
+			if want := fmt.Sprintf("info damage@%d+%d end", len(first), len(bad)); got != want {
+				t.Errorf("read %q, want %q (damage: %q)", got, want, reasons)
+			}
+			if len(reasons) == 0 || !strings.Contains(reasons[0], tc.reason) {
+				t.Errorf("damage %q, want it to say %q", reasons, tc.reason)
+			}
+		})
+	}
+}
+
+// TestCraftedHeaders checks block headers that cannot be trusted: the
+// reader resynchronizes at the next block.
+func TestCraftedHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(b []byte)
+		reason string
+	}{
+		{"layout 0", func(b []byte) { b[4] = 0 }, "unknown layout 0"},
+		{"layout 2", func(b []byte) { b[4] = 2 }, "unknown layout 2"},
+		{"stored beyond raw and table", func(b []byte) {
+			binary.LittleEndian.PutUint32(b[12:], binary.LittleEndian.Uint32(b[8:])-maxStreamTable-1)
+		}, "stored length"},
+		{"raw over the limit", func(b []byte) { binary.LittleEndian.PutUint32(b[12:], maxBlockRaw+1) }, "exceeds the limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := craftFile(block(recs(infoRec)))
+			bad := craftFile(block(recs(rec(KindString, 1, strings.Repeat("x", 600)))))[fileHeaderSize:]
+			tc.change(bad)
+			data := append(append(first, bad...), craftFile(block(recs(endRec)))[fileHeaderSize:]...)
+			got, reasons := outcome(t, data)
+			if want := fmt.Sprintf("info damage@%d+%d end", len(first), len(bad)); got != want {
+				t.Errorf("read %q, want %q (damage: %q)", got, want, reasons)
+			}
+			if len(reasons) == 0 || !strings.Contains(reasons[0], tc.reason) {
+				t.Errorf("damage %q, want it to say %q", reasons, tc.reason)
 			}
 		})
 	}
@@ -143,19 +438,22 @@ func itoa(n int) string { return fmt.Sprint(n) }
 // TestUndecodableZstd checks a block whose CRC holds but whose zstd frame
 // does not decode: just that block is skipped.
 func TestUndecodableZstd(t *testing.T) {
-	good := craftFile(infoRec)
-	bad := appendBlock(nil, bytes.Repeat(allocRec, 100), true)
-	if bad[4] != encodingZstd {
+	good := craftFile(block(recs(infoRec)))
+	bad, _ := appendBlock(nil, &streamSet{bytes.Repeat(rec(KindString, 1, "abc"), 100)}, true, nil)
+	// The frame follows the count (1 byte) and the stream's header: raw
+	// length 600 (2 bytes), stored length (1 byte), encoding.
+	frameAt := blockHeaderSize + 1 + 2 + 1 + 1
+	if bad[frameAt-1] != encodingZstd || bad[frameAt-2] >= 0x80 {
 		t.Fatal("test block did not compress")
 	}
 	// Spoil the frame after its header, then make the CRC fit again.
-	for i := blockHeaderSize + 8; i < len(bad); i++ {
+	for i := frameAt + 8; i < len(bad); i++ {
 		bad[i] ^= 0x55
 	}
 	binary.LittleEndian.PutUint32(bad[16:], crc32Of(bad[blockHeaderSize:]))
-	data := append(append(good, bad...), appendBlock(nil, endRec, false)...)
+	data := append(append(good, bad...), craftFile(block(recs(endRec)))[fileHeaderSize:]...)
 	want := fmt.Sprintf("info damage@%d+%d end", len(good), len(bad))
-	if got := outcome(t, data); got != want {
+	if got, _ := outcome(t, data); got != want {
 		t.Errorf("read %q, want %q", got, want)
 	}
 }

@@ -33,6 +33,39 @@ func blockOffsets(t testing.TB, data []byte) []int {
 	return offsets
 }
 
+// storedStreams are the streams of a block as stored.
+type storedStreams struct {
+	stored     [][]byte
+	compressed []int // indexes of the streams stored compressed
+}
+
+// blockStreams returns the streams of the sound block at off.
+func blockStreams(t testing.TB, data []byte, off int) storedStreams {
+	t.Helper()
+	payload := data[off+blockHeaderSize : off+blockHeaderSize+int(binary.LittleEndian.Uint32(data[off+8:]))]
+	var s storedStreams
+	if len(payload) == 0 {
+		return s
+	}
+	n, i := binary.Uvarint(payload)
+	for k := range int(n) {
+		_, m := binary.Uvarint(payload[i:])
+		i += m
+		stored, m := binary.Uvarint(payload[i:])
+		i += m
+		if payload[i] != 0 {
+			s.compressed = append(s.compressed, k)
+		}
+		i++
+		s.stored = append(s.stored, payload[i:i+int(stored)])
+		i += int(stored)
+	}
+	if i != len(payload) {
+		t.Fatalf("block at %d: stream table does not fill the payload", off)
+	}
+	return s
+}
+
 // result is everything a Reader returned for a file, errors included, as
 // text that tests can compare.
 type result struct {
@@ -92,7 +125,7 @@ func smallTrace(t testing.TB, compressible bool) (data []byte, perBlock [][]stri
 	data = encode(t, b.String(), blockSize, false)
 	compressed := 0
 	for _, off := range blockOffsets(t, data) {
-		if data[off+4] == 1 {
+		if len(blockStreams(t, data, off).compressed) > 0 {
 			compressed++
 		}
 	}
@@ -298,7 +331,7 @@ func TestCorruptMiddleBlock(t *testing.T) {
 func TestGarbageBetweenBlocks(t *testing.T) {
 	data, perBlock := smallTrace(t, false)
 	offsets := blockOffsets(t, data)
-	garbage := []byte("MTBK\x00\x00\x00\x00\x05\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00junkMTBKMT")
+	garbage := []byte("MTBK\x01\x00\x00\x00\x05\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00junkMTBKMT")
 	at := offsets[2]
 	damaged := append(append(append([]byte(nil), data[:at]...), garbage...), data[at:]...)
 	res := readDamaged(t, damaged)

@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// decoder reads the fields of records from a block's payload. Instead of
-// returning an error from every field it remembers the first failure and
-// makes all later fields read as zero, so a record is checked once, after
-// all of its fields are read.
+// decoder reads the fields of records from a block's records stream, or
+// of its stream table. Instead of returning an error from every field it
+// remembers the first failure and makes all later fields read as zero, so
+// a record is checked once, after all of its fields are read.
 type decoder struct {
 	p   []byte
 	i   int
@@ -77,7 +77,7 @@ func (d *decoder) u8() byte {
 	return b
 }
 
-// bytes reads a length-prefixed byte string. The result aliases the payload.
+// bytes reads a length-prefixed byte string. The result aliases the stream.
 func (d *decoder) bytes() []byte {
 	n := d.uv()
 	if n > uint64(len(d.p)-d.i) {
@@ -125,9 +125,9 @@ func (d *decoder) strs() []string {
 	return ss
 }
 
-// The functions below are the decoder's field readers for the event hot
-// loop, where p and i live in registers. A failure sets i past len(p), and
-// every later read then fails too, so the caller checks once at the end.
+// The functions below read varints for the event streams, whose positions
+// live apart from their bytes. A failure sets i past len(p), and every
+// later read then fails too, so the caller checks once at the end.
 
 // uvarint reads an unsigned varint at p[i], trying the common one-byte case
 // first.
@@ -160,13 +160,6 @@ func uvarintLong(p []byte, i int) (uint64, int) {
 		}
 		v |= uint64(b&0x7f) << shift
 		shift += 7
-	}
-	return 0, len(p) + 1
-}
-
-func byteAt(p []byte, i int) (uint64, int) {
-	if i < len(p) {
-		return uint64(p[i]), i + 1
 	}
 	return 0, len(p) + 1
 }

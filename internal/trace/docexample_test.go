@@ -37,15 +37,23 @@ func TestFormatDocExample(t *testing.T) {
 		},
 		func() error {
 			return w.Event(trace.Event{Kind: trace.KindAlloc, Process: 1, Thread: 1, Time: 1200,
-				API: trace.APIMalloc, Addr: 0x4fe0, Size: 300, Stack: 4})
+				API: trace.APIMalloc, Addr: 0x5020, Size: 300, Stack: 4})
 		},
 		func() error {
-			return w.Event(trace.Event{Kind: trace.KindRealloc, Process: 1, Thread: 1, Time: 1250,
-				API: trace.APIRealloc, OldAddr: 0x5000, Addr: 0x5040, Size: 48, Stack: 3})
+			return w.Event(trace.Event{Kind: trace.KindFree, Process: 1, Thread: 1, Time: 1250,
+				API: trace.APIFree, Addr: 0x5000, Stack: 2})
 		},
 		func() error {
-			return w.Event(trace.Event{Kind: trace.KindFree, Process: 1, Thread: 1, Time: 1300,
-				API: trace.APIFree, Addr: 0x4fe0, Stack: 2})
+			return w.Event(trace.Event{Kind: trace.KindAlloc, Process: 1, Thread: 1, Time: 1300,
+				API: trace.APIMalloc, Addr: 0x5000, Size: 16, Stack: 3})
+		},
+		func() error {
+			return w.Event(trace.Event{Kind: trace.KindRealloc, Process: 1, Thread: 1, Time: 1350,
+				API: trace.APIRealloc, OldAddr: 0x5020, Addr: 0x5020, Size: 400, Stack: 4})
+		},
+		func() error {
+			return w.Event(trace.Event{Kind: trace.KindFree, Process: 1, Thread: 1, Time: 1400,
+				API: trace.APIFree, Addr: 0x7ff0, Stack: 2})
 		},
 		w.Close,
 	} {

@@ -38,38 +38,46 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-// FuzzBlockPayload fuzzes the record decoder: random changes to a whole
-// file nearly always break a block's CRC, so FuzzReader rarely gets past
-// the block checks. Here the input is a block's payload, wrapped in a block
-// with a CRC that fits.
-func FuzzBlockPayload(f *testing.F) {
+// FuzzBlockStreams fuzzes the decoding of records and events: random
+// changes to a whole file nearly always break a block's CRC or its stream
+// table, so FuzzReader rarely gets past the block checks. Here the input is
+// a block's streams, wrapped in a block with a stream table and a CRC that
+// fit.
+// Run it with: go test -run '^$' -fuzz FuzzBlockStreams -fuzztime 30s ./internal/trace
+func FuzzBlockStreams(f *testing.F) {
 	for _, seed := range fuzzSeeds(f)[:3] {
-		for _, payload := range rawPayloads(f, seed) {
-			f.Add(payload)
+		for _, off := range blockOffsets(f, seed) {
+			s := blockStreams(f, seed, off)
+			if len(s.compressed) > 0 {
+				continue
+			}
+			var s14 [14][]byte
+			copy(s14[:], s.stored)
+			f.Add(s14[0], s14[1], s14[2], s14[3], s14[4], s14[5], s14[6], s14[7],
+				s14[8], s14[9], s14[10], s14[11], s14[12], s14[13])
 		}
 	}
-	f.Fuzz(func(t *testing.T, payload []byte) {
-		readToEnd(t, wrapPayload(payload))
+	f.Fuzz(func(t *testing.T, records, ops, dt, size, addr, ref, stack, raw,
+		dtTails, sizeTails, addrTails, refTails, stackTails, rawTails []byte) {
+		readToEnd(t, wrapStreams(records, ops, dt, size, addr, ref, stack, raw,
+			dtTails, sizeTails, addrTails, refTails, stackTails, rawTails))
 	})
 }
 
-// rawPayloads returns the payloads of the uncompressed blocks of a trace.
-func rawPayloads(t testing.TB, data []byte) [][]byte {
-	var payloads [][]byte
-	for _, off := range blockOffsets(t, data) {
-		if data[off+4] == 0 {
-			n := int(binary.LittleEndian.Uint32(data[off+8:]))
-			payloads = append(payloads, data[off+blockHeaderSize:off+blockHeaderSize+n])
-		}
+// wrapStreams returns a trace file of one block holding streams, stored raw.
+func wrapStreams(streams ...[]byte) []byte {
+	payload := binary.AppendUvarint(nil, uint64(len(streams)))
+	raw := 0
+	for _, s := range streams {
+		payload = binary.AppendUvarint(payload, uint64(len(s)))
+		payload = binary.AppendUvarint(payload, uint64(len(s)))
+		payload = append(payload, 0)
+		payload = append(payload, s...)
+		raw += len(s)
 	}
-	return payloads
-}
-
-// wrapPayload returns a trace file of one raw block holding payload.
-func wrapPayload(payload []byte) []byte {
-	data := []byte("memtrail\x01\x00\x00\x00\x00\x00\x00\x00MTBK\x00\x00\x00\x00")
+	data := []byte("memtrail\x01\x00\x00\x00\x00\x00\x00\x00MTBK\x01\x00\x00\x00")
 	data = binary.LittleEndian.AppendUint32(data, uint32(len(payload)))
-	data = binary.LittleEndian.AppendUint32(data, uint32(len(payload)))
+	data = binary.LittleEndian.AppendUint32(data, uint32(raw))
 	data = binary.LittleEndian.AppendUint32(data, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
 	return append(data, payload...)
 }
@@ -102,14 +110,16 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	plain, _ := smallTrace(t, false)
 	compressed, _ := smallTrace(t, true)
 	kinds := encode(t, allKinds, 64, false)
+	events := writeEvents(t, manyEvents(150), 512, true)
 	flipped := bytes.Clone(compressed)
 	flipped[len(flipped)/2] ^= 0x10
 	offsets := blockOffsets(t, plain)
 	garbage := append(append(bytes.Clone(plain[:offsets[1]]), "MTBKjunk"...), plain[offsets[1]:]...)
 	return [][]byte{
 		plain,
-		compressed,
+		events,
 		kinds,
+		compressed,
 		compressed[:len(compressed)-7],
 		flipped,
 		garbage,
@@ -131,7 +141,7 @@ func TestFuzzSeeds(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"plain", "compressed", "all-kinds", "truncated", "flipped-byte", "garbage-between-blocks", "header-only"}
+	names := []string{"plain", "events", "all-kinds", "compressed", "truncated", "flipped-byte", "garbage-between-blocks", "header-only"}
 	for i, seed := range seeds {
 		text := fmt.Sprintf("go test fuzz v1\n[]byte(%+q)\n", seed)
 		if err := os.WriteFile(filepath.Join(dir, names[i]), []byte(text), 0o644); err != nil {

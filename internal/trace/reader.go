@@ -18,21 +18,148 @@ import (
 type Reader struct {
 	src   *source
 	ahead chan fetched // receives the block being read ahead
-	spare []byte       // payload buffer to decode the next block into
+	spare []byte       // buffer to decode the next block's streams into
 
-	d      decoder // the current block's payload
-	offset int64   // file offset of the current block
+	buf    []byte       // the current block's streams
+	d      decoder      // its records stream
+	cols   eventStreams // and its event streams
+	offset int64        // file offset of the current block
 
-	// Delta state of the current block.
-	process, thread               uint64
-	prevTime, prevAddr, prevStack uint64
+	// Event state of the current block.
+	process, thread              uint64
+	run                          uint64          // events left in the current Events record
+	runAt, runLen                uint64          // where that record is, and its count
+	runStart                     [numStreams]int // where its events start in the event streams
+	why                          string          // why the event being decoded is damaged
+	heap                         *heapState
+	heaps                        heapStates
+	prevTime, prevStack, prevRaw uint64
 
 	unit               uint64 // Info.TimeUnit; 1 until Info is read
 	sawEnd             bool
 	atEnd              bool // there are no more blocks
-	tailDamaged        bool // damage reaching to the end of the file was reported
+	lastDamaged        bool // the last block read was damaged: End may have been in it
 	incompleteReported bool
 	err                error // the underlying reader failed
+}
+
+// eventStreams are the event streams of a block and how far each has been
+// decoded.
+type eventStreams struct {
+	c   [numStreams]column // c[streamRecords] is not used here
+	bad bool               // a read ran past the end of a stream or over 64 bits
+}
+
+// column is an event stream and how far it has been decoded.
+type column struct {
+	p []byte
+	i int
+}
+
+// small reads the next value of the column if it fits in its one byte,
+// which most do: small is cheap enough to be inlined, and the caller
+// calls eventStreams.uvLong for the others.
+func (c *column) small() (uint64, bool) {
+	if i := c.i; i < len(c.p) && c.p[i] < 0x80 {
+		c.i = i + 1
+		return uint64(c.p[i]), true
+	}
+	return 0, false
+}
+
+// left returns how many bytes of the stream are left.
+func (c *column) left() int { return max(0, len(c.p)-c.i) }
+
+// uv reads a value of the varint column k.
+func (s *eventStreams) uv(k int) uint64 {
+	if v, ok := s.c[k].small(); ok {
+		return v
+	}
+	return s.uvLong(k)
+}
+
+// uvLong reads a value of column k that goes on in its tails, or fails. A
+// failure leaves the position of the stream at fault past its end, for
+// overrun to find.
+func (s *eventStreams) uvLong(k int) uint64 {
+	c, tails := &s.c[k], &s.c[k+tailStreams]
+	if c.i >= len(c.p) {
+		c.i, s.bad = len(c.p)+1, true
+		return 0
+	}
+	low := uint64(c.p[c.i] & 0x7f)
+	c.i++
+	tail, j := uvarint(tails.p, tails.i)
+	if j > len(tails.p) || tail >= 1<<(64-7) {
+		tails.i, s.bad = len(tails.p)+1, true
+		return 0
+	}
+	tails.i = j
+	return low | tail<<7
+}
+
+// skipEvent moves past an event that decoded without damage before.
+func (s *eventStreams) skipEvent() {
+	ops := &s.c[streamOps]
+	op := ops.p[ops.i]
+	ops.i++
+	s.uv(streamDT)
+	kind := op >> opShift
+	if kind == opFree || kind == opRealloc {
+		if s.uv(streamRef) == 0 {
+			s.uv(streamRawAddr)
+		}
+	}
+	if kind == opAlloc || kind == opRealloc {
+		s.uv(streamSize)
+		if s.uv(streamAddr) == addrEscape {
+			s.uv(streamRawAddr)
+		}
+	}
+	s.uv(streamStack)
+}
+
+// overrun says which stream a failed read ran past the end of.
+func (s *eventStreams) overrun() string {
+	for k := streamOps; k < numStreams; k++ {
+		if s.c[k].i > len(s.c[k].p) {
+			return fmt.Sprintf("the %s stream runs out or holds a varint of more than 64 bits", streamNames[k])
+		}
+	}
+	return ""
+}
+
+// unread returns how many bytes of the event streams are left.
+func (s *eventStreams) unread() int {
+	n := 0
+	for k := streamOps; k < numStreams; k++ {
+		n += s.c[k].left()
+	}
+	return n
+}
+
+// skip gives up on the rest of the event streams.
+func (s *eventStreams) skip() {
+	for k := range s.c {
+		s.c[k].i = len(s.c[k].p)
+	}
+}
+
+// positions returns how far each stream has been decoded.
+func (s *eventStreams) positions() [numStreams]int {
+	var pos [numStreams]int
+	for k := range s.c {
+		pos[k] = s.c[k].i
+	}
+	return pos
+}
+
+// seek goes back to positions.
+func (s *eventStreams) seek(pos [numStreams]int) {
+	for k := range s.c {
+		s.c[k].i = pos[k]
+	}
+	s.bad = false
 }
 
 // NewReader checks the file header and starts reading ahead. It returns an
@@ -75,38 +202,52 @@ func NewReader(r io.Reader) (*Reader, error) {
 // each record; the caller may keep them.
 func (r *Reader) Next() (Record, error) {
 	for !r.sawEnd {
+		// Events are nearly all records: decode them first, without the
+		// detour through record, which is the slower general path.
+		if r.run > 0 {
+			var e Event
+			if !r.event(&e) {
+				return Record{}, r.eventDamaged()
+			}
+			r.run--
+			return Record{Kind: e.Kind, Event: e}, nil
+		}
 		if r.d.i >= len(r.d.p) {
-			if err := r.nextBlock(); err != nil {
+			if err := r.endBlock(); err != nil {
 				return Record{}, err
 			}
 			continue
-		}
-		// Events are nearly all records: decode them here, without the
-		// detour through record, which is the slower general path.
-		if k := Kind(r.d.p[r.d.i]); k.IsEvent() {
-			if e, ok := r.event(k); ok {
-				return Record{Kind: k, Event: e}, nil
-			}
-			return Record{}, r.damaged(r.d.i, k)
 		}
 		rec, err := r.record()
 		if err != nil || rec.Kind != KindInvalid {
 			return rec, err
 		}
-		// It was a context or skippable record: go on to the next.
+		// It was a context, events or skippable record: go on.
 	}
 	return Record{}, io.EOF
 }
 
 // readAhead starts reading the next block in the background.
 func (r *Reader) readAhead() {
-	src, dst, ahead := r.src, r.spare, r.ahead
+	src, buf, ahead := r.src, r.spare, r.ahead
 	r.spare = nil
-	go func() { ahead <- src.next(dst) }()
+	go func() { ahead <- src.next(buf) }()
+}
+
+// endBlock checks that the records of the block used all of its events,
+// then moves on to the next block.
+func (r *Reader) endBlock() error {
+	if n := r.cols.unread(); n > 0 {
+		r.cols.skip()
+		r.lastDamaged = true
+		return &DamageError{Offset: r.offset, BytesSkipped: int64(n),
+			Reason: fmt.Sprintf("%d bytes of the event streams belong to no events record", n)}
+	}
+	return r.nextBlock()
 }
 
 // nextBlock moves on to the block read ahead, starts reading the one after
-// it, and resets the delta state.
+// it, and resets the event state.
 func (r *Reader) nextBlock() error {
 	if r.atEnd {
 		return r.endOfFile()
@@ -117,18 +258,32 @@ func (r *Reader) nextBlock() error {
 		r.err = fmt.Errorf("reading trace: %w", f.err)
 		return r.err
 	}
-	if f.payload != nil {
-		// The block just finished is done with: its buffer takes the next.
-		r.spare = r.d.p[:0]
-		r.d.p = f.payload
+	// The block just finished is done with: its buffer takes the next.
+	if f.found {
+		r.spare, r.buf = r.buf, f.buf
 	} else {
-		r.d.p = r.d.p[:0]
+		r.spare = r.buf
+		if cap(f.buf) > cap(r.spare) {
+			r.spare = f.buf
+		}
+		r.buf = nil
 	}
-	r.d.i, r.d.bad, r.offset = 0, "", f.offset
-	r.process, r.thread = 0, 0
-	r.prevTime, r.prevAddr, r.prevStack = 0, 0, 0
+	r.d = decoder{p: f.streams[streamRecords]}
+	r.cols = eventStreams{}
+	for k := range f.streams {
+		r.cols.c[k].p = f.streams[k]
+	}
+	r.offset = f.offset
+	r.process, r.thread, r.run = 0, 0, 0
+	r.heap = nil
+	r.heaps.reset()
+	r.prevTime, r.prevStack, r.prevRaw = 0, 0, 0
 	r.atEnd = f.atEnd
-	r.tailDamaged = f.atEnd && f.damage != nil
+	if f.damage != nil {
+		r.lastDamaged = true
+	} else if f.found {
+		r.lastDamaged = false
+	}
 	if !r.atEnd {
 		r.readAhead()
 	}
@@ -138,74 +293,176 @@ func (r *Reader) nextBlock() error {
 	return nil
 }
 
+// endOfFile returns what Next returns once there are no more blocks. A
+// trace that ends without End is incomplete only if it ends cleanly: after
+// damage, End may have been in what was lost, and the damage has been
+// reported.
 func (r *Reader) endOfFile() error {
 	switch {
 	case r.err != nil:
 		return r.err
-	case r.sawEnd || r.tailDamaged || r.incompleteReported:
+	case r.sawEnd || r.lastDamaged || r.incompleteReported:
 		return io.EOF
 	}
 	r.incompleteReported = true
 	return ErrIncomplete
 }
 
-// record decodes the record at the current position that is not an event.
-// It returns a record of KindInvalid for records that only change the
-// reader's state or are skipped.
+// record decodes the record at the current position of the records
+// stream. It returns a record of KindInvalid for records that only change
+// the reader's state or are skipped.
 func (r *Reader) record() (Record, error) {
 	d := &r.d
 	start := d.i
 	k := Kind(d.p[d.i])
 	d.i++
 	var rec Record
-	if k == KindContext {
-		r.process = d.uv()
-		r.thread = d.uv()
-	} else {
+	switch k {
+	case KindContext:
+		process := d.uv()
+		if process != r.process {
+			r.heap = nil
+		}
+		r.process, r.thread = process, d.uv()
+	case kindEvents:
+		// Every event has an op byte: a count the ops stream cannot
+		// back is damage now rather than many events later.
+		n := d.uv()
+		if left := r.cols.c[streamOps].left(); n > uint64(left) {
+			d.fail(fmt.Sprintf("count %d is more than the %d events left in the ops stream", n, left))
+		}
+		r.run, r.runAt, r.runLen = n, uint64(start), n
+		r.runStart = r.cols.positions()
+	default:
 		rec = r.other(k)
 	}
 	if d.bad != "" {
-		return Record{}, r.damaged(start, k)
+		r.run = 0
+		return Record{}, r.damaged(start, fmt.Sprintf("%s record at byte %d of the records stream: %s", wireName(k), start, d.bad))
 	}
 	return rec, nil
 }
 
-// event decodes the event of kind k at the current position. If it is
-// damaged, it leaves the position on it and reports false; d.bad says why.
+// event decodes the next event of the current run into e. If the event is
+// damaged, it notes why in r.why and returns false.
 //
-// This is the hot loop of every analysis, so it works on local copies of
-// the payload and position, and checks for damage once, at the end.
-func (r *Reader) event(k Kind) (Event, bool) {
-	p, i := r.d.p, r.d.i+1
-	var dt, api, addr, size, stack uint64
-	dt, i = uvarint(p, i)
-	api, i = byteAt(p, i)
-	addr, i = uvarint(p, i)
-	e := Event{Kind: k, Process: r.process, Thread: r.thread, API: API(api)}
-	switch k {
-	case KindAlloc:
-		e.Addr = r.prevAddr + unzigzag(addr)
-		size, i = uvarint(p, i)
-	case KindFree:
-		e.Addr = r.prevAddr + unzigzag(addr)
-	case KindRealloc:
-		e.OldAddr = r.prevAddr + unzigzag(addr)
-		addr, i = uvarint(p, i)
-		e.Addr = e.OldAddr + unzigzag(addr)
-		size, i = uvarint(p, i)
+// This is the hot loop of every analysis: the Events record checked that
+// the ops stream has a byte for the event, and reads past the end of the
+// other streams are checked for once, at the end.
+func (r *Reader) event(e *Event) bool {
+	h := r.heap
+	if h == nil {
+		h = r.heaps.get(r.process)
+		r.heap = h
 	}
-	stack, i = uvarint(p, i)
-	if i > len(p) {
-		r.d.bad = "runs past the end of the block or holds a varint of more than 64 bits"
-		return Event{}, false
+	c := &r.cols
+	ops := &c.c[streamOps]
+	op := ops.p[ops.i]
+	ops.i++
+	e.API = API(op & apiMask)
+	e.Process, e.Thread = r.process, r.thread
+	dt, ok := c.c[streamDT].small()
+	if !ok {
+		dt = c.uvLong(streamDT)
 	}
-	e.Size = size
-	e.Stack = r.prevStack + unzigzag(stack)
+	switch op >> opShift {
+	case opAlloc:
+		e.Kind = KindAlloc
+		size, ok := c.c[streamSize].small()
+		if !ok {
+			size = c.uvLong(streamSize)
+		}
+		e.Size = size
+		e.Addr = r.addr(h, size)
+	case opFree:
+		e.Kind = KindFree
+		e.Addr = r.ref(h)
+	case opRealloc:
+		e.Kind = KindRealloc
+		e.OldAddr = r.ref(h)
+		e.Size = c.uv(streamSize)
+		e.Addr = r.addr(h, e.Size)
+	default:
+		r.why = fmt.Sprintf("op byte 0x%02x has no event kind", op)
+		return false
+	}
+	stack, ok := c.c[streamStack].small()
+	if !ok {
+		stack = c.uvLong(streamStack)
+	}
+	if c.bad || r.why != "" {
+		if c.bad {
+			r.why = c.overrun()
+		}
+		return false
+	}
 	r.prevTime += dt
 	e.Time = r.prevTime * r.unit
-	r.prevAddr, r.prevStack = e.Addr, e.Stack
-	r.d.i = i
-	return e, true
+	r.prevStack += unzigzag(stack)
+	e.Stack = r.prevStack
+	return true
+}
+
+// addr decodes the address of a new block of size bytes.
+func (r *Reader) addr(h *heapState, size uint64) uint64 {
+	var addr uint64
+	code, ok := r.cols.c[streamAddr].small()
+	if !ok {
+		code = r.cols.uvLong(streamAddr)
+	}
+	switch code {
+	case addrPop:
+		c := sizeClass(size)
+		top, ok := h.top(c)
+		if !ok {
+			r.fail(fmt.Sprintf("address code 0 for size %d, whose class stack is empty", size))
+			return 0
+		}
+		h.pop(c)
+		addr = top
+	case addrLastFreed:
+		addr = h.lastFreed
+	case addrEscape:
+		addr = r.rawAddr()
+	default:
+		addr = h.prevAddr + deltaStep(code)
+	}
+	h.handled(h.allocated(addr), addr, size)
+	return addr
+}
+
+// ref decodes the address of a block being released.
+func (r *Reader) ref(h *heapState) uint64 {
+	num, ok := r.cols.c[streamRef].small()
+	if !ok {
+		num = r.cols.uvLong(streamRef)
+	}
+	if num == 0 {
+		addr := r.rawAddr()
+		h.freed(addr, 0, 0)
+		return addr
+	}
+	hd, ok := h.live(num)
+	if !ok {
+		r.fail(fmt.Sprintf("handle %d is not live", num))
+		return 0
+	}
+	h.handles[num].live = false
+	h.freed(hd.addr, uint32(num), hd.class)
+	return hd.addr
+}
+
+func (r *Reader) rawAddr() uint64 {
+	r.prevRaw += unzigzag(r.cols.uv(streamRawAddr))
+	return r.prevRaw
+}
+
+// fail notes why the event being decoded is damaged, unless that is known
+// already.
+func (r *Reader) fail(why string) {
+	if r.why == "" {
+		r.why = why
+	}
 }
 
 // other decodes a record that is not an event or a context.
@@ -304,15 +561,33 @@ func (r *Reader) skip(k Kind) {
 	d.i += int(n)
 }
 
-// damaged reports the record at start of the current block as damaged. The
-// rest of the block is skipped: without the record's length nothing after
-// it can be found.
-func (r *Reader) damaged(start int, k Kind) error {
+// damaged reports damage in the current block, at byte start of its
+// records stream. The rest of the block is skipped: without the record's
+// length nothing after it can be found, and the events after it may depend
+// on it.
+func (r *Reader) damaged(start int, reason string) error {
 	err := &DamageError{
 		Offset:       r.offset,
-		BytesSkipped: int64(len(r.d.p) - start),
-		Reason:       fmt.Sprintf("%v record at byte %d of the block's payload: %s", k, start, r.d.bad),
+		BytesSkipped: int64(len(r.d.p)-start) + int64(r.cols.unread()),
+		Reason:       reason,
 	}
 	r.d.i, r.d.bad = len(r.d.p), ""
+	r.cols.skip()
+	r.lastDamaged = true
 	return err
+}
+
+// eventDamaged reports the damaged event of the current run that event
+// failed on. To say exactly how much is skipped, it finds where the event
+// starts by going through the events of the run before it again.
+func (r *Reader) eventDamaged() error {
+	c := &r.cols
+	c.seek(r.runStart)
+	for range r.runLen - r.run {
+		c.skipEvent()
+	}
+	n := r.runLen - r.run + 1
+	why := r.why
+	r.run, r.why = 0, ""
+	return r.damaged(r.d.i, fmt.Sprintf("events record at byte %d of the records stream: event %d of %d: %s", r.runAt, n, r.runLen, why))
 }

@@ -175,7 +175,7 @@ func TestDeltaEdgeCases(t *testing.T) {
 		{Kind: trace.KindRealloc, Process: 1, Thread: 1, Time: 150, API: trace.APIRealloc, OldAddr: max, Addr: 1, Size: 1 << 62, Stack: 1 << 63},
 		{Kind: trace.KindFree, Process: 1, Thread: 2, Time: 90, API: trace.APIFree, Addr: 1 << 63, Stack: 5},
 		{Kind: trace.KindFree, Process: max, Thread: max, Time: max, API: trace.APIDeleteArrayAlignedNothrow, Addr: 0x10, Stack: 4},
-		{Kind: trace.KindAlloc, Process: 2, Thread: 1, Time: 5, API: trace.API(200), Addr: 0x20, Size: 7, Stack: 3},
+		{Kind: trace.KindAlloc, Process: 2, Thread: 1, Time: 5, API: trace.API(31), Addr: 0x20, Size: 7, Stack: 3},
 	}
 	// Times never go below the previous event's: 90 and 5 are clamped.
 	wantTimes := []uint64{100, 100, 150, 150, max, max}
@@ -272,6 +272,9 @@ func TestWriterRejects(t *testing.T) {
 	}
 	if err := w.Event(trace.Event{Kind: trace.KindThread}); err == nil {
 		t.Error("Event accepted a thread record")
+	}
+	if err := w.Event(trace.Event{Kind: trace.KindAlloc, API: 32}); err == nil {
+		t.Error("Event accepted an api that does not fit in the format")
 	}
 	if err := w.Write(trace.Record{Kind: trace.KindInfo, Info: &trace.Info{}}); err == nil {
 		t.Error("Write accepted an info record")

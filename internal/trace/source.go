@@ -24,11 +24,13 @@ type source struct {
 
 // fetched is what reading ahead for the next block produced.
 type fetched struct {
-	damage  *DamageError // damage met before payload, reported first
-	offset  int64        // file offset of the block that payload came from
-	payload []byte       // the decoded payload; nil if none was found
-	atEnd   bool         // the file ended after damage, if any
-	err     error        // the underlying reader failed
+	damage  *DamageError // damage met before the block, reported first
+	offset  int64        // file offset of the block
+	found   bool         // a sound block was read
+	streams streamSet    // its decoded streams, in buf
+	buf     []byte
+	atEnd   bool  // the file ended after damage, if any
+	err     error // the underlying reader failed
 }
 
 // avail returns the unread bytes in the window.
@@ -81,10 +83,10 @@ func (s *source) read() {
 	s.err = io.ErrNoProgress
 }
 
-// next reads the next block and decodes its payload into dst. If the block
+// next reads the next block and decodes its streams into buf. If the block
 // is damaged, next reports the damage instead, and leaves the window at the
 // next sound block or at the end of the file.
-func (s *source) next(dst []byte) fetched {
+func (s *source) next(buf []byte) fetched {
 	start := s.offset
 	if !s.fill(blockHeaderSize) {
 		if s.err != nil {
@@ -99,13 +101,13 @@ func (s *source) next(dst []byte) fetched {
 		return s.resync(start, reason)
 	}
 	s.advance(blockHeaderSize + len(stored))
-	payload, reason := decodePayload(h, stored, dst)
+	streams, buf, reason := decodeStreams(h, stored, buf)
 	if reason != "" {
 		// The CRC held, so the extent of the block is right: skip just it.
 		size := int64(blockHeaderSize + len(stored))
-		return fetched{damage: &DamageError{Offset: start, BytesSkipped: size, Reason: reason}}
+		return fetched{damage: &DamageError{Offset: start, BytesSkipped: size, Reason: reason}, buf: buf}
 	}
-	return fetched{offset: start, payload: payload}
+	return fetched{offset: start, found: true, streams: streams, buf: buf}
 }
 
 // check checks the block at the start of the window: its header, that all

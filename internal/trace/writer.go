@@ -10,13 +10,16 @@ import (
 )
 
 // DefaultBlockSize is the decoded size at which a Writer ends a block unless
-// told otherwise: big enough for zstd to compress well, small enough that
-// damage costs little and readers can work on blocks in parallel.
+// told otherwise: big enough for zstd to compress well and for the
+// predictors to learn the heap, small enough that damage costs little and
+// readers can work on blocks in parallel.
 const DefaultBlockSize = 1 << 20
 
-// maxEventSize is the most bytes an event takes, with its context record.
-const maxEventSize = 1 + 2*binary.MaxVarintLen64 + // context
-	1 + 1 + 5*binary.MaxVarintLen64 // kind, api; dt, two addresses, size, stack
+// maxEventSize is the most bytes an event adds to the streams of a block:
+// the Events record that ends the run before it, a Context record, its op,
+// and seven varints at their longest (dt, size, address code, reference
+// code, stack, two raw addresses).
+const maxEventSize = (1 + binary.MaxVarintLen64) + (1 + 2*binary.MaxVarintLen64) + 1 + 7*binary.MaxVarintLen64
 
 // blocksInFlight bounds how many finished blocks may wait to be compressed
 // and written while the caller encodes the next one.
@@ -24,29 +27,35 @@ const blocksInFlight = 2
 
 var errWriterClosed = errors.New("trace writer is closed")
 
-// Writer writes a trace file. It encodes records into blocks, and
-// compresses and writes each finished block in the background while the
-// caller goes on encoding the next one.
+// Writer writes a trace file. It encodes records and events into the
+// streams of a block, and compresses and writes each finished block in the
+// background while the caller goes on encoding the next one.
 //
 // Errors are sticky: once writing to the underlying writer has failed, every
 // later call returns that error, and the blocks written before it stay
 // readable. A Writer is not safe for concurrent use.
 type Writer struct {
-	// BlockSize is the decoded size in bytes at which a block is ended; 0
-	// means DefaultBlockSize. Tests set it small to get many blocks.
+	// BlockSize is the decoded size in bytes (the sum of the lengths of its
+	// streams) at which a block is ended; 0 means DefaultBlockSize. Tests
+	// set it small to get many blocks.
 	BlockSize int
 	// Uncompressed stores blocks as they are instead of compressing them.
 	Uncompressed bool
 
-	out  io.Writer
-	unit uint64 // Info.TimeUnit
-	buf  []byte // the block being encoded
-	rec  []byte // one non-event record being encoded
+	out     io.Writer
+	unit    uint64    // Info.TimeUnit
+	perUnit divider   // divides by unit
+	s       streamSet // the block being encoded
+	rec     []byte    // one non-event record being encoded
+	checkAt int       // the number of events of the block at which to check its size
 
-	// Delta state of the block being encoded, reset with every block.
-	haveContext                   bool
-	process, thread               uint64
-	prevTime, prevAddr, prevStack uint64
+	// Event state of the block being encoded, reset with every block.
+	haveContext                  bool
+	process, thread              uint64
+	run                          uint64     // events since the last Events record
+	heap                         *heapState // of process; nil until an event needs it
+	heaps                        heapStates
+	prevTime, prevStack, prevRaw uint64
 
 	floorTime  uint64 // wire time of the latest event; no event goes below it
 	lastTime   uint64 // latest time in ns of any record, for End
@@ -70,17 +79,18 @@ func NewWriter(w io.Writer, info Info) (*Writer, error) {
 	if _, err := w.Write(header[:]); err != nil {
 		return nil, fmt.Errorf("writing trace header: %w", err)
 	}
-	tw := &Writer{out: w, unit: info.TimeUnit}
+	tw := &Writer{out: w, unit: info.TimeUnit, perUnit: newDivider(info.TimeUnit)}
 	tw.pipe.init()
-	tw.buf = tw.pipe.buffer(0)
+	tw.s = tw.pipe.streams()
 	if err := tw.info(info); err != nil {
 		return nil, err
 	}
 	return tw, nil
 }
 
-// Event writes a memory event. It allocates nothing: this is the hot path
-// of recording.
+// Event writes a memory event. Once the Writer's buffers have grown to
+// the size of a block, it allocates nothing: this is the hot path of
+// recording. The event's API must be below 32, all the format has room for.
 //
 // Times are written in units of Info.TimeUnit, rounded down, and clamped so
 // that they never go below the time of the previous event: events of
@@ -93,48 +103,127 @@ func (w *Writer) Event(e Event) error {
 	if !e.Kind.IsEvent() {
 		return fmt.Errorf("writing event: kind %v is not an event", e.Kind)
 	}
-	w.buf = w.appendEvent(w.buf, e)
+	if e.API > apiMask {
+		return fmt.Errorf("writing event: api %d is out of range", e.API)
+	}
+	w.appendEvent(&e)
 	w.events++
-	if len(w.buf) >= w.blockSize() {
+	if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 		return w.endBlock()
 	}
 	return nil
 }
 
-// appendEvent encodes e against the delta state, after a context record if
+// blockFull reports whether the block has reached its size. If it has not,
+// it notes how many events it may take until it does, so that most events
+// need not add up the lengths of the streams.
+func (w *Writer) blockFull() bool {
+	n := w.s.rawLen()
+	if n >= w.blockSize() {
+		return true
+	}
+	w.checkAt = len(w.s[streamOps]) + max(1, (w.blockSize()-n)/maxEventSize)
+	return false
+}
+
+// appendEvent encodes e into the event streams, after a Context record if
 // e's process or thread is not the block's current one.
-func (w *Writer) appendEvent(b []byte, e Event) []byte {
+func (w *Writer) appendEvent(e *Event) {
 	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
-		b = append(b, byte(KindContext))
-		b = binary.AppendUvarint(b, e.Process)
-		b = binary.AppendUvarint(b, e.Thread)
+		w.endRun()
+		rec := append(w.s[streamRecords], byte(KindContext))
+		rec = binary.AppendUvarint(rec, e.Process)
+		w.s[streamRecords] = binary.AppendUvarint(rec, e.Thread)
+		if !w.haveContext || e.Process != w.process {
+			w.heap = nil
+		}
 		w.haveContext, w.process, w.thread = true, e.Process, e.Thread
 	}
-	t := e.Time
-	if w.unit != 1 { // a division costs more than all the rest
-		t /= w.unit
+	h := w.heap
+	if h == nil {
+		h = w.heaps.get(e.Process)
+		w.heap = h
 	}
-	t = max(t, w.floorTime)
+	t := max(w.perUnit.div(e.Time), w.floorTime)
 	w.floorTime = t
 	w.lastTime = max(w.lastTime, t*w.unit)
 
-	b = append(b, byte(e.Kind))
-	b = binary.AppendUvarint(b, t-w.prevTime)
-	b = append(b, byte(e.API))
+	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
+	w.put(streamDT, t-w.prevTime)
 	switch e.Kind {
 	case KindAlloc:
-		b = binary.AppendVarint(b, int64(e.Addr-w.prevAddr))
-		b = binary.AppendUvarint(b, e.Size)
+		w.put(streamSize, e.Size)
+		w.appendAddr(h, e.Addr, e.Size)
 	case KindFree:
-		b = binary.AppendVarint(b, int64(e.Addr-w.prevAddr))
+		w.appendRef(h, e.Addr)
 	case KindRealloc:
-		b = binary.AppendVarint(b, int64(e.OldAddr-w.prevAddr))
-		b = binary.AppendVarint(b, int64(e.Addr-e.OldAddr))
-		b = binary.AppendUvarint(b, e.Size)
+		w.appendRef(h, e.OldAddr)
+		w.put(streamSize, e.Size)
+		w.appendAddr(h, e.Addr, e.Size)
 	}
-	b = binary.AppendVarint(b, int64(e.Stack-w.prevStack))
-	w.prevTime, w.prevAddr, w.prevStack = t, e.Addr, e.Stack
-	return b
+	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
+	w.prevTime, w.prevStack = t, e.Stack
+	w.run++
+}
+
+// appendAddr encodes the address of a new block of size bytes: by its size
+// class's stack if it is on top of it, else as the latest address freed,
+// else as a step from the previous allocation, else in the raw stream.
+func (w *Writer) appendAddr(h *heapState, addr, size uint64) {
+	var code uint64
+	c := sizeClass(size)
+	if h.popIf(c, addr) {
+		code = addrPop
+	} else if addr == h.lastFreed {
+		code = addrLastFreed
+	} else if delta, ok := deltaCode(addr - h.prevAddr); ok {
+		code = delta
+	} else {
+		code = addrEscape
+		w.appendRawAddr(addr)
+	}
+	w.put(streamAddr, code)
+	h.addrs.put(addr, h.allocated(addr), uint8(c))
+}
+
+// appendRef encodes the address of a block being released: by its handle
+// if it was allocated in this block, else in the raw stream.
+func (w *Writer) appendRef(h *heapState, addr uint64) {
+	num, class := h.addrs.take(addr)
+	w.put(streamRef, uint64(num))
+	if num == 0 {
+		w.appendRawAddr(addr)
+	}
+	h.freed(addr, num, class)
+}
+
+func (w *Writer) appendRawAddr(addr uint64) {
+	w.put(streamRawAddr, zigzag(int64(addr-w.prevRaw)))
+	w.prevRaw = addr
+}
+
+// put appends v to the varint column k: its low bits to k, the rest to
+// k's tails. The common one-byte case is inlined.
+func (w *Writer) put(k int, v uint64) {
+	if v < 0x80 {
+		w.s[k] = append(w.s[k], byte(v))
+		return
+	}
+	w.putLong(k, v)
+}
+
+func (w *Writer) putLong(k int, v uint64) {
+	w.s[k] = append(w.s[k], byte(v)|0x80)
+	w.s[k+tailStreams] = binary.AppendUvarint(w.s[k+tailStreams], v>>7)
+}
+
+// endRun ends the current run of events with an Events record.
+func (w *Writer) endRun() {
+	if w.run > 0 {
+		rec := append(w.s[streamRecords], byte(kindEvents))
+		w.s[streamRecords] = binary.AppendUvarint(rec, w.run)
+		w.run = 0
+	}
 }
 
 // ProcessStart writes the start of a process.
@@ -356,29 +445,30 @@ func (w *Writer) check() error {
 
 // begin starts encoding a non-event record. Such records are encoded apart
 // from the block so that one too big for the current block can start the
-// next one; they do not use the delta state, so that is safe.
+// next one; they do not use the event state, so that is safe.
 func (w *Writer) begin(k Kind) []byte {
 	return append(w.rec[:0], byte(k))
 }
 
-// finish appends the record encoded in rec to the block. t is a time in ns
-// the record carries, for End.
+// finish appends the record encoded in rec to the block, after ending the
+// run of events before it. t is a time in ns the record carries, for End.
 func (w *Writer) finish(rec []byte, t uint64) error {
 	w.rec = rec
 	if err := w.check(); err != nil {
 		return err
 	}
-	if len(rec) > maxBlockRaw {
+	if len(rec) > maxBlockRaw-maxEventSize {
 		return fmt.Errorf("writing %v record: %d bytes is more than a block can hold", Kind(rec[0]), len(rec))
 	}
-	if len(w.buf)+len(rec) > maxBlockRaw {
+	if w.s.rawLen()+maxEventSize+len(rec) > maxBlockRaw {
 		if err := w.endBlock(); err != nil {
 			return err
 		}
 	}
-	w.buf = append(w.buf, rec...)
+	w.endRun()
+	w.s[streamRecords] = append(w.s[streamRecords], rec...)
 	w.lastTime = max(w.lastTime, t)
-	if len(w.buf) >= w.blockSize() {
+	if w.blockFull() {
 		return w.endBlock()
 	}
 	return nil
@@ -393,25 +483,30 @@ func (w *Writer) blockSize() int {
 }
 
 // endBlock hands the current block to the background and starts a new one
-// with fresh delta state.
+// with fresh event state.
 func (w *Writer) endBlock() error {
-	if len(w.buf) == 0 {
+	w.endRun()
+	if w.s.rawLen() == 0 {
 		return w.check()
 	}
-	w.pipe.send(w.out, w.buf, !w.Uncompressed)
-	w.buf = w.pipe.buffer(w.blockSize() + maxEventSize)
+	w.pipe.send(w.out, w.s, !w.Uncompressed)
+	w.s = w.pipe.streams()
+	w.checkAt = 0
 	w.haveContext = false
 	w.process, w.thread = 0, 0
-	w.prevTime, w.prevAddr, w.prevStack = 0, 0, 0
+	w.heap = nil
+	w.heaps.reset()
+	w.prevTime, w.prevStack, w.prevRaw = 0, 0, 0
 	return w.check()
 }
 
 // pipeline compresses and writes finished blocks in background goroutines,
 // one per block, that write in the order the blocks were sent.
 type pipeline struct {
-	slots    chan struct{} // one token per block in flight
-	lastDone chan struct{} // closed once the last block sent has been written
-	free     chan []byte   // buffers to reuse
+	slots    chan struct{}  // one token per block in flight
+	lastDone chan struct{}  // closed once the last block sent has been written
+	free     chan []byte    // block buffers to reuse
+	sets     chan streamSet // stream buffers to reuse
 
 	failed atomic.Bool
 	mu     sync.Mutex
@@ -421,6 +516,7 @@ type pipeline struct {
 func (p *pipeline) init() {
 	p.slots = make(chan struct{}, blocksInFlight)
 	p.free = make(chan []byte, 2*blocksInFlight+1)
+	p.sets = make(chan streamSet, blocksInFlight+1)
 }
 
 // buffer returns an empty buffer with room for size bytes, reusing one if
@@ -443,17 +539,36 @@ func (p *pipeline) recycle(b []byte) {
 	}
 }
 
-// send hands raw to a goroutine that compresses it, waits for the block
-// before it to be written, then writes it. It blocks while blocksInFlight
-// blocks are still on their way.
-func (p *pipeline) send(out io.Writer, raw []byte, compress bool) {
+// streams returns empty streams, reusing the memory of a block already
+// written if it can.
+func (p *pipeline) streams() streamSet {
+	select {
+	case s := <-p.sets:
+		for i := range s {
+			s[i] = s[i][:0]
+		}
+		return s
+	default:
+	}
+	return streamSet{}
+}
+
+// send hands the streams of a block to a goroutine that compresses them,
+// waits for the block before it to be written, then writes it. It blocks
+// while blocksInFlight blocks are still on their way.
+func (p *pipeline) send(out io.Writer, s streamSet, compress bool) {
 	p.slots <- struct{}{}
 	prev := p.lastDone
 	done := make(chan struct{})
 	p.lastDone = done
 	go func() {
-		block := appendBlock(p.buffer(blockHeaderSize+len(raw)), raw, compress)
-		p.recycle(raw)
+		scratch := p.buffer(0)
+		block, scratch := appendBlock(p.buffer(blockHeaderSize+maxStreamTable+s.rawLen()), &s, compress, scratch)
+		p.recycle(scratch)
+		select {
+		case p.sets <- s:
+		default:
+		}
 		if prev != nil {
 			<-prev
 		}

@@ -1,0 +1,248 @@
+package trace
+
+// The predictors turn the addresses of events into small codes. Allocators
+// hand out again the memory they were just given back, and a program frees
+// mostly what it allocated recently, so within a block:
+//
+//   - a free (or the old address of a realloc) names a block allocated
+//     earlier in the block by its handle, a small number, instead of its
+//     address;
+//   - an alloc (or the new address of a realloc) is most often the address
+//     most recently freed in its size class, or the latest address freed,
+//     or a short step from the previous allocation.
+//
+// The state below is kept per process and starts afresh in every block, so
+// that every block decodes alone. The Writer and the Reader update it with
+// the same functions; docs/format.md gives the rules step by step.
+
+// Class stacks: a LIFO of the latest addresses freed with each size class,
+// up to classStackDepth deep, for the classes below numClasses. They are
+// deeper than glibc's tcache (7 per class) because what it cannot hold
+// goes to bins that are LIFO too, for small sizes, and a program that
+// frees many blocks of one size often allocates as many again: on the
+// malloc-dense benchmark, stacks 8 deep make the trace 11% bigger than 64.
+const (
+	classStackDepth = 64
+	numClasses      = 256
+	maxStackedSize  = 4072 // the largest size of a class below numClasses
+)
+
+// sizeClass returns the class of a block of size bytes, which is its glibc
+// chunk size in units of 16 bytes: max(32, (size+8+15) &^ 15) / 16. It
+// returns 0 for sizes whose class has no stack; real classes start at 2.
+func sizeClass(size uint64) uint {
+	if size > maxStackedSize {
+		return 0
+	}
+	return uint(max(2, (size+23)>>4))
+}
+
+// Address codes (streamAddr).
+const (
+	addrPop       = 0 // the top of the class stack of the block's size, popped
+	addrLastFreed = 1 // the latest address freed in the process
+	addrEscape    = 2 // the next value of the raw address stream
+	addrDelta     = 3 // and up: a step from the previous allocation
+)
+
+// maxOddStep bounds the steps that are not multiples of 16 that a delta
+// code can hold; the Writer escapes to the raw stream for longer ones.
+const maxOddStep = 1 << 61
+
+// deltaCode returns the address code for a step of d bytes from the
+// previous allocation, and false if the step is too long for one. Steps
+// that are multiples of 16 are stored divided by 16, so they take four bits
+// less: code - addrDelta is zigzag(d/16) << 1 for those, zigzag(d) << 1 | 1
+// for the others.
+func deltaCode(d uint64) (uint64, bool) {
+	if d&15 == 0 {
+		return addrDelta + zigzag(int64(d)>>4)<<1, true
+	}
+	if int64(d) >= maxOddStep || int64(d) < -maxOddStep {
+		return 0, false
+	}
+	return addrDelta + (zigzag(int64(d))<<1 | 1), true
+}
+
+// deltaStep returns the step a code of addrDelta or above stands for.
+func deltaStep(code uint64) uint64 {
+	v := code - addrDelta
+	if v&1 == 0 {
+		return unzigzag(v>>1) << 4
+	}
+	return unzigzag(v >> 1)
+}
+
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+// handle is what a handle number names when decoding: a block allocated
+// earlier in this block of the trace.
+type handle struct {
+	addr  uint64
+	class uint8 // sizeClass of its size
+	live  bool
+}
+
+// classStack holds the latest addresses freed with one size class; when it
+// is full, a push drops the oldest.
+type classStack struct {
+	top, n uint8 // addrs[top] is the latest; n are valid
+	addrs  [classStackDepth]uint64
+}
+
+// heapState is the predictor state of one process within a block.
+type heapState struct {
+	handles   []handle // by handle number, when decoding; handles[0] is never live
+	numbered  uint32   // the highest handle number given out
+	freeNums  []uint32 // released handle numbers, the next to reuse last
+	lastFreed uint64
+	prevAddr  uint64
+
+	// Class stacks are made as classes are used, so that a process that
+	// frees little costs little: a damaged block can name many processes.
+	stackOf [numClasses]uint8 // 1 + index in stacks; 0 if none yet
+	stacks  []classStack
+
+	addrs addrTable // live addresses, when encoding
+}
+
+func (h *heapState) reset() {
+	h.handles = append(h.handles[:0], handle{})
+	h.numbered = 0
+	h.freeNums = h.freeNums[:0]
+	h.lastFreed, h.prevAddr = 0, 0
+	h.stackOf = [numClasses]uint8{}
+	h.stacks = h.stacks[:0]
+	h.addrs.reset()
+}
+
+// allocated makes addr the previous allocation and returns the handle
+// number of the new block: the latest number released if there is one,
+// else a new one. A live handle of the same address, if any, stays live:
+// decoding never looks handles up by address.
+func (h *heapState) allocated(addr uint64) uint32 {
+	h.prevAddr = addr
+	if n := len(h.freeNums); n > 0 {
+		num := h.freeNums[n-1]
+		h.freeNums = h.freeNums[:n-1]
+		return num
+	}
+	h.numbered++
+	return h.numbered
+}
+
+// freed records that the block at addr was released: num is its handle
+// and class the class of its size, or both 0 if it had no handle (and so
+// its size is unknown).
+func (h *heapState) freed(addr uint64, num uint32, class uint8) {
+	h.lastFreed = addr
+	if num == 0 {
+		return
+	}
+	h.freeNums = append(h.freeNums, num)
+	if class != 0 {
+		h.push(uint(class), addr)
+	}
+}
+
+// handled records, when decoding, the block handle num names.
+func (h *heapState) handled(num uint32, addr, size uint64) {
+	hd := handle{addr: addr, class: uint8(sizeClass(size)), live: true}
+	if int(num) == len(h.handles) {
+		h.handles = append(h.handles, hd)
+	} else {
+		h.handles[num] = hd
+	}
+}
+
+// live returns the block handle num names, when decoding, and false if it
+// names none.
+func (h *heapState) live(num uint64) (handle, bool) {
+	if num >= uint64(len(h.handles)) || !h.handles[num].live {
+		return handle{}, false
+	}
+	return h.handles[num], true
+}
+
+func (h *heapState) push(c uint, addr uint64) {
+	i := h.stackOf[c]
+	if i == 0 {
+		h.stacks = append(h.stacks, classStack{})
+		i = uint8(len(h.stacks))
+		h.stackOf[c] = i
+	}
+	s := &h.stacks[i-1]
+	s.top = (s.top + 1) % classStackDepth
+	s.addrs[s.top] = addr
+	s.n = min(s.n+1, classStackDepth)
+}
+
+// top returns the top of the stack of class c, if it has one.
+func (h *heapState) top(c uint) (uint64, bool) {
+	i := h.stackOf[c]
+	if i == 0 || h.stacks[i-1].n == 0 {
+		return 0, false
+	}
+	s := &h.stacks[i-1]
+	return s.addrs[s.top], true
+}
+
+// popIf pops the top of the stack of class c if it is addr.
+func (h *heapState) popIf(c uint, addr uint64) bool {
+	i := h.stackOf[c]
+	if i == 0 {
+		return false
+	}
+	s := &h.stacks[i-1]
+	if s.n == 0 || s.addrs[s.top] != addr {
+		return false
+	}
+	s.top = (s.top + classStackDepth - 1) % classStackDepth
+	s.n--
+	return true
+}
+
+// pop removes the top of the stack of class c, which must have one.
+func (h *heapState) pop(c uint) {
+	s := &h.stacks[h.stackOf[c]-1]
+	s.top = (s.top + classStackDepth - 1) % classStackDepth
+	s.n--
+}
+
+// heapStates holds the heapState of each process of a block.
+type heapStates struct {
+	byProcess map[uint64]*heapState
+	spare     []*heapState // reset, ready for the next processes
+	used      []*heapState
+}
+
+// get returns the state of process, starting it if the block has none yet.
+func (hs *heapStates) get(process uint64) *heapState {
+	if h, ok := hs.byProcess[process]; ok {
+		return h
+	}
+	if hs.byProcess == nil {
+		hs.byProcess = make(map[uint64]*heapState)
+	}
+	var h *heapState
+	if n := len(hs.spare); n > 0 {
+		h = hs.spare[n-1]
+		hs.spare = hs.spare[:n-1]
+	} else {
+		h = new(heapState)
+		h.reset()
+	}
+	hs.byProcess[process] = h
+	hs.used = append(hs.used, h)
+	return h
+}
+
+// reset forgets all processes, for a new block.
+func (hs *heapStates) reset() {
+	for _, h := range hs.used {
+		h.reset()
+	}
+	hs.spare = append(hs.spare, hs.used...)
+	hs.used = hs.used[:0]
+	clear(hs.byProcess)
+}
