@@ -42,7 +42,12 @@ const (
 	addrPop       = 0 // the top of the class stack of the block's size, popped
 	addrLastFreed = 1 // the latest address freed in the process
 	addrEscape    = 2 // the next value of the raw address stream
-	addrDelta     = 3 // and up: a step from the previous allocation
+	// addrDeep and up to addrDelta-1: the address at depth
+	// code-addrDeep+1 in the class stack, taken out of it. glibc serves a
+	// class from more than its LIFO tcache (its smallbins are FIFO, say),
+	// and on the malloc-dense loop a third of the addresses are there.
+	addrDeep  = 3
+	addrDelta = addrDeep + classStackDepth - 1 // and up: a step from the previous allocation
 )
 
 // maxOddStep bounds the steps that are not multiples of 16 that a delta
@@ -177,36 +182,38 @@ func (h *heapState) push(c uint, addr uint64) {
 	s.n = min(s.n+1, classStackDepth)
 }
 
-// top returns the top of the stack of class c, if it has one.
-func (h *heapState) top(c uint) (uint64, bool) {
+// depthOf returns how deep addr is in the stack of class c (0: on top), or
+// -1 if it is not there.
+func (h *heapState) depthOf(c uint, addr uint64) int {
 	i := h.stackOf[c]
-	if i == 0 || h.stacks[i-1].n == 0 {
+	if i == 0 {
+		return -1
+	}
+	s := &h.stacks[i-1]
+	for d := 0; d < int(s.n); d++ {
+		if s.addrs[(int(s.top)-d+classStackDepth)%classStackDepth] == addr {
+			return d
+		}
+	}
+	return -1
+}
+
+// take removes and returns the entry at depth d of the stack of class c,
+// and false if the stack is not that deep. The entries above it move down.
+func (h *heapState) take(c uint, d int) (uint64, bool) {
+	i := h.stackOf[c]
+	if i == 0 || d < 0 || d >= int(h.stacks[i-1].n) {
 		return 0, false
 	}
 	s := &h.stacks[i-1]
-	return s.addrs[s.top], true
-}
-
-// popIf pops the top of the stack of class c if it is addr.
-func (h *heapState) popIf(c uint, addr uint64) bool {
-	i := h.stackOf[c]
-	if i == 0 {
-		return false
-	}
-	s := &h.stacks[i-1]
-	if s.n == 0 || s.addrs[s.top] != addr {
-		return false
+	at := func(depth int) *uint64 { return &s.addrs[(int(s.top)-depth+classStackDepth)%classStackDepth] }
+	addr := *at(d)
+	for k := d; k > 0; k-- {
+		*at(k) = *at(k - 1)
 	}
 	s.top = (s.top + classStackDepth - 1) % classStackDepth
 	s.n--
-	return true
-}
-
-// pop removes the top of the stack of class c, which must have one.
-func (h *heapState) pop(c uint) {
-	s := &h.stacks[h.stackOf[c]-1]
-	s.top = (s.top + classStackDepth - 1) % classStackDepth
-	s.n--
+	return addr, true
 }
 
 // heapStates holds the heapState of each process of a block.

@@ -273,20 +273,29 @@ func TestOpBytes(t *testing.T) {
 func TestClassStacks(t *testing.T) {
 	var h heapState
 	h.reset()
-	if _, ok := h.top(2); ok {
+	if _, ok := h.take(2, 0); ok {
 		t.Fatal("a new state has a class stack")
 	}
 	for i := range uint64(classStackDepth + 5) {
 		h.push(2, i)
 	}
+	if d := h.depthOf(2, 4); d != -1 {
+		t.Fatalf("address 4 at depth %d; the full stack should have dropped it", d)
+	}
+	// Taking from the middle closes the gap: what was below moves up.
+	if got, ok := h.take(2, 3); !ok || got != classStackDepth+1 {
+		t.Fatalf("take(depth 3) = %d, %v; want %d", got, ok, classStackDepth+1)
+	}
 	for i := uint64(classStackDepth + 4); i >= 5; i-- {
-		top, ok := h.top(2)
+		if i == classStackDepth+1 {
+			continue
+		}
+		top, ok := h.take(2, 0)
 		if !ok || top != i {
 			t.Fatalf("top %d, %v; want %d", top, ok, i)
 		}
-		h.pop(2)
 	}
-	if _, ok := h.top(2); ok {
+	if _, ok := h.take(2, 0); ok {
 		t.Fatal("the stack holds more than its depth")
 	}
 	for size, class := range map[uint64]uint{0: 2, 8: 2, 24: 2, 25: 3, 1000: 63, maxStackedSize: 255, maxStackedSize + 1: 0, math.MaxUint64: 0} {

@@ -411,21 +411,28 @@ func (r *Reader) addr(h *heapState, size uint64) uint64 {
 		code = r.cols.uvLong(streamAddr)
 	}
 	switch code {
-	case addrPop:
-		c := sizeClass(size)
-		top, ok := h.top(c)
-		if !ok {
-			r.fail(fmt.Sprintf("address code 0 for size %d, whose class stack is empty", size))
-			return 0
-		}
-		h.pop(c)
-		addr = top
 	case addrLastFreed:
 		addr = h.lastFreed
 	case addrEscape:
 		addr = r.rawAddr()
 	default:
-		addr = h.prevAddr + deltaStep(code)
+		if code >= addrDelta {
+			addr = h.prevAddr + deltaStep(code)
+			break
+		}
+		depth := 0
+		if code != addrPop {
+			depth = int(code-addrDeep) + 1
+		}
+		var ok bool
+		if addr, ok = h.take(sizeClass(size), depth); !ok {
+			why := "deeper than its class stack"
+			if depth == 0 {
+				why = "whose class stack is empty"
+			}
+			r.fail(fmt.Sprintf("address code %d for size %d, %s", code, size, why))
+			return 0
+		}
 	}
 	h.handled(h.allocated(addr), addr, size)
 	return addr

@@ -166,14 +166,18 @@ func (w *Writer) appendEvent(e *Event) {
 	w.run++
 }
 
-// appendAddr encodes the address of a new block of size bytes: by its size
-// class's stack if it is on top of it, else as the latest address freed,
+// appendAddr encodes the address of a new block of size bytes: by its depth
+// in its size class's stack if it is there, else as the latest address freed,
 // else as a step from the previous allocation, else in the raw stream.
 func (w *Writer) appendAddr(h *heapState, addr, size uint64) {
 	var code uint64
 	c := sizeClass(size)
-	if h.popIf(c, addr) {
+	if d := h.depthOf(c, addr); d >= 0 {
+		h.take(c, d)
 		code = addrPop
+		if d > 0 {
+			code = addrDeep + uint64(d) - 1
+		}
 	} else if addr == h.lastFreed {
 		code = addrLastFreed
 	} else if delta, ok := deltaCode(addr - h.prevAddr); ok {
