@@ -110,6 +110,7 @@ func TestCountsEqualValgrind(t *testing.T) {
 		{"threads freeing each other's blocks", "threads.c", nil, []string{"300"}},
 		{"dlopen and dlclose", "dlopen.c", nil, nil},
 		{"the mprof widgets", "../../demo/example/widget.c", nil, nil},
+		{"mismatched C++ and C APIs", "mismatch.cc", []string{"-g", "-O0", "-Wno-mismatched-new-delete"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -251,6 +252,7 @@ func TestDeaths(t *testing.T) {
 		{"abort", 6, 1001},
 		{"kill", 9, 1001},
 		{"doublefree", 6, 1002},
+		{"invalidfree", 6, 1001},
 	}
 	for _, c := range cases {
 		t.Run(c.how, func(t *testing.T) {
@@ -267,6 +269,9 @@ func TestDeaths(t *testing.T) {
 			}
 			if c.how == "doublefree" && (len(p.Problems) != 1 || p.Problems[0].Kind != analysis.DoubleFree) {
 				t.Errorf("problems %+v, want one double free", p.Problems)
+			}
+			if c.how == "invalidfree" && (len(p.Problems) != 1 || p.Problems[0].Kind != analysis.InvalidFree) {
+				t.Errorf("problems %+v, want one invalid free", p.Problems)
 			}
 		})
 	}
@@ -479,5 +484,44 @@ func TestEnvironmentKept(t *testing.T) {
 	}
 	if children != 2 {
 		t.Errorf("%d children recorded, want 2 (one spawned, one exec'd)", children)
+	}
+}
+
+// TestMismatchedAPIs records blocks released through the wrong API and
+// checks that each is reported with the stacks of both ends.
+func TestMismatchedAPIs(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("mismatch.cc"), "-g", "-O0", "-Wno-mismatched-new-delete"))
+	p := rec.model.Processes[0]
+	want := map[[2]trace.Family]bool{
+		{trace.FamilyNewArray, trace.FamilyMalloc}: false,
+		{trace.FamilyMalloc, trace.FamilyNew}:      false,
+		{trace.FamilyNew, trace.FamilyNewArray}:    false,
+	}
+	for _, pr := range p.Problems {
+		if pr.Kind != analysis.MismatchedFree {
+			t.Errorf("unexpected problem %+v", pr)
+			continue
+		}
+		key := [2]trace.Family{pr.AllocAPI.Family(), pr.FreeAPI.Family()}
+		if _, ok := want[key]; !ok {
+			t.Errorf("unexpected mismatch %v freed by %v", pr.AllocAPI, pr.FreeAPI)
+		}
+		want[key] = true
+		if len(p.Stack(pr.AllocStack)) == 0 || len(p.Stack(pr.FreeStack)) == 0 {
+			t.Errorf("mismatch %v/%v lacks a stack", pr.AllocAPI, pr.FreeAPI)
+		}
+	}
+	for k, seen := range want {
+		if !seen {
+			t.Errorf("no mismatch reported for a %v block released as %v", k[0], k[1])
+		}
+	}
+	// The free of the new[] block happens in release_with_free.
+	for _, pr := range p.Problems {
+		if pr.FreeAPI == trace.APIFree {
+			if f := p.Stack(pr.FreeStack); len(f) == 0 || f[0].Function != "release_with_free(int*)" {
+				t.Errorf("free stack %v, want it to start in release_with_free(int*)", f)
+			}
+		}
 	}
 }

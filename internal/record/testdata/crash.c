@@ -20,6 +20,10 @@ int main(int argc, char **argv)
 		abort();
 	if (strcmp(how, "kill") == 0)
 		raise(SIGKILL);
+	if (strcmp(how, "invalidfree") == 0) {
+		int local;
+		free(&local); /* glibc aborts: free(): invalid pointer */
+	}
 	if (strcmp(how, "doublefree") == 0) {
 		void *q = malloc(24);
 		free(q);
