@@ -20,6 +20,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	output := fs.String("o", "", "write the trace to `file` (default: <program>.<pid>.mtr in the current directory)")
 	frames := fs.Int("max-frames", 64, "record at most `n` frames of each call stack (1-256)")
 	quiet := fs.Bool("q", false, "print nothing but errors")
+	ring := sizeFlag(fs, "ring-size", 1<<20, "per-thread buffer between the program and memtrail, a power of two (e.g. 4MiB): a bigger one absorbs longer bursts")
 	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	if err := parse(fs, args); err != nil {
@@ -34,7 +35,11 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *unit < time.Nanosecond || *unit > time.Second {
 		return 2, usageError{fmt.Sprintf("-time-unit %v is out of range (1ns-1s)", *unit)}
 	}
-	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit, Log: stderr})
+	if *ring < 64<<10 || *ring > 1<<30 || *ring&(*ring-1) != 0 {
+		return 2, usageError{fmt.Sprintf("-ring-size %s must be a power of two from 64KiB to 1GiB", report.Size(*ring))}
+	}
+	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit,
+		RingSize: *ring, Log: stderr})
 	if err != nil {
 		return 1, err
 	}
