@@ -106,11 +106,11 @@ MT_HIDDEN int mt_in_bootstrap(const void *p);
 MT_HIDDEN void *mt_bootstrap_alloc(size_t size, size_t align);
 MT_HIDDEN size_t mt_bootstrap_size(const void *p);
 
-/* process.c: connecting to the recorder, threads, rings. */
-MT_HIDDEN struct mt_thread *mt_enter(void);
-MT_HIDDEN void mt_leave(struct mt_thread *t);
-MT_HIDDEN uint64_t mt_seq(void);
-MT_HIDDEN void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n);
+/* process.c: connecting to the recorder, threads, rings. The hot paths
+ * are inline here; what they rarely need stays out of line. */
+extern pthread_key_t mt_thread_key MT_HIDDEN;
+MT_HIDDEN struct mt_thread *mt_enter_slow(struct mt_thread *t);
+MT_HIDDEN int mt_emit_wait(struct mt_thread *t, uint64_t bytes);
 MT_HIDDEN void mt_emit_locked_module_records(void);
 MT_HIDDEN void mt_process_init(int flags, uint64_t fork_token);
 MT_HIDDEN void mt_record_exit(int status);
@@ -133,7 +133,8 @@ struct mt_module {
 	struct { uint64_t vaddr, memsz, offset, flags; } segs[8];
 };
 MT_HIDDEN void mt_modules_refresh(struct mt_thread *t);
-MT_HIDDEN struct mt_module *mt_module_at(uint32_t slot);
+extern struct mt_module *mt_modules MT_HIDDEN;
+static inline struct mt_module *mt_module_at(uint32_t slot) { return &mt_modules[slot]; }
 MT_HIDDEN uint32_t mt_modules_count(void);
 MT_HIDDEN int mt_module_find(uintptr_t pc);
 MT_HIDDEN void mt_modules_lock(void);
@@ -168,5 +169,49 @@ static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC
 
 MT_HIDDEN void mt_warn(const char *msg);
 MT_HIDDEN const char *mt_own_path(void);
+
+
+/* mt_enter returns the calling thread's state, marked busy, or NULL when
+ * this call must not be recorded (nested in the agent, or not recording). */
+static inline struct mt_thread *mt_enter(void)
+{
+	/* The key is only read once the process is active: before, it may not
+	 * be created yet, and key 0 could be someone else's. */
+	if (MT_LIKELY(__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)) {
+		struct mt_thread *t = pthread_getspecific(mt_thread_key);
+		if (MT_LIKELY(t != NULL && !t->busy && t->gen == mt_proc.gen &&
+			      !__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
+			t->busy = 1;
+			return t;
+		}
+		return mt_enter_slow(t);
+	}
+	return mt_enter_slow(NULL);
+}
+
+static inline void mt_leave(struct mt_thread *t) { t->busy = 0; }
+
+/* mt_seq takes the next sequence number of the process. */
+static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
+
+/* mt_emit publishes a record of n words in the thread's ring. The
+ * recorder's read position is only looked at when the space known to be
+ * free runs out: its cache line stays put otherwise. */
+static inline void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
+{
+	struct mt_slot *ctl = t->ctl;
+	uint64_t w = ctl->write, bytes = (uint64_t)n * 8;
+	if (MT_UNLIKELY(w + bytes > t->ring_limit) && !mt_emit_wait(t, bytes))
+		return;
+	uint64_t *ring = t->ring, mask = t->ring_mask, at = w / 8 & mask;
+	if (MT_LIKELY(at + n <= mask + 1)) {
+		for (unsigned i = 0; i < n; i++)
+			ring[at + i] = words[i];
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			ring[(at + i) & mask] = words[i];
+	}
+	__atomic_store_n(&ctl->write, w + bytes, __ATOMIC_RELEASE);
+}
 
 #endif

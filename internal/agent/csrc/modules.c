@@ -17,13 +17,12 @@
 
 #define MAX_MODULES 65535
 
-static struct mt_module *modules;
+struct mt_module *mt_modules;
 static uint32_t nmodules;
 static uint32_t next_id = 1;
 static mt_lock_t modules_lock;
 uint32_t mt_modgen = 1;
 
-struct mt_module *mt_module_at(uint32_t slot) { return &modules[slot]; }
 uint32_t mt_modules_count(void) { return __atomic_load_n(&nmodules, __ATOMIC_ACQUIRE); }
 
 static void bump_generation(void)
@@ -120,7 +119,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0;
 	uintptr_t first_vaddr = first_load_vaddr(info);
 	for (uint32_t i = 0; i < nmodules; i++) {
-		struct mt_module *m = &modules[i];
+		struct mt_module *m = &mt_modules[i];
 		if (m->alive && m->base == info->dlpi_addr && m->segs[0].vaddr == first_vaddr &&
 		    m->is_main == first && (first || strcmp(m->path, name) == 0)) {
 			m->alive = 2; /* seen */
@@ -129,7 +128,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (nmodules >= MAX_MODULES)
 		return 0;
-	struct mt_module *m = &modules[nmodules];
+	struct mt_module *m = &mt_modules[nmodules];
 	memset(m, 0, sizeof *m);
 	m->base = info->dlpi_addr;
 	m->lo = UINTPTR_MAX;
@@ -201,21 +200,21 @@ static void emit_module(struct mt_thread *t, const struct mt_module *m)
 void mt_modules_refresh(struct mt_thread *t)
 {
 	mt_lock(&modules_lock);
-	if (modules == NULL) {
-		modules = mt_map(sizeof(struct mt_module) * MAX_MODULES);
-		if (modules == NULL) {
+	if (mt_modules == NULL) {
+		mt_modules = mt_map(sizeof(struct mt_module) * MAX_MODULES);
+		if (mt_modules == NULL) {
 			mt_unlock(&modules_lock);
 			return;
 		}
 	}
 	for (uint32_t i = 0; i < nmodules; i++)
-		if (modules[i].alive)
-			modules[i].alive = 1;
+		if (mt_modules[i].alive)
+			mt_modules[i].alive = 1;
 	struct scan s = {.first_new = nmodules, .first_object = 1};
 	dl_iterate_phdr(scan_one, &s);
 	int changed = nmodules != s.first_new;
 	for (uint32_t i = 0; i < s.first_new; i++) {
-		struct mt_module *m = &modules[i];
+		struct mt_module *m = &mt_modules[i];
 		if (m->alive == 1) {
 			m->alive = 0;
 			changed = 1;
@@ -224,7 +223,7 @@ void mt_modules_refresh(struct mt_thread *t)
 		}
 	}
 	for (uint32_t i = s.first_new; i < nmodules; i++)
-		emit_module(t, &modules[i]);
+		emit_module(t, &mt_modules[i]);
 	if (changed)
 		bump_generation();
 	mt_unlock(&modules_lock);
@@ -236,7 +235,7 @@ int mt_module_find(uintptr_t pc)
 {
 	uint32_t n = mt_modules_count();
 	for (uint32_t i = 0; i < n; i++) {
-		const struct mt_module *m = &modules[i];
+		const struct mt_module *m = &mt_modules[i];
 		if (m->alive && pc >= m->lo && pc < m->hi)
 			return (int)i;
 	}

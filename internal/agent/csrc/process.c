@@ -31,7 +31,7 @@ struct mt_process mt_proc;
 static mt_lock_t init_lock;
 static mt_lock_t free_threads_lock;
 static struct mt_thread *free_threads;
-static pthread_key_t thread_key;
+pthread_key_t mt_thread_key;
 static int thread_key_ready;
 static int once_per_image_done;
 static char hello_buf[MT_MAX_HELLO];
@@ -234,7 +234,7 @@ void mt_process_init(int flags, uint64_t fork_token)
 	}
 	mt_proc.pid = getpid();
 	if (!thread_key_ready) {
-		thread_key_ready = pthread_key_create(&thread_key, thread_exit) == 0;
+		thread_key_ready = pthread_key_create(&mt_thread_key, thread_exit) == 0;
 	}
 	if (!thread_key_ready)
 		state = MT_STATE_OFF;
@@ -277,7 +277,7 @@ static void after_fork_parent(void)
  * stack tree and module ids, and must never write to its parent's region. */
 static void after_fork_child(void)
 {
-	struct mt_thread *t = thread_key_ready ? pthread_getspecific(thread_key) : NULL;
+	struct mt_thread *t = thread_key_ready ? pthread_getspecific(mt_thread_key) : NULL;
 	uint64_t token = 0;
 	if (t != NULL) {
 		token = t->fork_seq;
@@ -373,8 +373,8 @@ static struct mt_thread *thread_setup(void)
 		return NULL;
 	t->busy = 1;
 	t->gen = 0;
-	if (pthread_setspecific(thread_key, t) != 0 || !attach(t)) {
-		pthread_setspecific(thread_key, NULL);
+	if (pthread_setspecific(mt_thread_key, t) != 0 || !attach(t)) {
+		pthread_setspecific(mt_thread_key, NULL);
 		mt_lock(&free_threads_lock);
 		t->next_free = free_threads;
 		free_threads = t;
@@ -419,7 +419,7 @@ static struct mt_thread *enter_slow(void)
 		mt_process_init(MT_HELLO_START, 0);
 	struct mt_thread *t = NULL;
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE) {
-		t = pthread_getspecific(thread_key);
+		t = pthread_getspecific(mt_thread_key);
 		if (t == NULL)
 			t = thread_setup();
 		else if (t->busy)
@@ -431,37 +431,31 @@ static struct mt_thread *enter_slow(void)
 
 /* mt_enter returns the calling thread's state, marked busy, or NULL when
  * this call must not be recorded (nested in the agent, or not recording). */
-struct mt_thread *mt_enter(void)
+/* mt_enter_slow is mt_enter for every case but the common one: a thread
+ * with state in a recording process. */
+struct mt_thread *mt_enter_slow(struct mt_thread *t)
 {
 	int state = __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE);
-	if (MT_LIKELY(state == MT_STATE_ACTIVE)) {
-		struct mt_thread *t = pthread_getspecific(thread_key);
-		if (MT_LIKELY(t != NULL)) {
-			if (t->busy)
-				return NULL;
-			if (MT_UNLIKELY(__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
-				/* The recorder asked to stop (it cannot write any more). */
-				__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
-				return NULL;
-			}
-			t->busy = 1;
-			if (MT_LIKELY(t->gen == mt_proc.gen))
-				return t;
-			/* Set up in the parent of a fork: attach to the child's region. */
-			if (attach(t))
-				return t;
-			t->busy = 0;
+	if (state == MT_STATE_OFF)
+		return NULL;
+	if (state == MT_STATE_ACTIVE && t != NULL) {
+		/* Busy, stopped, or set up in the parent of a fork. */
+		if (t->busy)
+			return NULL;
+		if (__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED)) {
+			/* The recorder asked to stop (it cannot write any more). */
+			__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
 			return NULL;
 		}
-	} else if (state == MT_STATE_OFF) {
+		t->busy = 1;
+		if (t->gen == mt_proc.gen || attach(t))
+			return t;
+		t->busy = 0;
 		return NULL;
 	}
 	return enter_slow();
 }
 
-void mt_leave(struct mt_thread *t) { t->busy = 0; }
-
-uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
 
 static void disable(void)
 {
@@ -498,27 +492,19 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 	}
 }
 
-void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
+/* mt_emit_wait is mt_emit when the ring seems full. */
+int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 {
 	struct mt_slot *ctl = t->ctl;
-	uint64_t w = ctl->write;
-	uint64_t bytes = (uint64_t)n * 8;
-	/* The recorder's read position is only looked at when the space
-	 * known to be free runs out: its cache line stays put otherwise. */
-	if (MT_UNLIKELY(w + bytes > t->ring_limit)) {
-		t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
-		if (w + bytes > t->ring_limit) {
-			if (!wait_for_space(t, bytes)) {
-				__atomic_fetch_add(&mt_proc.hdr->dropped, 1, __ATOMIC_RELAXED);
-				return;
-			}
-			t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
+	t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
+	if (ctl->write + bytes > t->ring_limit) {
+		if (!wait_for_space(t, bytes)) {
+			__atomic_fetch_add(&mt_proc.hdr->dropped, 1, __ATOMIC_RELAXED);
+			return 0;
 		}
+		t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
 	}
-	uint64_t *ring = t->ring, mask = t->ring_mask, at = w / 8;
-	for (unsigned i = 0; i < n; i++)
-		ring[(at + i) & mask] = words[i];
-	__atomic_store_n(&ctl->write, w + bytes, __ATOMIC_RELEASE);
+	return 1;
 }
 
 static void on_exit_handler(int status, void *arg)
