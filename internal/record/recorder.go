@@ -95,29 +95,34 @@ func (e ProgramEnd) ExitCode() int {
 
 // Recorder is one recording in progress.
 type Recorder struct {
-	opts     Options
-	w        *trace.Writer
-	file     *os.File
-	clock    clock
-	srv      *server
-	procs    []*process // live ones
-	nprocs   uint64
-	byPid    map[int]*process
-	objects  map[string]uint64
-	symbols  *symbolTable
-	statuses map[int]syscall.WaitStatus
-	writeErr error
-	events   uint64
-	lost     uint64
+	opts    Options
+	w       *trace.Writer
+	file    *os.File
+	tmpName bool   // file has a temporary name, until the program's pid is known
+	path    string // where the trace ends up
+	clock   clock
+	srv     *server
+	log     io.Writer
 
+	procs   []*process // live ones
+	nprocs  uint64
+	byPid   map[int]*process
+	objects map[string]uint64
+	symbols *symbolTable
+
+	writeErr                           error
+	events, lost                       uint64
 	allocations, frees, bytesAllocated uint64
-	mainPid                            int
-	mainEnded                          bool
-	mainStatus                         syscall.WaitStatus
-	waits                              chan waitResult
-	programCPU                         time.Duration // written before the program's wait result is sent
-	runTime                            time.Duration // likewise
-	log                                io.Writer
+
+	// The program itself: its wait status, CPU time and run time come
+	// from the goroutine that waits for it, before it sends on waits.
+	mainPid         int
+	mainEnded       bool
+	mainStatus      syscall.WaitStatus
+	mainStatusKnown bool
+	waits           chan waitResult
+	programCPU      time.Duration
+	runTime         time.Duration
 }
 
 func (o *Options) defaults() {
@@ -164,16 +169,8 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, tmp, err := createOutput(opts.Output)
+	r, err := newRecorder(opts)
 	if err != nil {
-		return nil, err
-	}
-	r := &Recorder{opts: opts, file: out, byPid: map[int]*process{}, objects: map[string]uint64{},
-		symbols: newSymbolTable(), statuses: map[int]syscall.WaitStatus{}, log: opts.Log}
-	r.srv, err = listen(regionConfig{slots: opts.Threads, ringSize: opts.RingSize, nodeCap: 1 << 24, maxFrames: opts.MaxFrames})
-	if err != nil {
-		out.Close()
-		os.Remove(out.Name())
 		return nil, err
 	}
 	defer r.srv.close()
@@ -185,32 +182,64 @@ func Run(opts Options) (*Result, error) {
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(signals)
 
-	rate := calibrate()
-	host, _ := os.Hostname()
-	r.clock = clock{start: time.Now(), tscStart: rdtsc(), nsPerTick: rate}
-	r.w, err = trace.NewWriter(out, trace.Info{StartUnixNano: r.clock.start.UnixNano(), TimeUnit: uint64(opts.TimeUnit),
-		Hostname: host, Recorder: opts.Version, MaxFrames: uint64(opts.MaxFrames), Command: opts.Args})
+	if err := r.start(prog); err != nil {
+		r.file.Close()
+		os.Remove(r.file.Name())
+		return nil, err
+	}
+	r.loop(signals)
+	r.finish()
+	return r.result(), nil
+}
+
+// newRecorder creates the trace file, starts listening for agents and
+// writes the trace's header: everything that can fail before the program
+// runs.
+func newRecorder(opts Options) (*Recorder, error) {
+	out, tmp, err := createOutput(opts.Output)
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{opts: opts, file: out, tmpName: tmp, byPid: map[int]*process{}, objects: map[string]uint64{},
+		symbols: newSymbolTable(), log: opts.Log}
+	r.srv, err = listen(regionConfig{slots: opts.Threads, ringSize: opts.RingSize, nodeCap: 1 << 24, maxFrames: opts.MaxFrames})
+	if err == nil {
+		rate := calibrate()
+		host, _ := os.Hostname()
+		r.clock = clock{start: time.Now(), tscStart: rdtsc(), nsPerTick: rate}
+		r.w, err = trace.NewWriter(out, trace.Info{StartUnixNano: r.clock.start.UnixNano(), TimeUnit: uint64(opts.TimeUnit),
+			Hostname: host, Recorder: opts.Version, MaxFrames: uint64(opts.MaxFrames), Command: opts.Args})
+		if err != nil {
+			r.srv.close()
+			err = fmt.Errorf("starting the trace: %w", err)
+		}
+	}
 	if err != nil {
 		out.Close()
 		os.Remove(out.Name())
-		return nil, fmt.Errorf("starting the trace: %w", err)
+		return nil, err
 	}
+	return r, nil
+}
+
+// start runs the program with the agent preloaded, names the trace after
+// it if no name was given, and waits for it in the background.
+func (r *Recorder) start(prog string) error {
+	opts := r.opts
 	started := time.Now()
 	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
 		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.name),
 		Files: []*os.File{opts.Stdin, opts.Stdout, opts.Stderr},
 	})
 	if err != nil {
-		out.Close()
-		os.Remove(out.Name())
-		return nil, fmt.Errorf("starting %s: %w", opts.Args[0], err)
+		return fmt.Errorf("starting %s: %w", opts.Args[0], err)
 	}
 	r.mainPid = child.Pid
-	path := out.Name()
-	if tmp {
-		path = defaultName(opts.Args[0], child.Pid)
-		if err := os.Rename(out.Name(), path); err != nil {
-			path = out.Name()
+	r.path = r.file.Name()
+	if r.tmpName {
+		r.path = defaultName(opts.Args[0], child.Pid)
+		if err := os.Rename(r.file.Name(), r.path); err != nil {
+			r.path = r.file.Name()
 		}
 	}
 	r.waits = make(chan waitResult, 1)
@@ -226,17 +255,18 @@ func Run(opts Options) (*Result, error) {
 		r.programCPU = state.UserTime() + state.SystemTime()
 		r.waits <- waitResult{child.Pid, state.Sys().(syscall.WaitStatus), nil}
 	}()
+	return nil
+}
 
-	r.loop(signals)
-	r.finish()
-	res := &Result{Path: path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr,
+func (r *Recorder) result() *Result {
+	res := &Result{Path: r.path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr,
 		ProgramCPU: r.programCPU, RecorderCPU: selfCPU(), RunTime: r.runTime,
-		Allocations: r.allocations, Frees: r.frees, BytesAllocated: r.bytesAllocated}
-	if fi, err := os.Stat(path); err == nil {
+		Allocations: r.allocations, Frees: r.frees, BytesAllocated: r.bytesAllocated,
+		Program: endOf(r.mainStatus)}
+	if fi, err := os.Stat(r.path); err == nil {
 		res.Bytes = fi.Size()
 	}
-	res.Program = endOf(r.mainStatus)
-	return res, nil
+	return res
 }
 
 type waitResult struct {
@@ -453,8 +483,8 @@ func (r *Recorder) howEnded(p *process) (trace.EndHow, int64) {
 			}
 		}
 	}
-	if ws, ok := r.statuses[p.pid]; ok {
-		e := endOf(ws)
+	if p.pid == r.mainPid && r.mainStatusKnown {
+		e := endOf(r.mainStatus)
 		return e.How, e.Code
 	}
 	// An orphan the recorder adopted as subreaper: reap it.
@@ -474,14 +504,13 @@ func (r *Recorder) howEnded(p *process) (trace.EndHow, int64) {
 }
 
 func (r *Recorder) reaped(wr waitResult) {
+	r.mainEnded = true
 	if wr.err != nil {
 		fmt.Fprintf(r.log, "memtrail: waiting for the program: %v\n", wr.err)
-		r.mainEnded = true
 		return
 	}
-	r.statuses[wr.pid] = wr.status
-	r.mainEnded = true
 	r.mainStatus = wr.status
+	r.mainStatusKnown = true
 }
 
 // zombieStatus reads the exit status of a process its parent has not
