@@ -559,7 +559,7 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: p.lost, Reason: "operations in flight when the process ended"}))
 	}
 	if dropped > 0 {
-		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: dropped, Reason: "events the agent could not record (no free thread slot or recorder gone)"}))
+		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: dropped, Reason: "events the agent could not record (more live threads than slots, the recorder gone, or allocations in a signal handler that interrupted the agent)"}))
 	}
 	if n := hdr.load64(hdrNodesLost); n > 0 {
 		fmt.Fprintf(r.log, "memtrail: process %d: %d call stacks were cut short (node table full)\n", p.pid, n)

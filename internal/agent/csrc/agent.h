@@ -25,6 +25,7 @@
 struct mt_thread {
 	uint32_t gen;      /* process generation it was set up in */
 	uint32_t busy;     /* inside the agent: nested allocator calls pass through */
+	uint32_t internal; /* the agent itself is calling libc, which may allocate */
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack */

@@ -353,7 +353,9 @@ static int attach(struct mt_thread *t)
 	t->depth = 0;
 	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
 	t->ctl->tid = (uint32_t)t->tid;
-	stack_bounds(t);
+	t->internal = 1;
+	stack_bounds(t); /* pthread_getattr_np allocates */
+	t->internal = 0;
 	uint64_t rec[4] = {MT_REC_THREAD | 4 << 8, mt_seq(), mt_tsc(), t->tid};
 	mt_emit(t, rec, 4);
 	return 1;
@@ -440,8 +442,14 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 		return NULL;
 	if (state == MT_STATE_ACTIVE && t != NULL) {
 		/* Busy, stopped, or set up in the parent of a fork. */
-		if (t->busy)
+		if (t->busy) {
+			/* Unless the agent itself caused it, this is a signal
+			 * handler that interrupted the agent: the event cannot
+			 * be recorded, but it is counted. */
+			if (!t->internal)
+				__atomic_fetch_add(&mt_proc.hdr->dropped, 1, __ATOMIC_RELAXED);
 			return NULL;
+		}
 		if (__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED)) {
 			/* The recorder asked to stop (it cannot write any more). */
 			__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
