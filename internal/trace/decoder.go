@@ -37,6 +37,12 @@ func (d *decoder) uv() uint64 {
 }
 
 func (d *decoder) uvSlow() uint64 {
+	// Two bytes are common too: the counts of Events records, time
+	// steps at fine time units.
+	if i := d.i; i+1 < len(d.p) && d.p[i+1] < 0x80 {
+		d.i = i + 2
+		return uint64(d.p[i]&0x7f) | uint64(d.p[i+1])<<7
+	}
 	v, n := binary.Uvarint(d.p[d.i:])
 	switch {
 	case n == 0:

@@ -20,41 +20,47 @@ func TestFormatDocExample(t *testing.T) {
 	want := docExampleBytes(t, string(doc))
 
 	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, trace.Info{StartUnixNano: 1700000000000000000, TimeUnit: 1,
+	w, err := trace.NewWriter(&buf, trace.Info{StartUnixNano: 1700000000000000000, TimeUnit: 100,
 		Hostname: "h", Recorder: "mt", MaxFrames: 64, Command: []string{"./a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Uncompressed = true
+	event := func(e trace.Event) func() error {
+		e.Process, e.Thread = 1, 1
+		return func() error { return w.Event(e) }
+	}
+	node := func(id, parent, module, offset uint64) func() error {
+		return func() error {
+			return w.StackNode(trace.StackNode{Process: 1, ID: id, Parent: parent, Module: module, Offset: offset})
+		}
+	}
+	symbol := func(offset, line uint64) func() error {
+		return func() error {
+			return w.Symbol(trace.Symbol{Object: 1, Offset: offset, Frames: []trace.Frame{{Function: 1, File: 2, Line: line}}})
+		}
+	}
 	for _, write := range []func() error{
 		func() error {
 			return w.ProcessStart(trace.Process{ID: 1, PID: 4242, PPID: 1, Exe: "/a", Args: []string{"a"}, Cwd: "/"})
 		},
+		func() error { return w.Object(trace.Object{ID: 1, Path: "/a"}) },
+		func() error { return w.Module(trace.Module{Process: 1, ID: 1, Object: 1, Base: 0x400000}) },
 		func() error { return w.Thread(trace.Thread{Process: 1, Index: 1, TID: 4242}) },
-		func() error {
-			return w.Event(trace.Event{Kind: trace.KindAlloc, Process: 1, Thread: 1, Time: 1000,
-				API: trace.APIMalloc, Addr: 0x5000, Size: 24, Stack: 3})
-		},
-		func() error {
-			return w.Event(trace.Event{Kind: trace.KindAlloc, Process: 1, Thread: 1, Time: 1200,
-				API: trace.APIMalloc, Addr: 0x5020, Size: 300, Stack: 4})
-		},
-		func() error {
-			return w.Event(trace.Event{Kind: trace.KindFree, Process: 1, Thread: 1, Time: 1250,
-				API: trace.APIFree, Addr: 0x5000, Stack: 2})
-		},
-		func() error {
-			return w.Event(trace.Event{Kind: trace.KindAlloc, Process: 1, Thread: 1, Time: 1300,
-				API: trace.APIMalloc, Addr: 0x5000, Size: 16, Stack: 3})
-		},
-		func() error {
-			return w.Event(trace.Event{Kind: trace.KindRealloc, Process: 1, Thread: 1, Time: 1350,
-				API: trace.APIRealloc, OldAddr: 0x5020, Addr: 0x5020, Size: 400, Stack: 4})
-		},
-		func() error {
-			return w.Event(trace.Event{Kind: trace.KindFree, Process: 1, Thread: 1, Time: 1400,
-				API: trace.APIFree, Addr: 0x7ff0, Stack: 2})
-		},
+		node(1, 0, 1, 0x1149),
+		node(2, 1, 1, 0x1188),
+		node(3, 2, 1, 0x11a0),
+		node(4, 2, 1, 0x11c4),
+		event(trace.Event{Kind: trace.KindAlloc, Time: 1000, API: trace.APIMalloc, Addr: 0x5010, Size: 24, Stack: 3}),
+		event(trace.Event{Kind: trace.KindAlloc, Time: 1000, API: trace.APIMalloc, Addr: 0x5030, Size: 300, Stack: 4}),
+		event(trace.Event{Kind: trace.KindFree, Time: 1250, API: trace.APIFree, Addr: 0x5010, Stack: 2}),
+		event(trace.Event{Kind: trace.KindAlloc, Time: 1290, API: trace.APIMalloc, Addr: 0x5010, Size: 16, Stack: 3}),
+		event(trace.Event{Kind: trace.KindRealloc, Time: 1350, API: trace.APIRealloc, OldAddr: 0x5030, Addr: 0x5030, Size: 400, Stack: 4}),
+		event(trace.Event{Kind: trace.KindFree, Time: 1400, API: trace.APIFree, Addr: 0x7ff0, Stack: 2}),
+		func() error { return w.String(trace.String{ID: 1, Value: "f"}) },
+		func() error { return w.String(trace.String{ID: 2, Value: "a.c"}) },
+		symbol(0x1188, 12),
+		symbol(0x11a0, 14),
 		w.Close,
 	} {
 		if err := write(); err != nil {

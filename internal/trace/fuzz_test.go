@@ -51,16 +51,16 @@ func FuzzBlockStreams(f *testing.F) {
 			if len(s.compressed) > 0 {
 				continue
 			}
-			var s14 [14][]byte
-			copy(s14[:], s.stored)
-			f.Add(s14[0], s14[1], s14[2], s14[3], s14[4], s14[5], s14[6], s14[7],
-				s14[8], s14[9], s14[10], s14[11], s14[12], s14[13])
+			var s12 [12][]byte
+			copy(s12[:], s.stored)
+			f.Add(s12[0], s12[1], s12[2], s12[3], s12[4], s12[5], s12[6], s12[7],
+				s12[8], s12[9], s12[10], s12[11])
 		}
 	}
-	f.Fuzz(func(t *testing.T, records, ops, dt, size, addr, ref, stack, raw,
-		dtTails, sizeTails, addrTails, refTails, stackTails, rawTails []byte) {
-		readToEnd(t, wrapStreams(records, ops, dt, size, addr, ref, stack, raw,
-			dtTails, sizeTails, addrTails, refTails, stackTails, rawTails))
+	f.Fuzz(func(t *testing.T, records, ops, size, addr, ref, stack, raw,
+		sizeTails, addrTails, refTails, stackTails, rawTails []byte) {
+		readToEnd(t, wrapStreams(records, ops, size, addr, ref, stack, raw,
+			sizeTails, addrTails, refTails, stackTails, rawTails))
 	})
 }
 

@@ -8,8 +8,10 @@ package trace
 //     earlier in the block by its handle, a small number, instead of its
 //     address;
 //   - an alloc (or the new address of a realloc) is most often the address
-//     most recently freed in its size class, or the latest address freed,
-//     or a short step from the previous allocation.
+//     most recently freed in its size class, or the latest address freed;
+//     and fresh memory, which allocators carve one block after the other,
+//     is most often right after the previous fresh block, or a short step
+//     from there.
 //
 // The state below is kept per process and starts afresh in every block, so
 // that every block decodes alone. The Writer and the Reader update it with
@@ -28,13 +30,20 @@ const (
 )
 
 // sizeClass returns the class of a block of size bytes, which is its glibc
-// chunk size in units of 16 bytes: max(32, (size+8+15) &^ 15) / 16. It
-// returns 0 for sizes whose class has no stack; real classes start at 2.
+// chunk size in units of 16 bytes: chunkSize(size) / 16. It returns 0 for
+// sizes whose class has no stack; real classes start at 2.
 func sizeClass(size uint64) uint {
 	if size > maxStackedSize {
 		return 0
 	}
 	return uint(max(2, (size+23)>>4))
+}
+
+// chunkSize returns the size of the chunk glibc carves for a block of size
+// bytes: the size, 8 bytes of header, rounded up to 16, at least 32. (The
+// arithmetic wraps for sizes near 2^64; it is only a predictor.)
+func chunkSize(size uint64) uint64 {
+	return max(32, (size+8+15)&^15)
 }
 
 // Address codes (streamAddr).
@@ -47,18 +56,17 @@ const (
 	// class from more than its LIFO tcache (its smallbins are FIFO, say),
 	// and on the malloc-dense loop a third of the addresses are there.
 	addrDeep  = 3
-	addrDelta = addrDeep + classStackDepth - 1 // and up: a step from the previous allocation
+	addrDelta = addrDeep + classStackDepth - 1 // and up: a step from next, the end of the previous fresh block
 )
 
 // maxOddStep bounds the steps that are not multiples of 16 that a delta
 // code can hold; the Writer escapes to the raw stream for longer ones.
 const maxOddStep = 1 << 61
 
-// deltaCode returns the address code for a step of d bytes from the
-// previous allocation, and false if the step is too long for one. Steps
-// that are multiples of 16 are stored divided by 16, so they take four bits
-// less: code - addrDelta is zigzag(d/16) << 1 for those, zigzag(d) << 1 | 1
-// for the others.
+// deltaCode returns the address code for a step of d bytes from next, and
+// false if the step is too long for one. Steps that are multiples of 16
+// are stored divided by 16, so they take four bits less: code - addrDelta
+// is zigzag(d/16) << 1 for those, zigzag(d) << 1 | 1 for the others.
 func deltaCode(d uint64) (uint64, bool) {
 	if d&15 == 0 {
 		return addrDelta + zigzag(int64(d)>>4)<<1, true
@@ -101,7 +109,10 @@ type heapState struct {
 	numbered  uint32   // the highest handle number given out
 	freeNums  []uint32 // released handle numbers, the next to reuse last
 	lastFreed uint64
-	prevAddr  uint64
+	// next is where the block after the previous fresh one would start:
+	// the address and chunk size of the latest allocation coded as a step
+	// or an escape, added up.
+	next uint64
 
 	// Class stacks are made as classes are used, so that a process that
 	// frees little costs little: a damaged block can name many processes.
@@ -115,18 +126,16 @@ func (h *heapState) reset() {
 	h.handles = append(h.handles[:0], handle{})
 	h.numbered = 0
 	h.freeNums = h.freeNums[:0]
-	h.lastFreed, h.prevAddr = 0, 0
+	h.lastFreed, h.next = 0, 0
 	h.stackOf = [numClasses]uint8{}
 	h.stacks = h.stacks[:0]
 	h.addrs.reset()
 }
 
-// allocated makes addr the previous allocation and returns the handle
-// number of the new block: the latest number released if there is one,
-// else a new one. A live handle of the same address, if any, stays live:
-// decoding never looks handles up by address.
-func (h *heapState) allocated(addr uint64) uint32 {
-	h.prevAddr = addr
+// allocated returns the handle number of a new block: the latest number
+// released if there is one, else a new one. A live handle of the same
+// address, if any, stays live: decoding never looks handles up by address.
+func (h *heapState) allocated() uint32 {
 	if n := len(h.freeNums); n > 0 {
 		num := h.freeNums[n-1]
 		h.freeNums = h.freeNums[:n-1]
@@ -134,6 +143,13 @@ func (h *heapState) allocated(addr uint64) uint32 {
 	}
 	h.numbered++
 	return h.numbered
+}
+
+// fresh records that a block of size bytes at addr was coded as a step or
+// an escape: it is fresh memory, and the next fresh block is likely right
+// after it.
+func (h *heapState) fresh(addr, size uint64) {
+	h.next = addr + chunkSize(size)
 }
 
 // freed records that the block at addr was released: num is its handle

@@ -58,6 +58,12 @@ func predictorEvents() []Event {
 		free(1, 0x20_0000)
 		alloc(1, 0x20_0000, size)
 	}
+	// Fresh memory, one chunk after the other.
+	top := uint64(0x60_0010)
+	for size := uint64(0); size < 6000; size += 37 {
+		alloc(1, top, size)
+		top += max(32, (size+23)&^15)
+	}
 	// Reallocs in place, in the same class and another, and moving.
 	alloc(1, 0x3000, 16)
 	realloc(1, 0x3000, 0x3000, 20)
@@ -207,15 +213,23 @@ func TestPredictorCodes(t *testing.T) {
 		addr, ref []uint64
 		raw       []int64
 	}{
+		// Fresh blocks one after the other: chunks of 32, 112 and 5008
+		// bytes.
+		{"fresh memory",
+			[]Event{alloc(0x1010, 24), alloc(0x1030, 100), alloc(0x10a0, 5000), alloc(0x2430, 8)},
+			[]uint64{step(0x1010), step(0), step(0), step(0)}, nil, nil},
 		{"steps",
-			[]Event{alloc(0x1000, 8), alloc(0x1020, 8), alloc(0x1010, 8), alloc(0x1013, 8), alloc(0x1000, 8)},
-			[]uint64{step(0x1000), step(0x20), step(-0x10), step(3), step(-0x13)}, nil, nil},
+			[]Event{alloc(0x1000, 8), alloc(0x1040, 8), alloc(0x1010, 8), alloc(0x1033, 8), alloc(0x1000, 8)},
+			[]uint64{step(0x1000), step(0x20), step(-0x50), step(3), step(-0x53)}, nil, nil},
 		{"the step of a multiple of 16 is shorter",
-			[]Event{alloc(0x10, 8), alloc(0x11, 8)},
+			[]Event{alloc(0x10, 8), alloc(0x31, 8)},
 			[]uint64{addrDelta + 4, addrDelta + 5}, nil, nil}, // zigzag(1) << 1, zigzag(1) << 1 | 1
+		{"next moves on only with steps and escapes",
+			[]Event{alloc(0x1000, 8), free(0x1000), alloc(0x1000, 8), alloc(0x1020, 8)},
+			[]uint64{step(0x1000), addrPop, step(0)}, []uint64{1}, nil},
 		{"reuse of the class stack and handle numbers",
 			[]Event{alloc(0x1000, 8), alloc(0x2000, 8), free(0x1000), free(0x2000), alloc(0x2000, 24), alloc(0x1000, 1), free(0x1000)},
-			[]uint64{step(0x1000), step(0x1000), addrPop, addrPop}, []uint64{1, 2, 1}, nil},
+			[]uint64{step(0x1000), step(0xfe0), addrPop, addrPop}, []uint64{1, 2, 1}, nil},
 		{"the latest address freed in another class",
 			[]Event{alloc(0x1000, 8), free(0x1000), alloc(0x1000, 100)},
 			[]uint64{step(0x1000), addrLastFreed}, []uint64{1}, nil},
@@ -226,17 +240,17 @@ func TestPredictorCodes(t *testing.T) {
 			[]Event{alloc(0x1000, 16), realloc(0x1000, 0x1000, 100)},
 			[]uint64{step(0x1000), addrLastFreed}, []uint64{1}, nil},
 		{"realloc moving",
-			[]Event{alloc(0x1000, 16), realloc(0x1000, 0x2000, 100), free(0x2000)},
-			[]uint64{step(0x1000), step(0x1000)}, []uint64{1, 1}, nil},
+			[]Event{alloc(0x1000, 16), realloc(0x1000, 0x1020, 100), free(0x1020)},
+			[]uint64{step(0x1000), step(0)}, []uint64{1, 1}, nil},
 		{"escapes",
 			[]Event{free(0x7000), free(0x6ff0), realloc(0x8000, 0x8000, 8)},
 			[]uint64{addrLastFreed}, []uint64{0, 0, 0}, []int64{0x7000, -0x10, 0x1010}},
 		{"far steps escape",
 			[]Event{alloc(1<<62+1, 8), alloc(1<<63+2, 8), alloc(1<<63+0x22, 8)},
-			[]uint64{addrEscape, addrEscape, step(0x20)}, nil, []int64{1<<62 + 1, 1<<62 + 1}},
+			[]uint64{addrEscape, addrEscape, step(0)}, nil, []int64{1<<62 + 1, 1<<62 + 1}},
 		{"a live address allocated again gets a new handle",
 			[]Event{alloc(0x1000, 8), alloc(0x1000, 8), free(0x1000), free(0x1000)},
-			[]uint64{step(0x1000), step(0)}, []uint64{2, 0}, []int64{0x1000}},
+			[]uint64{step(0x1000), step(-0x20)}, []uint64{2, 0}, []int64{0x1000}},
 		{"processes apart",
 			[]Event{alloc(0x1000, 8), {Kind: KindAlloc, Process: 2, Addr: 0x1000, Size: 8}, free(0x1000), {Kind: KindFree, Process: 2, Addr: 0x1000}},
 			[]uint64{step(0x1000), step(0x1000)}, []uint64{1, 1}, nil},
@@ -301,6 +315,14 @@ func TestClassStacks(t *testing.T) {
 	for size, class := range map[uint64]uint{0: 2, 8: 2, 24: 2, 25: 3, 1000: 63, maxStackedSize: 255, maxStackedSize + 1: 0, math.MaxUint64: 0} {
 		if got := sizeClass(size); got != class {
 			t.Errorf("sizeClass(%d) = %d, want %d", size, got, class)
+		}
+		if class != 0 && chunkSize(size) != uint64(class)*16 {
+			t.Errorf("chunkSize(%d) = %d, want %d", size, chunkSize(size), class*16)
+		}
+	}
+	for size, chunk := range map[uint64]uint64{5000: 5008, math.MaxUint64 - 7: 32, math.MaxUint64 - 30: 0xfffffffffffffff0} {
+		if got := chunkSize(size); got != chunk {
+			t.Errorf("chunkSize(%d) = %#x, want %#x", size, got, chunk)
 		}
 	}
 }

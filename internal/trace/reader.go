@@ -25,15 +25,17 @@ type Reader struct {
 	cols   eventStreams // and its event streams
 	offset int64        // file offset of the current block
 
-	// Event state of the current block.
-	process, thread              uint64
-	run                          uint64          // events left in the current Events record
-	runAt, runLen                uint64          // where that record is, and its count
-	runStart                     [numStreams]int // where its events start in the event streams
-	why                          string          // why the event being decoded is damaged
-	heap                         *heapState
-	heaps                        heapStates
-	prevTime, prevStack, prevRaw uint64
+	// State of the current block.
+	process, thread    uint64
+	time               uint64 // in units, as the block's Time records have moved it
+	eventTime          uint64 // time × unit: the time of the events, in ns
+	run                uint64 // events left in the current Events record
+	runAt, runLen      uint64 // where that record is, and its count
+	why                string // why the event being decoded is damaged
+	heap               *heapState
+	heaps              heapStates
+	prevStack, prevRaw uint64
+	coded              recordState // for StackNode and Symbol records
 
 	unit               uint64 // Info.TimeUnit; 1 until Info is read
 	sawEnd             bool
@@ -103,7 +105,6 @@ func (s *eventStreams) skipEvent() {
 	ops := &s.c[streamOps]
 	op := ops.p[ops.i]
 	ops.i++
-	s.uv(streamDT)
 	kind := op >> opShift
 	if kind == opFree || kind == opRealloc {
 		if s.uv(streamRef) == 0 {
@@ -145,19 +146,10 @@ func (s *eventStreams) skip() {
 	}
 }
 
-// positions returns how far each stream has been decoded.
-func (s *eventStreams) positions() [numStreams]int {
-	var pos [numStreams]int
+// rewind goes back to the start of the streams.
+func (s *eventStreams) rewind() {
 	for k := range s.c {
-		pos[k] = s.c[k].i
-	}
-	return pos
-}
-
-// seek goes back to positions.
-func (s *eventStreams) seek(pos [numStreams]int) {
-	for k := range s.c {
-		s.c[k].i = pos[k]
+		s.c[k].i = 0
 	}
 	s.bad = false
 }
@@ -218,11 +210,19 @@ func (r *Reader) Next() (Record, error) {
 			}
 			continue
 		}
+		// Events and Time records come every few events: decode them,
+		// and Context records, without a Record to return.
+		if k := Kind(r.d.p[r.d.i]); k == kindEvents || k == KindTime || k == KindContext {
+			if err := r.control(); err != nil {
+				return Record{}, err
+			}
+			continue
+		}
 		rec, err := r.record()
 		if err != nil || rec.Kind != KindInvalid {
 			return rec, err
 		}
-		// It was a context, events or skippable record: go on.
+		// It was a skippable record: go on.
 	}
 	return Record{}, io.EOF
 }
@@ -277,7 +277,8 @@ func (r *Reader) nextBlock() error {
 	r.process, r.thread, r.run = 0, 0, 0
 	r.heap = nil
 	r.heaps.reset()
-	r.prevTime, r.prevStack, r.prevRaw = 0, 0, 0
+	r.time, r.eventTime, r.prevStack, r.prevRaw = 0, 0, 0, 0
+	r.coded = recordState{}
 	r.atEnd = f.atEnd
 	if f.damage != nil {
 		r.lastDamaged = true
@@ -308,39 +309,66 @@ func (r *Reader) endOfFile() error {
 	return ErrIncomplete
 }
 
-// record decodes the record at the current position of the records
-// stream. It returns a record of KindInvalid for records that only change
-// the reader's state or are skipped.
+// control decodes the Context, Time or Events record at the current
+// position of the records stream, and those that follow it up to the next
+// events: records that only change the state of the reader.
+func (r *Reader) control() error {
+	d := &r.d
+	for {
+		start := d.i
+		k := Kind(d.p[d.i])
+		d.i++
+		switch k {
+		case KindContext:
+			process := d.uv()
+			if process != r.process {
+				r.heap = nil
+			}
+			r.process, r.thread = process, d.uv()
+		case KindTime:
+			r.time += d.uv()
+			r.eventTime = r.time * r.unit
+		case kindEvents:
+			// Every event has an op byte: a count the ops stream cannot
+			// back is damage now rather than many events later.
+			n := d.uv()
+			if left := r.cols.c[streamOps].left(); n > uint64(left) {
+				d.fail(fmt.Sprintf("count %d is more than the %d events left in the ops stream", n, left))
+			}
+			r.run, r.runAt, r.runLen = n, uint64(start), n
+		}
+		if d.bad != "" {
+			return r.recordDamaged(k, start)
+		}
+		if r.run > 0 || d.i >= len(d.p) {
+			return nil
+		}
+		if k := Kind(d.p[d.i]); k != kindEvents && k != KindTime && k != KindContext {
+			return nil
+		}
+	}
+}
+
+// record decodes the record at the current position of the records stream,
+// one that control does not. It returns a record of KindInvalid for records
+// that are skipped.
 func (r *Reader) record() (Record, error) {
 	d := &r.d
 	start := d.i
 	k := Kind(d.p[d.i])
 	d.i++
-	var rec Record
-	switch k {
-	case KindContext:
-		process := d.uv()
-		if process != r.process {
-			r.heap = nil
-		}
-		r.process, r.thread = process, d.uv()
-	case kindEvents:
-		// Every event has an op byte: a count the ops stream cannot
-		// back is damage now rather than many events later.
-		n := d.uv()
-		if left := r.cols.c[streamOps].left(); n > uint64(left) {
-			d.fail(fmt.Sprintf("count %d is more than the %d events left in the ops stream", n, left))
-		}
-		r.run, r.runAt, r.runLen = n, uint64(start), n
-		r.runStart = r.cols.positions()
-	default:
-		rec = r.other(k)
-	}
+	rec := r.other(k)
 	if d.bad != "" {
-		r.run = 0
-		return Record{}, r.damaged(start, fmt.Sprintf("%s record at byte %d of the records stream: %s", wireName(k), start, d.bad))
+		return Record{}, r.recordDamaged(k, start)
 	}
 	return rec, nil
+}
+
+// recordDamaged reports that the record of kind k at byte start of the
+// records stream is damaged.
+func (r *Reader) recordDamaged(k Kind, start int) error {
+	r.run = 0
+	return r.damaged(start, fmt.Sprintf("%s record at byte %d of the records stream: %s", wireName(k), start, r.d.bad))
 }
 
 // event decodes the next event of the current run into e. If the event is
@@ -360,11 +388,7 @@ func (r *Reader) event(e *Event) bool {
 	op := ops.p[ops.i]
 	ops.i++
 	e.API = API(op & apiMask)
-	e.Process, e.Thread = r.process, r.thread
-	dt, ok := c.c[streamDT].small()
-	if !ok {
-		dt = c.uvLong(streamDT)
-	}
+	e.Process, e.Thread, e.Time = r.process, r.thread, r.eventTime
 	switch op >> opShift {
 	case opAlloc:
 		e.Kind = KindAlloc
@@ -396,8 +420,6 @@ func (r *Reader) event(e *Event) bool {
 		}
 		return false
 	}
-	r.prevTime += dt
-	e.Time = r.prevTime * r.unit
 	r.prevStack += unzigzag(stack)
 	e.Stack = r.prevStack
 	return true
@@ -415,9 +437,11 @@ func (r *Reader) addr(h *heapState, size uint64) uint64 {
 		addr = h.lastFreed
 	case addrEscape:
 		addr = r.rawAddr()
+		h.fresh(addr, size)
 	default:
 		if code >= addrDelta {
-			addr = h.prevAddr + deltaStep(code)
+			addr = h.next + deltaStep(code)
+			h.fresh(addr, size)
 			break
 		}
 		depth := 0
@@ -434,7 +458,7 @@ func (r *Reader) addr(h *heapState, size uint64) uint64 {
 			return 0
 		}
 	}
-	h.handled(h.allocated(addr), addr, size)
+	h.handled(h.allocated(), addr, size)
 	return addr
 }
 
@@ -472,7 +496,7 @@ func (r *Reader) fail(why string) {
 	}
 }
 
-// other decodes a record that is not an event or a context.
+// other decodes a record that is not an event or one that control decodes.
 func (r *Reader) other(k Kind) Record {
 	d := &r.d
 	rec := Record{Kind: k}
@@ -495,11 +519,11 @@ func (r *Reader) other(k Kind) Record {
 	case KindModuleUnload:
 		rec.ModuleUnload = &ModuleUnload{Process: d.uv(), ID: d.uv(), Time: d.uv()}
 	case KindStackNode:
-		rec.StackNode = &StackNode{Process: d.uv(), ID: d.uv(), Parent: d.uv(), Module: d.uv(), Offset: d.uv()}
+		rec.StackNode = r.coded.stackNode(d)
 	case KindString:
 		rec.String = &String{ID: d.uv(), Value: d.str()}
 	case KindSymbol:
-		rec.Symbol = r.symbol()
+		rec.Symbol = r.coded.symbol(d)
 	case KindObjectStatus:
 		rec.ObjectStatus = &ObjectStatus{Object: d.uv(), Status: SymbolStatus(d.enum()), Message: d.str()}
 	case KindLost:
@@ -525,6 +549,7 @@ func (r *Reader) info() *Info {
 		return i
 	}
 	r.unit = i.TimeUnit
+	r.eventTime = r.time * r.unit
 	return i
 }
 
@@ -538,18 +563,6 @@ func (r *Reader) module() *Module {
 		}
 	}
 	return m
-}
-
-func (r *Reader) symbol() *Symbol {
-	d := &r.d
-	s := &Symbol{Object: d.uv(), Offset: d.uv()}
-	if n := d.count(3); n > 0 {
-		s.Frames = make([]Frame, n)
-		for i := range s.Frames {
-			s.Frames[i] = Frame{Function: d.uv(), File: d.uv(), Line: d.uv()}
-		}
-	}
-	return s
 }
 
 // skip skips a record of a kind this reader does not know, if its kind says
@@ -586,11 +599,14 @@ func (r *Reader) damaged(start int, reason string) error {
 
 // eventDamaged reports the damaged event of the current run that event
 // failed on. To say exactly how much is skipped, it finds where the event
-// starts by going through the events of the run before it again.
+// starts by going through the events of the block before it again: as
+// many as the op bytes before the one event read, each event having one.
+// (Noting where each run starts would cost every run; damage is rare.)
 func (r *Reader) eventDamaged() error {
 	c := &r.cols
-	c.seek(r.runStart)
-	for range r.runLen - r.run {
+	before := c.c[streamOps].i - 1
+	c.rewind()
+	for range before {
 		c.skipEvent()
 	}
 	n := r.runLen - r.run + 1

@@ -279,6 +279,9 @@ func TestWriterRejects(t *testing.T) {
 	if err := w.Write(trace.Record{Kind: trace.KindInfo, Info: &trace.Info{}}); err == nil {
 		t.Error("Write accepted an info record")
 	}
+	if err := w.Write(trace.Record{Kind: trace.KindTime}); err == nil {
+		t.Error("Write accepted a time record")
+	}
 	if err := w.Write(trace.Record{Kind: trace.KindObject}); err == nil {
 		t.Error("Write accepted an object record without an Object")
 	}

@@ -39,9 +39,11 @@ const layoutStreams = 1
 
 // The streams of a block, in the order of its stream table. Records holds
 // the records; the others hold the events that its Events records announce,
-// in columns: one value per event, or per event that has the field.
+// in columns: one value per event, or per event that has the field. Events
+// have no time of their own: Time records among the records say when the
+// time of the events that follow them moves on.
 //
-// The values of the varint columns (dt to raw) are split: a column's
+// The values of the varint columns (size to raw) are split: a column's
 // stream holds the low seven bits of each value in a byte whose top bit
 // says whether the value goes on, and the rest of those that do (value >>
 // 7, as a uv) go to the column's tails stream. zstd's entropy coder has one
@@ -51,7 +53,6 @@ const layoutStreams = 1
 const (
 	streamRecords = iota // records, as in Kind
 	streamOps            // u8 per event: op kind << 5 | api
-	streamDT             // per event: time delta in time units
 	streamSize           // per alloc and realloc: size
 	streamAddr           // per alloc and realloc: address code of the (new) address
 	streamRef            // per free and realloc: reference code of the (old) address
@@ -59,12 +60,12 @@ const (
 	streamRawAddr        // per address the codes escape to: zigzag delta from the previous one
 
 	// The tails of column k are in stream k + tailStreams.
-	tailStreams = streamRawAddr - streamDT + 1
+	tailStreams = streamRawAddr - streamSize + 1
 	numStreams  = streamRawAddr + tailStreams + 1
 )
 
-var streamNames = [numStreams]string{"records", "ops", "dt", "size", "addr", "ref", "stack", "raw",
-	"dt tails", "size tails", "addr tails", "ref tails", "stack tails", "raw tails"}
+var streamNames = [numStreams]string{"records", "ops", "size", "addr", "ref", "stack", "raw",
+	"size tails", "addr tails", "ref tails", "stack tails", "raw tails"}
 
 // maxStreamTable is the most a stream table adds to the streams it holds:
 // a count and numStreams stream headers, every varint at its longest.
@@ -121,6 +122,7 @@ const (
 	KindRealloc      Kind = 0x13 // event: a block was resized or moved
 	KindLost         Kind = 0x14 // events of a process are known to be missing
 	KindFork         Kind = 0x15 // a process forked: the child starts with a copy of its heap
+	KindTime         Kind = 0x16 // following events are later by this many time units
 	KindEnd          Kind = 0x1f // the trace was completed; last record of the file
 
 	KindFirstSkippable Kind = 0x40
@@ -149,7 +151,7 @@ var kindNames = map[Kind]string{
 	KindModule: "module", KindModuleUnload: "module-unload", KindStackNode: "stack-node",
 	KindString: "string", KindSymbol: "symbol", KindObjectStatus: "object-status",
 	KindContext: "context", KindAlloc: "alloc", KindFree: "free", KindRealloc: "realloc",
-	KindLost: "lost", KindFork: "fork", KindEnd: "end",
+	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end",
 }
 
 func (k Kind) String() string {
@@ -325,7 +327,7 @@ const (
 // Info describes the recording as a whole.
 type Info struct {
 	StartUnixNano int64    // wall-clock time of time zero
-	TimeUnit      uint64   // nanoseconds per unit of event time deltas (>= 1)
+	TimeUnit      uint64   // nanoseconds per unit of event time (>= 1)
 	Hostname      string   //
 	Recorder      string   // name and version of the program that wrote the trace
 	MaxFrames     uint64   // the call-stack depth limit the agent used
@@ -485,8 +487,9 @@ type End struct {
 // Record is one record of a trace as the Reader returns it and the Writer's
 // Write method takes it. Kind says which field is set: Event for memory
 // events (a value, so that reading events allocates nothing), otherwise the
-// one pointer field of that kind's type. Context records never appear here:
-// the Reader folds them into the Process and Thread of the events.
+// one pointer field of that kind's type. Context and Time records never
+// appear here: the Reader folds them into the Process, Thread and Time of
+// the events.
 type Record struct {
 	Kind  Kind
 	Event Event

@@ -16,10 +16,11 @@ import (
 const DefaultBlockSize = 1 << 20
 
 // maxEventSize is the most bytes an event adds to the streams of a block:
-// the Events record that ends the run before it, a Context record, its op,
-// and seven varints at their longest (dt, size, address code, reference
-// code, stack, two raw addresses).
-const maxEventSize = (1 + binary.MaxVarintLen64) + (1 + 2*binary.MaxVarintLen64) + 1 + 7*binary.MaxVarintLen64
+// the Events record that ends the run before it, a Context record, a Time
+// record, its op, and six varints at their longest (size, address code,
+// reference code, stack, two raw addresses).
+const maxEventSize = (1 + binary.MaxVarintLen64) + (1 + 2*binary.MaxVarintLen64) + (1 + binary.MaxVarintLen64) +
+	1 + 6*binary.MaxVarintLen64
 
 // blocksInFlight bounds how many finished blocks may wait to be compressed
 // and written while the caller encodes the next one.
@@ -43,19 +44,22 @@ type Writer struct {
 	Uncompressed bool
 
 	out     io.Writer
+	maxRaw  int       // the most a block may hold: maxBlockRaw, less in tests
 	unit    uint64    // Info.TimeUnit
 	perUnit divider   // divides by unit
 	s       streamSet // the block being encoded
 	rec     []byte    // one non-event record being encoded
 	checkAt int       // the number of events of the block at which to check its size
 
-	// Event state of the block being encoded, reset with every block.
-	haveContext                  bool
-	process, thread              uint64
-	run                          uint64     // events since the last Events record
-	heap                         *heapState // of process; nil until an event needs it
-	heaps                        heapStates
-	prevTime, prevStack, prevRaw uint64
+	// State of the block being encoded, reset with every block.
+	haveContext        bool
+	process, thread    uint64
+	time               uint64     // in units, as the block's Time records have moved it
+	run                uint64     // events since the last Events record
+	heap               *heapState // of process; nil until an event needs it
+	heaps              heapStates
+	prevStack, prevRaw uint64
+	coded              recordState // for StackNode and Symbol records
 
 	floorTime  uint64 // wire time of the latest event; no event goes below it
 	lastTime   uint64 // latest time in ns of any record, for End
@@ -79,7 +83,7 @@ func NewWriter(w io.Writer, info Info) (*Writer, error) {
 	if _, err := w.Write(header[:]); err != nil {
 		return nil, fmt.Errorf("writing trace header: %w", err)
 	}
-	tw := &Writer{out: w, unit: info.TimeUnit, perUnit: newDivider(info.TimeUnit)}
+	tw := &Writer{out: w, maxRaw: maxBlockRaw, unit: info.TimeUnit, perUnit: newDivider(info.TimeUnit)}
 	tw.pipe.init()
 	tw.s = tw.pipe.streams()
 	if err := tw.info(info); err != nil {
@@ -95,7 +99,7 @@ func NewWriter(w io.Writer, info Info) (*Writer, error) {
 // Times are written in units of Info.TimeUnit, rounded down, and clamped so
 // that they never go below the time of the previous event: events of
 // different threads may reach the recorder slightly out of order, and the
-// format stores time as an unsigned delta.
+// format moves time on by unsigned steps.
 func (w *Writer) Event(e Event) error {
 	if err := w.check(); err != nil {
 		return err
@@ -127,7 +131,8 @@ func (w *Writer) blockFull() bool {
 }
 
 // appendEvent encodes e into the event streams, after a Context record if
-// e's process or thread is not the block's current one.
+// e's process or thread is not the block's current one, and a Time record
+// if its time is not the block's current time.
 func (w *Writer) appendEvent(e *Event) {
 	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
 		w.endRun()
@@ -145,11 +150,16 @@ func (w *Writer) appendEvent(e *Event) {
 		w.heap = h
 	}
 	t := max(w.perUnit.div(e.Time), w.floorTime)
-	w.floorTime = t
-	w.lastTime = max(w.lastTime, t*w.unit)
+	if t != w.time {
+		w.endRun()
+		rec := append(w.s[streamRecords], byte(KindTime))
+		w.s[streamRecords] = binary.AppendUvarint(rec, t-w.time)
+		w.time = t
+		w.floorTime = t
+		w.lastTime = max(w.lastTime, t*w.unit)
+	}
 
 	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
-	w.put(streamDT, t-w.prevTime)
 	switch e.Kind {
 	case KindAlloc:
 		w.put(streamSize, e.Size)
@@ -162,13 +172,14 @@ func (w *Writer) appendEvent(e *Event) {
 		w.appendAddr(h, e.Addr, e.Size)
 	}
 	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
-	w.prevTime, w.prevStack = t, e.Stack
+	w.prevStack = e.Stack
 	w.run++
 }
 
 // appendAddr encodes the address of a new block of size bytes: by its depth
 // in its size class's stack if it is there, else as the latest address freed,
-// else as a step from the previous allocation, else in the raw stream.
+// else as a step from the end of the previous fresh allocation, else in the
+// raw stream.
 func (w *Writer) appendAddr(h *heapState, addr, size uint64) {
 	var code uint64
 	c := sizeClass(size)
@@ -180,14 +191,16 @@ func (w *Writer) appendAddr(h *heapState, addr, size uint64) {
 		}
 	} else if addr == h.lastFreed {
 		code = addrLastFreed
-	} else if delta, ok := deltaCode(addr - h.prevAddr); ok {
+	} else if delta, ok := deltaCode(addr - h.next); ok {
 		code = delta
+		h.fresh(addr, size)
 	} else {
 		code = addrEscape
 		w.appendRawAddr(addr)
+		h.fresh(addr, size)
 	}
 	w.put(streamAddr, code)
-	h.addrs.put(addr, h.allocated(addr), uint8(c))
+	h.addrs.put(addr, h.allocated(), uint8(c))
 }
 
 // appendRef encodes the address of a block being released: by its handle
@@ -291,9 +304,7 @@ func (w *Writer) ModuleUnload(m ModuleUnload) error {
 
 // StackNode writes one node of a process's call-stack tree.
 func (w *Writer) StackNode(n StackNode) error {
-	b := w.begin(KindStackNode)
-	b = appendUvarints(b, n.Process, n.ID, n.Parent, n.Module, n.Offset)
-	return w.finish(b, 0)
+	return w.finishCoded(KindStackNode, func(b []byte, s *recordState) []byte { return s.appendStackNode(b, &n) })
 }
 
 // String writes an interned string.
@@ -305,13 +316,8 @@ func (w *Writer) String(s String) error {
 }
 
 // Symbol writes the source frames of a code address.
-func (w *Writer) Symbol(s Symbol) error {
-	b := w.begin(KindSymbol)
-	b = appendUvarints(b, s.Object, s.Offset, uint64(len(s.Frames)))
-	for _, f := range s.Frames {
-		b = appendUvarints(b, f.Function, f.File, f.Line)
-	}
-	return w.finish(b, 0)
+func (w *Writer) Symbol(sym Symbol) error {
+	return w.finishCoded(KindSymbol, func(b []byte, s *recordState) []byte { return s.appendSymbol(b, &sym) })
 }
 
 // ObjectStatus writes how well an object could be symbolized.
@@ -449,7 +455,8 @@ func (w *Writer) check() error {
 
 // begin starts encoding a non-event record. Such records are encoded apart
 // from the block so that one too big for the current block can start the
-// next one; they do not use the event state, so that is safe.
+// next one. Most do not depend on the state of the block; those that do go
+// through finishCoded.
 func (w *Writer) begin(k Kind) []byte {
 	return append(w.rec[:0], byte(k))
 }
@@ -458,17 +465,54 @@ func (w *Writer) begin(k Kind) []byte {
 // run of events before it. t is a time in ns the record carries, for End.
 func (w *Writer) finish(rec []byte, t uint64) error {
 	w.rec = rec
-	if err := w.check(); err != nil {
+	if _, err := w.makeRoom(rec); err != nil {
 		return err
 	}
-	if len(rec) > maxBlockRaw-maxEventSize {
-		return fmt.Errorf("writing %v record: %d bytes is more than a block can hold", Kind(rec[0]), len(rec))
+	return w.appendRecord(rec, t)
+}
+
+// finishCoded appends a record that encode encodes against the record state
+// of the block. The state moves on only once the record is in a block: if
+// the record has to start a new block, it is encoded again against the new
+// block's fresh state.
+func (w *Writer) finishCoded(k Kind, encode func(b []byte, s *recordState) []byte) error {
+	s := w.coded
+	rec := encode(w.begin(k), &s)
+	w.rec = rec
+	ended, err := w.makeRoom(rec)
+	if err != nil {
+		return err
 	}
-	if w.s.rawLen()+maxEventSize+len(rec) > maxBlockRaw {
-		if err := w.endBlock(); err != nil {
+	if ended {
+		s = w.coded
+		rec = encode(w.begin(k), &s)
+		w.rec = rec
+		if _, err := w.makeRoom(rec); err != nil {
 			return err
 		}
 	}
+	w.coded = s
+	return w.appendRecord(rec, 0)
+}
+
+// makeRoom ends the block if rec does not fit in it, and reports whether it
+// did.
+func (w *Writer) makeRoom(rec []byte) (ended bool, err error) {
+	if err := w.check(); err != nil {
+		return false, err
+	}
+	if len(rec) > w.maxRaw-maxEventSize {
+		return false, fmt.Errorf("writing %v record: %d bytes is more than a block can hold", Kind(rec[0]), len(rec))
+	}
+	if w.s.rawLen()+maxEventSize+len(rec) > w.maxRaw {
+		return true, w.endBlock()
+	}
+	return false, nil
+}
+
+// appendRecord appends rec to the block, after ending the run of events
+// before it.
+func (w *Writer) appendRecord(rec []byte, t uint64) error {
 	w.endRun()
 	w.s[streamRecords] = append(w.s[streamRecords], rec...)
 	w.lastTime = max(w.lastTime, t)
@@ -483,7 +527,7 @@ func (w *Writer) blockSize() int {
 		return DefaultBlockSize
 	}
 	// Cutting at half the limit leaves room for any event after it.
-	return min(w.BlockSize, maxBlockRaw/2)
+	return min(w.BlockSize, w.maxRaw/2)
 }
 
 // endBlock hands the current block to the background and starts a new one
@@ -500,7 +544,8 @@ func (w *Writer) endBlock() error {
 	w.process, w.thread = 0, 0
 	w.heap = nil
 	w.heaps.reset()
-	w.prevTime, w.prevStack, w.prevRaw = 0, 0, 0
+	w.time, w.prevStack, w.prevRaw = 0, 0, 0
+	w.coded = recordState{}
 	return w.check()
 }
 
