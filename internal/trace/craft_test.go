@@ -113,11 +113,20 @@ func alloc(size, code uint64) part {
 		col(streamSize, size), col(streamAddr, code))
 }
 
-// free is a free with reference code ref, taking raw addresses from the
-// raw stream.
-func free(ref uint64, raw ...uint64) part {
+// free is a free of the block with handle h, or with h 0 an escape to
+// the raw addresses given.
+func free(h uint64, raw ...uint64) part {
+	code := uint64(refEscape)
+	if h != 0 {
+		code = refHandle + h - 1
+	}
+	return freeCode(code, raw...)
+}
+
+// freeCode is a free with reference code code.
+func freeCode(code uint64, raw ...uint64) part {
 	return block(part{streamOps: {opFree<<opShift | byte(APIFree)}, streamStack: {2}},
-		col(streamRef, ref), col(streamRawAddr, raw...))
+		col(streamRef, code), col(streamRawAddr, raw...))
 }
 
 // without returns p with column k and its tails emptied.
@@ -342,6 +351,8 @@ func TestCraftedEvents(t *testing.T) {
 		{"pop of another class's stack", []streamSet{block(recs(infoRec, events(3)), alloc(16, step(0x1000)), free(1), alloc(40, addrPop)), after},
 			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+4 alloc(0,0)@0x1000 end", "address code 0 for size 40"},
 		damaged("handle never allocated", "handle 1 is not live", 3, recs(infoRec, events(1)), free(1)),
+		{"rank of a block already freed", []streamSet{block(recs(infoRec, events(3)), a, freeCode(refRecent), freeCode(refRecent)), after},
+			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+3 alloc(0,0)@0x1000 end", "event 3 of 3: handle 1 is not live"},
 		damaged("handle out of range", "handle 1000 is not live", 4, recs(infoRec, events(1)), free(1000)),
 		{"handle freed twice", []streamSet{block(recs(infoRec, events(3)), a, free(1), free(1)), after},
 			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+3 alloc(0,0)@0x1000 end", "event 3 of 3: handle 1 is not live"},
@@ -373,6 +384,9 @@ func TestCraftedPredictors(t *testing.T) {
 		{"huge chunks wrap around", []streamSet{block(recs(infoRec, events(2), endRec),
 			alloc(^uint64(7), step(0x1000)), alloc(16, step(0)))},
 			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 end", ""},
+		{"ranks among the latest allocations", []streamSet{block(recs(infoRec, events(5), endRec),
+			alloc(16, step(0x1000)), alloc(16, step(0)), alloc(16, step(0)), freeCode(refRecent+1), freeCode(refRecent))},
+			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 alloc(0,0)@0x1040 free(0,0)@0x1020 free(0,0)@0x1040 end", ""},
 		{"pop and last freed", []streamSet{block(recs(infoRec, events(6), endRec),
 			alloc(16, step(0x1000)), alloc(100, step(0xfe0)), free(1), free(2), alloc(16, addrPop), alloc(20, addrLastFreed))},
 			"info alloc(0,0)@0x1000 alloc(0,0)@0x2000 free(0,0)@0x1000 free(0,0)@0x2000 alloc(0,0)@0x1000 alloc(0,0)@0x2000 end", ""},

@@ -119,14 +119,31 @@ type heapState struct {
 	stackOf [numClasses]uint8 // 1 + index in stacks; 0 if none yet
 	stacks  []classStack
 
+	// recent holds the handle numbers of the latest allocations, the
+	// latest at recent[recentAt]: a program frees mostly what it has just
+	// allocated, and a rank among these is smaller than a handle.
+	recent   [recentDepth]uint32
+	recentAt uint8
+
 	addrs addrTable // live addresses, when encoding
 }
+
+// Reference codes (streamRef).
+const (
+	refEscape = 0 // the next value of the raw address stream
+	// refRecent and up to refHandle-1: the block allocated code-refRecent+1
+	// allocations ago (1: the latest), still live.
+	refRecent   = 1
+	recentDepth = 16
+	refHandle   = refRecent + recentDepth // and up: handle code-refHandle+1
+)
 
 func (h *heapState) reset() {
 	h.handles = append(h.handles[:0], handle{})
 	h.numbered = 0
 	h.freeNums = h.freeNums[:0]
 	h.lastFreed, h.next = 0, 0
+	h.recent, h.recentAt = [recentDepth]uint32{}, 0
 	h.stackOf = [numClasses]uint8{}
 	h.stacks = h.stacks[:0]
 	h.addrs.reset()
@@ -136,13 +153,37 @@ func (h *heapState) reset() {
 // released if there is one, else a new one. A live handle of the same
 // address, if any, stays live: decoding never looks handles up by address.
 func (h *heapState) allocated() uint32 {
+	var num uint32
 	if n := len(h.freeNums); n > 0 {
-		num := h.freeNums[n-1]
+		num = h.freeNums[n-1]
 		h.freeNums = h.freeNums[:n-1]
-		return num
+	} else {
+		h.numbered++
+		num = h.numbered
 	}
-	h.numbered++
-	return h.numbered
+	h.recentAt = (h.recentAt + 1) % recentDepth
+	h.recent[h.recentAt] = num
+	return num
+}
+
+// refCode returns the reference code of the live block with handle num:
+// its rank among the latest allocations if it is there, else its handle.
+func (h *heapState) refCode(num uint32) uint64 {
+	for rank := range recentDepth {
+		if h.recent[(int(h.recentAt)-rank+recentDepth)%recentDepth] == num {
+			return refRecent + uint64(rank)
+		}
+	}
+	return refHandle + uint64(num) - 1
+}
+
+// refHandleOf returns the handle number a reference code other than
+// refEscape names (0 if it names none).
+func (h *heapState) refHandleOf(code uint64) uint64 {
+	if code < refHandle {
+		return uint64(h.recent[(int(h.recentAt)-int(code-refRecent)+recentDepth)%recentDepth])
+	}
+	return code - refHandle + 1
 }
 
 // fresh records that a block of size bytes at addr was coded as a step or

@@ -200,6 +200,25 @@ func values(s streamSet, k int) []uint64 {
 	return vs
 }
 
+// seqAllocs returns n allocations of 8 bytes one after the other from
+// 0x1000.
+func seqAllocs(n int) []Event {
+	var es []Event
+	for i := range n {
+		es = append(es, Event{Kind: KindAlloc, Addr: 0x1000 + uint64(i)*0x20, Size: 8})
+	}
+	return es
+}
+
+// stepsOf returns the address codes of seqAllocs(n).
+func stepsOf(n int) []uint64 {
+	codes := []uint64{step(0x1000)}
+	for range n - 1 {
+		codes = append(codes, step(0))
+	}
+	return codes
+}
+
 // TestPredictorCodes checks the codes the Writer chooses.
 func TestPredictorCodes(t *testing.T) {
 	alloc := func(addr, size uint64) Event { return Event{Kind: KindAlloc, Addr: addr, Size: size} }
@@ -229,7 +248,7 @@ func TestPredictorCodes(t *testing.T) {
 			[]uint64{step(0x1000), addrPop, step(0)}, []uint64{1}, nil},
 		{"reuse of the class stack and handle numbers",
 			[]Event{alloc(0x1000, 8), alloc(0x2000, 8), free(0x1000), free(0x2000), alloc(0x2000, 24), alloc(0x1000, 1), free(0x1000)},
-			[]uint64{step(0x1000), step(0xfe0), addrPop, addrPop}, []uint64{1, 2, 1}, nil},
+			[]uint64{step(0x1000), step(0xfe0), addrPop, addrPop}, []uint64{refRecent + 1, refRecent, refRecent}, nil},
 		{"the latest address freed in another class",
 			[]Event{alloc(0x1000, 8), free(0x1000), alloc(0x1000, 100)},
 			[]uint64{step(0x1000), addrLastFreed}, []uint64{1}, nil},
@@ -250,7 +269,10 @@ func TestPredictorCodes(t *testing.T) {
 			[]uint64{addrEscape, addrEscape, step(0)}, nil, []int64{1<<62 + 1, 1<<62 + 1}},
 		{"a live address allocated again gets a new handle",
 			[]Event{alloc(0x1000, 8), alloc(0x1000, 8), free(0x1000), free(0x1000)},
-			[]uint64{step(0x1000), step(-0x20)}, []uint64{2, 0}, []int64{0x1000}},
+			[]uint64{step(0x1000), step(-0x20)}, []uint64{refRecent, refEscape}, []int64{0x1000}},
+		{"a block allocated before the latest 16 is named by its handle",
+			append(seqAllocs(17), free(0x1000), free(0x1000+16*0x20)),
+			stepsOf(17), []uint64{refHandle, refRecent}, nil},
 		{"processes apart",
 			[]Event{alloc(0x1000, 8), {Kind: KindAlloc, Process: 2, Addr: 0x1000, Size: 8}, free(0x1000), {Kind: KindFree, Process: 2, Addr: 0x1000}},
 			[]uint64{step(0x1000), step(0x1000)}, []uint64{1, 1}, nil},

@@ -468,14 +468,16 @@ func (r *Reader) ref(h *heapState) uint64 {
 	if !ok {
 		num = r.cols.uvLong(streamRef)
 	}
-	if num == 0 {
+	if num == refEscape {
 		addr := r.rawAddr()
 		h.freed(addr, 0, 0)
 		return addr
 	}
+	code := num
+	num = h.refHandleOf(code)
 	hd, ok := h.live(num)
 	if !ok {
-		r.fail(fmt.Sprintf("handle %d is not live", num))
+		r.fail(fmt.Sprintf("handle %d is not live (reference code %d)", num, code))
 		return 0
 	}
 	h.handles[num].live = false

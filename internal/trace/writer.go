@@ -10,10 +10,11 @@ import (
 )
 
 // DefaultBlockSize is the decoded size at which a Writer ends a block unless
-// told otherwise: big enough for zstd to compress well and for the
-// predictors to learn the heap, small enough that damage costs little and
-// readers can work on blocks in parallel.
-const DefaultBlockSize = 1 << 20
+// told otherwise: big enough that zstd and the predictors, which start
+// afresh in every block, do well (4 MiB blocks make traces 3% smaller than
+// 1 MiB on the malloc-dense loop, 15% on sqlite3), small enough that
+// damage costs little and readers can work on blocks in parallel.
+const DefaultBlockSize = 4 << 20
 
 // maxEventSize is the most bytes an event adds to the streams of a block:
 // the Events record that ends the run before it, a Context record, a Time
@@ -207,9 +208,11 @@ func (w *Writer) appendAddr(h *heapState, addr, size uint64) {
 // if it was allocated in this block, else in the raw stream.
 func (w *Writer) appendRef(h *heapState, addr uint64) {
 	num, class := h.addrs.take(addr)
-	w.put(streamRef, uint64(num))
 	if num == 0 {
+		w.put(streamRef, refEscape)
 		w.appendRawAddr(addr)
+	} else {
+		w.put(streamRef, h.refCode(num))
 	}
 	h.freed(addr, num, class)
 }
