@@ -2,6 +2,7 @@ package agent
 
 import (
 	"debug/elf"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -78,5 +79,14 @@ func TestCacheKey(t *testing.T) {
 	}
 	if a != b {
 		t.Errorf("two builds of the same sources: %s and %s", a, b)
+	}
+}
+
+// TestNoCompiler checks the message a machine without a C compiler gets.
+func TestNoCompiler(t *testing.T) {
+	t.Setenv("CC", "/nonexistent/cc")
+	_, err := Path(t.TempDir())
+	if !errors.Is(err, ErrNoCompiler) || !strings.Contains(err.Error(), "install gcc") {
+		t.Errorf("error %v, want one saying to install gcc", err)
 	}
 }

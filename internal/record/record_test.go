@@ -525,3 +525,50 @@ func TestMismatchedAPIs(t *testing.T) {
 		}
 	}
 }
+
+// TestStackDepth records an allocation 101 calls of descend deep: with the
+// default limit its stack holds the innermost 64 frames, with a higher one
+// all of them and main, __libc_start_call_main, __libc_start_main and
+// _start.
+func TestStackDepth(t *testing.T) {
+	prog := fixture.Build(t, src("deep.c"))
+	for _, c := range []struct{ limit, want int }{{0, 64}, {256, 101 + 4}} {
+		dir := t.TempDir()
+		res, err := record.Run(record.Options{Args: []string{prog}, Output: filepath.Join(dir, "t.mtr"),
+			AgentPath: fixture.Agent(t), MaxFrames: c.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := analyze(t, res.Path).Processes[0]
+		top := p.TopSites(analysis.ByAllocations, 1)
+		frames := p.SiteStack(top[0])
+		if len(frames) != c.want {
+			t.Errorf("limit %d: %d frames, want %d", c.limit, len(frames), c.want)
+		}
+		if frames[0].Function != "descend" {
+			t.Errorf("limit %d: innermost frame %s, want descend", c.limit, frames[0].Function)
+		}
+	}
+}
+
+// TestSystemPrograms records programs of the system, built without debug
+// info and without frame pointers, and compares with valgrind.
+func TestSystemPrograms(t *testing.T) {
+	input := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(input, []byte(`{"a":[1,2,3],"b":{"c":"x"}}`), 0o644)
+	for _, args := range [][]string{
+		{"sqlite3", ":memory:", "create table t(a,b); insert into t select value, randomblob(50) from generate_series(1,2000); select count(*) from t;"},
+		{"jq", ".a|add", input},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			path, err := exec.LookPath(args[0])
+			if err != nil {
+				t.Fatalf("%s is needed for this test (see .ci/run): %v", args[0], err)
+			}
+			args := append([]string{path}, args[1:]...)
+			rec := recordArgs(t, "", args...)
+			want := fixture.Valgrind(t, args...)
+			sameAsValgrind(t, rec.model.Processes[0], want[0])
+		})
+	}
+}
