@@ -9,8 +9,8 @@ func TestFreedBlocksBounded(t *testing.T) {
 	for addr := uint64(1); addr <= maxFreed+10; addr++ {
 		f.add(addr, freedBlock{freeStack: addr})
 	}
-	if len(f.byAddr) != maxFreed || len(f.ring) != maxFreed {
-		t.Fatalf("remembers %d blocks in a ring of %d, want %d", len(f.byAddr), len(f.ring), maxFreed)
+	if f.byAddr.len() != maxFreed || len(f.ring) != maxFreed {
+		t.Fatalf("remembers %d blocks in a ring of %d, want %d", f.byAddr.len(), len(f.ring), maxFreed)
 	}
 	for _, addr := range []uint64{1, 10} {
 		if _, ok := f.lookup(addr); ok {

@@ -116,7 +116,7 @@ const maxFreed = 1 << 16
 // freed blocks is bounded too, it takes a free long after the first for an
 // invalid free.
 type freedBlocks struct {
-	byAddr map[uint64]freedBlock
+	byAddr addrMap[freedBlock]
 	ring   []uint64 // addresses in the order they were freed
 	next   int      // the oldest slot of ring, once it is full
 }
@@ -129,32 +129,26 @@ type freedBlock struct {
 }
 
 func (f *freedBlocks) add(addr uint64, b freedBlock) {
-	if f.byAddr == nil {
-		f.byAddr = make(map[uint64]freedBlock)
-	}
 	if len(f.ring) < maxFreed {
 		b.slot = int32(len(f.ring))
 		f.ring = append(f.ring, addr)
 	} else {
 		old := f.ring[f.next]
-		if e, ok := f.byAddr[old]; ok && int(e.slot) == f.next {
-			delete(f.byAddr, old)
+		if e, ok := f.byAddr.get(old); ok && int(e.slot) == f.next {
+			f.byAddr.remove(old)
 		}
 		b.slot = int32(f.next)
 		f.ring[f.next] = addr
 		f.next = (f.next + 1) % maxFreed
 	}
-	f.byAddr[addr] = b
+	f.byAddr.put(addr, b)
 }
 
 func (f *freedBlocks) lookup(addr uint64) (freedBlock, bool) {
-	b, ok := f.byAddr[addr]
-	return b, ok
+	return f.byAddr.get(addr)
 }
 
 // forget is called when addr is allocated again.
 func (f *freedBlocks) forget(addr uint64) {
-	if len(f.byAddr) > 0 {
-		delete(f.byAddr, addr)
-	}
+	f.byAddr.remove(addr)
 }

@@ -13,7 +13,7 @@ type replay struct {
 	finished bool   // its end record was read, and its replay state dropped
 	late     uint64 // events that came after its end, ignored
 
-	live       map[uint64]block // the blocks live now, by address
+	live       addrMap[block] // the blocks live now, by address
 	siteOf     map[uint64]int32 // index in proc.Sites by stack ID
 	liveBytes  uint64
 	liveBlocks uint64
@@ -45,7 +45,6 @@ type block struct {
 func newReplay(p *Process) *replay {
 	return &replay{
 		proc:     p,
-		live:     make(map[uint64]block),
 		siteOf:   make(map[uint64]int32),
 		problems: make(map[problemKey]int),
 	}
@@ -70,7 +69,7 @@ func (rp *replay) event(e *trace.Event) {
 // alloc adds a block of size bytes at addr, allocated from stack.
 func (rp *replay) alloc(addr, size uint64, api trace.API, stack, time uint64) {
 	sum := &rp.proc.Summary
-	if old, ok := rp.live[addr]; ok {
+	if old, ok := rp.live.get(addr); ok {
 		rp.release(old)
 		sum.ReplacedBlocks++
 	}
@@ -84,7 +83,7 @@ func (rp *replay) alloc(addr, size uint64, api trace.API, stack, time uint64) {
 	sum.Allocations++
 	sum.BytesAllocated += size
 
-	rp.live[addr] = block{size: size, site: i, api: api}
+	rp.live.put(addr, block{size: size, site: i, api: api})
 	rp.freed.forget(addr)
 	rp.lastAlloc = addr
 	rp.liveBytes += size
@@ -97,7 +96,7 @@ func (rp *replay) alloc(addr, size uint64, api trace.API, stack, time uint64) {
 
 // free replays a free event. A realloc to size 0 is one too.
 func (rp *replay) free(e *trace.Event) {
-	b, ok := rp.live[e.Addr]
+	b, ok := rp.live.get(e.Addr)
 	if !ok {
 		rp.badFree(e, e.Addr)
 		return
@@ -110,7 +109,7 @@ func (rp *replay) free(e *trace.Event) {
 // allocation of the new one. Freeing first keeps the peak from counting
 // both blocks, which would hold only while the data is copied, if at all.
 func (rp *replay) realloc(e *trace.Event) {
-	if b, ok := rp.live[e.OldAddr]; ok {
+	if b, ok := rp.live.get(e.OldAddr); ok {
 		rp.checkFamily(b, e)
 		rp.freeBlock(e.OldAddr, b, e.Stack)
 	} else {
@@ -129,7 +128,7 @@ func (rp *replay) freeBlock(addr uint64, b block, freeStack uint64) {
 		s.Temporary++
 		rp.proc.Summary.Temporary++
 	}
-	delete(rp.live, addr)
+	rp.live.remove(addr)
 	rp.freed.add(addr, freedBlock{allocStack: s.Stack, freeStack: freeStack, size: b.size, allocAPI: b.api})
 }
 
@@ -189,10 +188,7 @@ func (rp *replay) inherit(parent *replay, at uint64) {
 		s.epoch = 0
 		p.Sites[i] = s
 	}
-	rp.live = make(map[uint64]block, len(parent.live))
-	for addr, b := range parent.live {
-		rp.live[addr] = b
-	}
+	rp.live = parent.live.clone()
 	rp.liveBytes, rp.liveBlocks = parent.liveBytes, parent.liveBlocks
 	ps := parent.proc.Summary
 	p.Summary = Summary{Allocations: ps.Allocations, Frees: ps.Frees, BytesAllocated: ps.BytesAllocated,
