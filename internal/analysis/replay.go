@@ -13,7 +13,7 @@ type replay struct {
 	finished bool   // its end record was read, and its replay state dropped
 	late     uint64 // events that came after its end, ignored
 
-	live       addrMap[block] // the blocks live now, by address
+	live       addrMap[block]   // the blocks live now, by address
 	siteOf     map[uint64]int32 // index in proc.Sites by stack ID
 	liveBytes  uint64
 	liveBlocks uint64

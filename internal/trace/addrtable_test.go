@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestAddrTable checks the table against a map through many puts and
-// takes, with addresses that collide in the table's home slots.
+// TestAddrTable checks the table against a map through many inserts and
+// removes, with addresses that collide in the table's home slots.
 func TestAddrTable(t *testing.T) {
 	var table addrTable
-	want := map[uint64]uint32{} // num, and class num%7
+	want := map[uint64]uint32{} // num
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range 200000 {
 		addr := uint64(rng.IntN(5000)) * 16
@@ -18,11 +18,11 @@ func TestAddrTable(t *testing.T) {
 		}
 		if rng.IntN(2) == 0 {
 			num := uint32(i + 1)
-			table.put(addr, num, uint8(num%7))
+			table.slots[table.insert(addr)].num = num
 			want[addr] = num
 		} else {
-			if num, class := table.take(addr); num != want[addr] || uint32(class) != want[addr]%7 {
-				t.Fatalf("step %d: take(%#x) = %d, %d, want %d, %d", i, addr, num, class, want[addr], want[addr]%7)
+			if num := take(&table, addr); num != want[addr] {
+				t.Fatalf("step %d: take(%#x) = %d, want %d", i, addr, num, want[addr])
 			}
 			delete(want, addr)
 		}
@@ -35,10 +35,22 @@ func TestAddrTable(t *testing.T) {
 		}
 	}
 	for addr, num := range want {
-		if got, _ := table.take(addr); got != num {
+		if got := take(&table, addr); got != num {
 			t.Fatalf("take(%#x) = %d at the end, want %d", addr, got, num)
 		}
 	}
+}
+
+// take removes addr from the table and returns the handle it held, 0 if
+// it was not there.
+func take(table *addrTable, addr uint64) uint32 {
+	i := table.find(addr)
+	if i < 0 {
+		return 0
+	}
+	num := table.slots[i].num
+	table.remove(i)
+	return num
 }
 
 // TestAddrTableGenerations empties a table more times than it has
@@ -46,11 +58,11 @@ func TestAddrTable(t *testing.T) {
 func TestAddrTableGenerations(t *testing.T) {
 	var table addrTable
 	for i := range 1<<16 + 10 {
-		if num, _ := table.take(16); num != 0 {
+		if table.find(16) >= 0 {
 			t.Fatalf("reset %d: the table still held an address", i)
 		}
-		table.put(16, uint32(i+1), 2)
-		table.put(uint64(i)*16+32, 1, 2)
+		table.slots[table.insert(16)].num = uint32(i + 1)
+		table.slots[table.insert(uint64(i)*16+32)].num = 1
 		table.reset()
 	}
 }
@@ -71,9 +83,9 @@ func BenchmarkAddrTable(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			s := i % live
-			table.take(slots[s])
+			take(&table, slots[s])
 			slots[s] = addrs[i&(len(addrs)-1)]
-			table.put(slots[s], uint32(i+1), 3)
+			table.slots[table.insert(slots[s])].num = uint32(i + 1)
 			i++
 		}
 	})

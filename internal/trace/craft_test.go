@@ -140,11 +140,22 @@ func without(p part, k int) part {
 
 // step is the address code for a step of d bytes from next.
 func step(d int64) uint64 {
-	c, ok := deltaCode(uint64(d))
+	v, ok := stepValue(uint64(d))
 	if !ok {
 		panic("step too long")
 	}
-	return c
+	return addrStep + 2*v
+}
+
+// depth is the address code for the address at depth d in the thread's
+// class list.
+func depth(d uint64) uint64 { return addrDepth + 2*d }
+
+// allocSource is an alloc of size bytes at depth d in the class list of
+// the thread's source thread.
+func allocSource(size, d uint64) part {
+	return block(part{streamOps: {opAlloc<<opShift | byte(APIMalloc)}, streamStack: {2}},
+		col(streamSize, size), col(streamAddr, addrSource, d))
 }
 
 var (
@@ -346,10 +357,18 @@ func TestCraftedEvents(t *testing.T) {
 			recs(infoRec, events(1)), without(a, streamSize), part{streamSize: {0xff}, streamSize + tailStreams: uvs(1 << 57)}),
 		damaged("varint over 64 bits", "the size tails stream runs out or holds a varint of more than 64 bits", 16,
 			recs(infoRec, events(1)), without(a, streamSize), part{streamSize: {0xff}, streamSize + tailStreams: append(bytes.Repeat([]byte{0xff}, 10), 1)}),
-		damaged("pop of an empty class stack", "address code 0 for size 16, whose class stack is empty", 4,
-			recs(infoRec, events(1)), alloc(16, addrPop)),
-		{"pop of another class's stack", []streamSet{block(recs(infoRec, events(3)), alloc(16, step(0x1000)), free(1), alloc(40, addrPop)), after},
-			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+4 alloc(0,0)@0x1000 end", "address code 0 for size 40"},
+		damaged("pop of an empty class list", "address code 3 for size 16: its class list is empty", 4,
+			recs(infoRec, events(1)), alloc(16, depth(0))),
+		{"pop of another class's list", []streamSet{block(recs(infoRec, events(3)), alloc(16, step(0x1000)), free(1), alloc(40, depth(0))), after},
+			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+4 alloc(0,0)@0x1000 end", "address code 3 for size 40: its class list is empty"},
+		{"deeper than the class list", []streamSet{block(recs(infoRec, events(3)), alloc(16, step(0x1000)), free(1), alloc(16, depth(1))), after},
+			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+4 alloc(0,0)@0x1000 end", "address code 5 for size 16: deeper than its class list"},
+		{"a size with no class list", []streamSet{block(recs(infoRec, events(1)), alloc(5000, depth(0))), after},
+			"info damage@B0+5 alloc(0,0)@0x1000 end", "address code 3 for size 5000: a size with no class list"},
+		{"source depth missing", []streamSet{block(recs(infoRec, events(3)), alloc(16, step(0x1000)), free(1), allocSource(16, 1)), after},
+			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+5 alloc(0,0)@0x1000 end", "address code 2, depth 1 for size 16: deeper than its class list"},
+		{"oldest of a thread with none live", []streamSet{block(recs(infoRec, events(1)), freeCode(refOldest)), after},
+			"info damage@B0+3 alloc(0,0)@0x1000 end", "handle 0 is not live (reference code 1)"},
 		damaged("handle never allocated", "handle 1 is not live", 3, recs(infoRec, events(1)), free(1)),
 		{"rank of a block already freed", []streamSet{block(recs(infoRec, events(3)), a, freeCode(refRecent), freeCode(refRecent)), after},
 			"info alloc(0,0)@0x1000 free(0,0)@0x1000 damage@B0+3 alloc(0,0)@0x1000 end", "event 3 of 3: handle 1 is not live"},
@@ -376,7 +395,7 @@ func TestCraftedPredictors(t *testing.T) {
 			alloc(16, step(0x5000)), alloc(16, step(0)), alloc(100, step(0)), alloc(16, step(-0xb0)), alloc(16, step(7)), alloc(16, step(-1)))},
 			"info alloc(0,0)@0x5000 alloc(0,0)@0x5020 alloc(0,0)@0x5040 alloc(0,0)@0x5000 alloc(0,0)@0x5027 alloc(0,0)@0x5046 end", ""},
 		{"aligned and odd steps", []streamSet{block(recs(infoRec, events(2), endRec),
-			alloc(16, addrDelta+4), alloc(16, addrDelta+3))},
+			alloc(16, addrStep+2*4), alloc(16, addrStep+2*3))},
 			"info alloc(0,0)@0x10 alloc(0,0)@0x2f end", ""},
 		{"steps wrap around", []streamSet{block(recs(infoRec, events(2), endRec),
 			alloc(16, step(-16)), alloc(16, step(0x20)))},
@@ -388,14 +407,29 @@ func TestCraftedPredictors(t *testing.T) {
 			alloc(16, step(0x1000)), alloc(16, step(0)), alloc(16, step(0)), freeCode(refRecent+1), freeCode(refRecent))},
 			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 alloc(0,0)@0x1040 free(0,0)@0x1020 free(0,0)@0x1040 end", ""},
 		{"pop and last freed", []streamSet{block(recs(infoRec, events(6), endRec),
-			alloc(16, step(0x1000)), alloc(100, step(0xfe0)), free(1), free(2), alloc(16, addrPop), alloc(20, addrLastFreed))},
+			alloc(16, step(0x1000)), alloc(100, step(0xfe0)), free(1), free(2), alloc(16, depth(0)), alloc(20, addrLastFreed))},
 			"info alloc(0,0)@0x1000 alloc(0,0)@0x2000 free(0,0)@0x1000 free(0,0)@0x2000 alloc(0,0)@0x1000 alloc(0,0)@0x2000 end", ""},
 		{"next moves on only with steps and escapes", []streamSet{block(recs(infoRec, events(4), endRec),
-			alloc(16, step(0x1000)), free(1), alloc(16, addrPop), alloc(16, step(0)))},
+			alloc(16, step(0x1000)), free(1), alloc(16, depth(0)), alloc(16, step(0)))},
 			"info alloc(0,0)@0x1000 free(0,0)@0x1000 alloc(0,0)@0x1000 alloc(0,0)@0x1020 end", ""},
-		{"class stacks are LIFO", []streamSet{block(recs(infoRec, events(7), endRec),
-			alloc(8, step(0x1000)), alloc(8, step(0)), free(1), free(2), alloc(1, addrPop), alloc(24, addrPop), free(2))},
+		{"class lists are LIFO", []streamSet{block(recs(infoRec, events(7), endRec),
+			alloc(8, step(0x1000)), alloc(8, step(0)), free(1), free(2), alloc(1, depth(0)), alloc(24, depth(0)), free(2))},
 			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 free(0,0)@0x1000 free(0,0)@0x1020 alloc(0,0)@0x1020 alloc(0,0)@0x1000 free(0,0)@0x1020 end", ""},
+		{"depths skip what was taken out", []streamSet{block(recs(infoRec, events(9), endRec),
+			alloc(8, step(0x1000)), alloc(8, step(0)), alloc(8, step(0)), free(1), free(2), free(3),
+			alloc(8, depth(1)), alloc(8, depth(1)), alloc(8, depth(0)))},
+			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 alloc(0,0)@0x1040 free(0,0)@0x1000 free(0,0)@0x1020 free(0,0)@0x1040 alloc(0,0)@0x1020 alloc(0,0)@0x1000 alloc(0,0)@0x1040 end", ""},
+		// Thread 2 frees what thread 1 allocated, oldest first: the block
+		// goes on thread 1's list, and thread 1 becomes thread 2's source.
+		{"oldest of the source thread and its lists", []streamSet{block(recs(infoRec, rec(KindContext, 0, 1), events(3),
+			rec(KindContext, 0, 2), events(4), endRec),
+			alloc(16, step(0x1000)), alloc(16, step(0)), alloc(16, step(0)),
+			free(1), freeCode(refOldest), allocSource(16, 1), alloc(16, step(0x3000)))},
+			"info alloc(0,1)@0x1000 alloc(0,1)@0x1020 alloc(0,1)@0x1040 free(0,2)@0x1000 free(0,2)@0x1020 alloc(0,2)@0x1000 alloc(0,2)@0x3000 end", ""},
+		{"each thread has its own next", []streamSet{block(recs(infoRec, rec(KindContext, 0, 1), events(1),
+			rec(KindContext, 0, 2), events(1), rec(KindContext, 0, 1), events(1), endRec),
+			alloc(16, step(0x1000)), alloc(16, step(0x8000)), alloc(16, step(0)))},
+			"info alloc(0,1)@0x1000 alloc(0,2)@0x8000 alloc(0,1)@0x1020 end", ""},
 		{"handles are reused LIFO", []streamSet{block(recs(infoRec, events(7), endRec),
 			alloc(8, step(0x1000)), alloc(8, step(0)), alloc(8, step(0)), free(1), free(3), alloc(8, step(0xfe0)), free(3))},
 			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 alloc(0,0)@0x1040 free(0,0)@0x1000 free(0,0)@0x1040 alloc(0,0)@0x2040 free(0,0)@0x2040 end", ""},
@@ -404,11 +438,11 @@ func TestCraftedPredictors(t *testing.T) {
 			col(streamRawAddr, zigzag(0x30)))},
 			"info free(0,0)@0x7000 free(0,0)@0x6ff0 alloc(0,0)@0x7020 alloc(0,0)@0x6ff0 alloc(0,0)@0x7040 end", ""},
 		{"a free of unknown size is not stacked", []streamSet{block(recs(infoRec, events(2)),
-			free(0, zigzag(0x7000)), alloc(16, addrPop)), block(recs(endRec))},
-			"info free(0,0)@0x7000 damage@B0+4 end", "class stack is empty"},
+			free(0, zigzag(0x7000)), alloc(16, depth(0))), block(recs(endRec))},
+			"info free(0,0)@0x7000 damage@B0+4 end", "its class list is empty"},
 		{"processes have their own state", []streamSet{block(recs(infoRec, rec(KindContext, 1, 1), events(1), rec(KindContext, 2, 1),
 			events(2), rec(KindContext, 1, 2), events(2), endRec),
-			alloc(16, step(0x1000)), alloc(16, step(0x2000)), free(1), free(1), alloc(16, addrPop))},
+			alloc(16, step(0x1000)), alloc(16, step(0x2000)), free(1), free(1), allocSource(16, 0))},
 			"info alloc(1,1)@0x1000 alloc(2,1)@0x2000 free(2,1)@0x2000 free(1,2)@0x1000 alloc(1,2)@0x1000 end", ""},
 		{"the state starts afresh in every block", []streamSet{block(recs(infoRec, events(1)), alloc(16, step(0x1000))),
 			block(recs(events(1)), free(1)), block(recs(endRec))},

@@ -104,6 +104,37 @@ func predictorEvents() []Event {
 		alloc(p, addr, uint64(rng.IntN(600)))
 		live[p] = append(live[p], addr)
 	}
+	// Threads that hand blocks to each other, freed in the order they
+	// were allocated and in random order, and one class list pushed past
+	// its span, so that addresses drop out of it and come back from
+	// depths past the Writer's limit.
+	var queue []uint64
+	for i := range uint64(3000) {
+		th := 1 + i%4
+		addr := 0x90_0000 + (i%1500)*48
+		add(Event{Kind: KindAlloc, API: APIMalloc, Process: 6, Thread: th, Addr: addr, Size: 40, Stack: 3})
+		queue = append(queue, addr)
+		if len(queue) > 700 {
+			k := 0
+			if rng.IntN(4) == 0 {
+				k = rng.IntN(len(queue))
+			}
+			add(Event{Kind: KindFree, API: APIFree, Process: 6, Thread: 1 + (th+1)%4, Addr: queue[k], Stack: 5})
+			queue = slices.Delete(queue, k, k+1)
+		}
+	}
+	for _, addr := range queue {
+		add(Event{Kind: KindFree, API: APIFree, Process: 6, Thread: 9, Addr: addr, Stack: 5})
+	}
+	// One address in the lists of many classes and threads at once.
+	for i := range uint64(12) {
+		th, size := 20+i%3, 8+i*16
+		add(Event{Kind: KindAlloc, API: APIMalloc, Process: 7, Thread: th, Addr: 0xa0_0000, Size: size})
+		add(Event{Kind: KindFree, API: APIFree, Process: 7, Thread: th + 1, Addr: 0xa0_0000})
+	}
+	for i := range uint64(12) {
+		add(Event{Kind: KindAlloc, API: APIMalloc, Process: 7, Thread: 20 + i%4, Addr: 0xa0_0000, Size: 8 + (11-i)*16})
+	}
 	// Every API.
 	for api := range API(apiMask + 1) {
 		add(Event{Kind: KindAlloc, API: api, Addr: 0x8000 + uint64(api)*16, Size: 1})
@@ -223,6 +254,17 @@ func stepsOf(n int) []uint64 {
 func TestPredictorCodes(t *testing.T) {
 	alloc := func(addr, size uint64) Event { return Event{Kind: KindAlloc, Addr: addr, Size: size} }
 	free := func(addr uint64) Event { return Event{Kind: KindFree, Addr: addr} }
+	talloc := func(thread, addr, size uint64) Event {
+		return Event{Kind: KindAlloc, Thread: thread, Addr: addr, Size: size}
+	}
+	tfree := func(thread, addr uint64) Event { return Event{Kind: KindFree, Thread: thread, Addr: addr} }
+	frees := func(n int) []Event { // of seqAllocs(n), in order
+		var es []Event
+		for i := range n {
+			es = append(es, free(0x1000+uint64(i)*0x20))
+		}
+		return es
+	}
 	realloc := func(old, addr, size uint64) Event {
 		return Event{Kind: KindRealloc, OldAddr: old, Addr: addr, Size: size}
 	}
@@ -242,25 +284,38 @@ func TestPredictorCodes(t *testing.T) {
 			[]uint64{step(0x1000), step(0x20), step(-0x50), step(3), step(-0x53)}, nil, nil},
 		{"the step of a multiple of 16 is shorter",
 			[]Event{alloc(0x10, 8), alloc(0x31, 8)},
-			[]uint64{addrDelta + 4, addrDelta + 5}, nil, nil}, // zigzag(1) << 1, zigzag(1) << 1 | 1
+			[]uint64{addrStep + 2*4, addrStep + 2*5}, nil, nil}, // zigzag(1) << 1, zigzag(1) << 1 | 1
 		{"next moves on only with steps and escapes",
 			[]Event{alloc(0x1000, 8), free(0x1000), alloc(0x1000, 8), alloc(0x1020, 8)},
-			[]uint64{step(0x1000), addrPop, step(0)}, []uint64{1}, nil},
-		{"reuse of the class stack and handle numbers",
+			[]uint64{step(0x1000), depth(0), step(0)}, []uint64{refOldest}, nil},
+		{"reuse of the class list and handle numbers",
 			[]Event{alloc(0x1000, 8), alloc(0x2000, 8), free(0x1000), free(0x2000), alloc(0x2000, 24), alloc(0x1000, 1), free(0x1000)},
-			[]uint64{step(0x1000), step(0xfe0), addrPop, addrPop}, []uint64{refRecent + 1, refRecent, refRecent}, nil},
+			[]uint64{step(0x1000), step(0xfe0), depth(0), depth(0)}, []uint64{refOldest, refOldest, refRecent}, nil},
+		{"depths in the class list",
+			[]Event{alloc(0x1000, 8), alloc(0x2000, 8), alloc(0x3000, 8), free(0x1000), free(0x2000), free(0x3000),
+				alloc(0x1000, 8), alloc(0x3000, 8), alloc(0x2000, 8)},
+			[]uint64{step(0x1000), step(0xfe0), step(0xfe0), depth(2), depth(0), depth(0)}, []uint64{refOldest, refOldest, refOldest}, nil},
+		{"the rank of a block that is not the oldest",
+			[]Event{alloc(0x1000, 8), alloc(0x2000, 8), alloc(0x3000, 8), free(0x2000), free(0x1000)},
+			[]uint64{step(0x1000), step(0xfe0), step(0xfe0)}, []uint64{refRecent + 1, refOldest}, nil},
+		{"the oldest of the source thread",
+			[]Event{talloc(1, 0x1000, 8), talloc(1, 0x2000, 8), tfree(2, 0x1000), tfree(2, 0x2000), talloc(2, 0x1000, 8), talloc(1, 0x2000, 8)},
+			[]uint64{step(0x1000), step(0xfe0), addrSource, 1, depth(0)}, []uint64{refRecent + 1, refOldest}, nil},
+		{"a depth past the Writer's limit is not coded",
+			append(append(seqAllocs(writerMaxDepth+1), frees(writerMaxDepth+1)...), alloc(0x1000, 8)),
+			append(stepsOf(writerMaxDepth+1), step(-0x20*(writerMaxDepth+1))), slices.Repeat([]uint64{refOldest}, writerMaxDepth+1), nil},
 		{"the latest address freed in another class",
 			[]Event{alloc(0x1000, 8), free(0x1000), alloc(0x1000, 100)},
-			[]uint64{step(0x1000), addrLastFreed}, []uint64{1}, nil},
+			[]uint64{step(0x1000), addrLastFreed}, []uint64{refOldest}, nil},
 		{"realloc in place, same class",
 			[]Event{alloc(0x1000, 16), realloc(0x1000, 0x1000, 20)},
-			[]uint64{step(0x1000), addrPop}, []uint64{1}, nil},
+			[]uint64{step(0x1000), depth(0)}, []uint64{refOldest}, nil},
 		{"realloc in place, other class",
 			[]Event{alloc(0x1000, 16), realloc(0x1000, 0x1000, 100)},
-			[]uint64{step(0x1000), addrLastFreed}, []uint64{1}, nil},
+			[]uint64{step(0x1000), addrLastFreed}, []uint64{refOldest}, nil},
 		{"realloc moving",
 			[]Event{alloc(0x1000, 16), realloc(0x1000, 0x1020, 100), free(0x1020)},
-			[]uint64{step(0x1000), step(0)}, []uint64{1, 1}, nil},
+			[]uint64{step(0x1000), step(0)}, []uint64{refOldest, refOldest}, nil},
 		{"escapes",
 			[]Event{free(0x7000), free(0x6ff0), realloc(0x8000, 0x8000, 8)},
 			[]uint64{addrLastFreed}, []uint64{0, 0, 0}, []int64{0x7000, -0x10, 0x1010}},
@@ -270,12 +325,15 @@ func TestPredictorCodes(t *testing.T) {
 		{"a live address allocated again gets a new handle",
 			[]Event{alloc(0x1000, 8), alloc(0x1000, 8), free(0x1000), free(0x1000)},
 			[]uint64{step(0x1000), step(-0x20)}, []uint64{refRecent, refEscape}, []int64{0x1000}},
+		{"a block freed before the latest 16 that is not the oldest is named by its handle",
+			append(seqAllocs(18), free(0x1020), free(0x1000+17*0x20)),
+			stepsOf(18), []uint64{refHandle + 1, refRecent}, nil},
 		{"a block allocated before the latest 16 is named by its handle",
 			append(seqAllocs(17), free(0x1000), free(0x1000+16*0x20)),
-			stepsOf(17), []uint64{refHandle, refRecent}, nil},
+			stepsOf(17), []uint64{refOldest, refRecent}, nil},
 		{"processes apart",
 			[]Event{alloc(0x1000, 8), {Kind: KindAlloc, Process: 2, Addr: 0x1000, Size: 8}, free(0x1000), {Kind: KindFree, Process: 2, Addr: 0x1000}},
-			[]uint64{step(0x1000), step(0x1000)}, []uint64{1, 1}, nil},
+			[]uint64{step(0x1000), step(0x1000)}, []uint64{refOldest, refOldest}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := blockOf(t, tc.events...)
@@ -304,37 +362,67 @@ func TestOpBytes(t *testing.T) {
 	}
 }
 
-// TestClassStacks checks that a class stack keeps its latest addresses:
-// once full, a push drops the oldest.
-func TestClassStacks(t *testing.T) {
-	var h heapState
-	h.reset()
-	if _, ok := h.take(2, 0); ok {
-		t.Fatal("a new state has a class stack")
+// TestClassLists checks that a class list keeps the addresses of its
+// latest listSpan pushes that were not taken out, and finds them by depth.
+func TestClassLists(t *testing.T) {
+	var l classList
+	if _, ok := l.slotAt(0); ok {
+		t.Fatal("a new list has an address")
 	}
-	for i := range uint64(classStackDepth + 5) {
-		h.push(2, i)
-	}
-	if d := h.depthOf(2, 4); d != -1 {
-		t.Fatalf("address 4 at depth %d; the full stack should have dropped it", d)
-	}
-	// Taking from the middle closes the gap: what was below moves up.
-	if got, ok := h.take(2, 3); !ok || got != classStackDepth+1 {
-		t.Fatalf("take(depth 3) = %d, %v; want %d", got, ok, classStackDepth+1)
-	}
-	for i := uint64(classStackDepth + 4); i >= 5; i-- {
-		if i == classStackDepth+1 {
-			continue
+	var want []uint64 // the list, the top last
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range uint64(5 * listSpan) {
+		slot, dropped, didDrop := l.push(i)
+		want = append(want, i)
+		if i >= listSpan {
+			// The push listSpan pushes ago dropped out, if it was
+			// still there.
+			k := slices.Index(want, i-listSpan)
+			if didDrop != (k >= 0) || didDrop && dropped != i-listSpan {
+				t.Fatalf("push %d: dropped %d, %v", i, dropped, didDrop)
+			}
+			if k >= 0 {
+				want = slices.Delete(want, k, k+1)
+			}
+		} else if didDrop {
+			t.Fatalf("push %d dropped %d from a list not full", i, dropped)
 		}
-		top, ok := h.take(2, 0)
-		if !ok || top != i {
-			t.Fatalf("top %d, %v; want %d", top, ok, i)
+		if d := l.depthOf(slot); d != 0 {
+			t.Fatalf("push %d: the top is at depth %d", i, d)
+		}
+		if rng.IntN(3) == 0 && len(want) > 0 {
+			d := rng.IntN(min(len(want), 300))
+			if i%7 == 0 {
+				d = len(want) - 1 // the bottom
+			}
+			slot, ok := l.slotAt(uint64(d))
+			if !ok {
+				t.Fatalf("push %d: no slot at depth %d of %d", i, d, len(want))
+			}
+			if got := l.depthOf(slot); got != d {
+				t.Fatalf("push %d: depthOf(slotAt(%d)) = %d", i, d, got)
+			}
+			k := len(want) - 1 - d
+			if got := l.take(slot); got != want[k] {
+				t.Fatalf("push %d: took %d at depth %d, want %d", i, got, d, want[k])
+			}
+			want = slices.Delete(want, k, k+1)
+		}
+		if _, ok := l.slotAt(uint64(len(want))); ok {
+			t.Fatalf("push %d: the list is deeper than %d", i, len(want))
 		}
 	}
-	if _, ok := h.take(2, 0); ok {
-		t.Fatal("the stack holds more than its depth")
+	for d := len(want) - 1; d >= 0; d-- {
+		slot, ok := l.slotAt(uint64(d))
+		if !ok || l.take(slot) != want[len(want)-1-d] {
+			t.Fatalf("depth %d at the end: %v", d, ok)
+		}
 	}
-	for size, class := range map[uint64]uint{0: 2, 8: 2, 24: 2, 25: 3, 1000: 63, maxStackedSize: 255, maxStackedSize + 1: 0, math.MaxUint64: 0} {
+	l.reset()
+	if _, ok := l.slotAt(0); ok {
+		t.Fatal("a reset list has an address")
+	}
+	for size, class := range map[uint64]uint8{0: 2, 8: 2, 24: 2, 25: 3, 1000: 63, maxStackedSize: 255, maxStackedSize + 1: 0, math.MaxUint64: 0} {
 		if got := sizeClass(size); got != class {
 			t.Errorf("sizeClass(%d) = %d, want %d", size, got, class)
 		}

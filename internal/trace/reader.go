@@ -34,6 +34,8 @@ type Reader struct {
 	why                string // why the event being decoded is damaged
 	heap               *heapState
 	heaps              heapStates
+	ti                 uint32 // the index of thread in heap.threads, if haveThread
+	haveThread         bool
 	prevStack, prevRaw uint64
 	coded              recordState // for StackNode and Symbol records
 
@@ -113,8 +115,11 @@ func (s *eventStreams) skipEvent() {
 	}
 	if kind == opAlloc || kind == opRealloc {
 		s.uv(streamSize)
-		if s.uv(streamAddr) == addrEscape {
+		switch s.uv(streamAddr) {
+		case addrEscape:
 			s.uv(streamRawAddr)
+		case addrSource:
+			s.uv(streamAddr)
 		}
 	}
 	s.uv(streamStack)
@@ -275,7 +280,7 @@ func (r *Reader) nextBlock() error {
 	}
 	r.offset = f.offset
 	r.process, r.thread, r.run = 0, 0, 0
-	r.heap = nil
+	r.heap, r.haveThread = nil, false
 	r.heaps.reset()
 	r.time, r.eventTime, r.prevStack, r.prevRaw = 0, 0, 0, 0
 	r.coded = recordState{}
@@ -325,6 +330,7 @@ func (r *Reader) control() error {
 				r.heap = nil
 			}
 			r.process, r.thread = process, d.uv()
+			r.haveThread = false
 		case KindTime:
 			r.time += d.uv()
 			r.eventTime = r.time * r.unit
@@ -383,6 +389,9 @@ func (r *Reader) event(e *Event) bool {
 		h = r.heaps.get(r.process)
 		r.heap = h
 	}
+	if !r.haveThread {
+		r.ti, r.haveThread = h.thread(r.thread), true
+	}
 	c := &r.cols
 	ops := &c.c[streamOps]
 	op := ops.p[ops.i]
@@ -428,61 +437,68 @@ func (r *Reader) event(e *Event) bool {
 // addr decodes the address of a new block of size bytes.
 func (r *Reader) addr(h *heapState, size uint64) uint64 {
 	var addr uint64
+	c, ti := sizeClass(size), r.ti
+	t := h.threads[ti]
 	code, ok := r.cols.c[streamAddr].small()
 	if !ok {
 		code = r.cols.uvLong(streamAddr)
 	}
-	switch code {
-	case addrLastFreed:
-		addr = h.lastFreed
-	case addrEscape:
+	switch {
+	case code == addrEscape:
 		addr = r.rawAddr()
-		h.fresh(addr, size)
-	default:
-		if code >= addrDelta {
-			addr = h.next + deltaStep(code)
-			h.fresh(addr, size)
-			break
-		}
-		depth := 0
-		if code != addrPop {
-			depth = int(code-addrDeep) + 1
-		}
-		var ok bool
-		if addr, ok = h.take(sizeClass(size), depth); !ok {
-			why := "deeper than its class stack"
-			if depth == 0 {
-				why = "whose class stack is empty"
-			}
-			r.fail(fmt.Sprintf("address code %d for size %d, %s", code, size, why))
+		t.fresh(addr, size)
+	case code == addrLastFreed:
+		addr = h.lastFreed
+	case code == addrSource:
+		d := r.cols.uv(streamAddr)
+		if addr, ok = h.takeAt(t.source, c, d); !ok {
+			r.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, r.missing(h.threads[t.source], c)))
 			return 0
 		}
+	case code&1 == 1:
+		d := (code - addrDepth) / 2
+		if addr, ok = h.takeAt(ti, c, d); !ok {
+			r.fail(fmt.Sprintf("address code %d for size %d: %s", code, size, r.missing(t, c)))
+			return 0
+		}
+	default:
+		addr = t.next + stepOf((code-addrStep)/2)
+		t.fresh(addr, size)
 	}
-	h.handled(h.allocated(), addr, size)
+	h.allocate(ti, addr, c)
 	return addr
+}
+
+// missing says why a class list has no address at the depth a code names.
+func (r *Reader) missing(t *threadState, c uint8) string {
+	switch {
+	case c == 0:
+		return "a size with no class list"
+	case t.list(c) == nil:
+		return "its class list is empty"
+	}
+	return "deeper than its class list"
 }
 
 // ref decodes the address of a block being released.
 func (r *Reader) ref(h *heapState) uint64 {
-	num, ok := r.cols.c[streamRef].small()
+	code, ok := r.cols.c[streamRef].small()
 	if !ok {
-		num = r.cols.uvLong(streamRef)
+		code = r.cols.uvLong(streamRef)
 	}
-	if num == refEscape {
+	if code == refEscape {
 		addr := r.rawAddr()
-		h.freed(addr, 0, 0)
+		h.lastFreed = addr
 		return addr
 	}
-	code := num
-	num = h.refHandleOf(code)
-	hd, ok := h.live(num)
-	if !ok {
+	num := h.handleOf(h.threads[r.ti], code)
+	if !h.live(num) {
 		r.fail(fmt.Sprintf("handle %d is not live (reference code %d)", num, code))
 		return 0
 	}
-	h.handles[num].live = false
-	h.freed(hd.addr, uint32(num), hd.class)
-	return hd.addr
+	addr := h.handles[num].addr
+	h.release(r.ti, uint32(num))
+	return addr
 }
 
 func (r *Reader) rawAddr() uint64 {
