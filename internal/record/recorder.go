@@ -406,6 +406,14 @@ func (r *Recorder) started(p *process) {
 	r.write(r.w.Flush())
 }
 
+// forkHelloWait bounds how long the parent's history waits at a fork for
+// the child's hello (the parent itself runs on until its buffers fill). A
+// child says hello before fork returns in it, so only a failed fork or a
+// child that cannot connect makes the wait run out; a loaded machine can
+// delay a hello by hundreds of milliseconds, and a child that comes later
+// starts without its parent's blocks.
+const forkHelloWait = 3 * time.Second
+
 // forked handles the parent's side of a fork at sequence token-1. It
 // returns false while the child may still say hello.
 func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
@@ -425,7 +433,7 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 		parent.forkWait = now
 		return false
 	}
-	if now-parent.forkWait < uint64(200*time.Millisecond) {
+	if now-parent.forkWait < uint64(forkHelloWait) {
 		return false
 	}
 	// The child never said hello: it is not recorded (or died at once).
