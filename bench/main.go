@@ -82,6 +82,20 @@ func main() {
 }
 
 func run(runs int, only string) error {
+	if runs < 1 {
+		return fmt.Errorf("-runs %d: need at least one run", runs)
+	}
+	if only != "" {
+		known := []string{"unwind"}
+		for _, w := range workloads("") {
+			known = append(known, w.name)
+		}
+		for _, name := range strings.Split(only, ",") {
+			if !contains(known, name) {
+				return fmt.Errorf("-only: no workload %q (there are %s)", name, strings.Join(known, ", "))
+			}
+		}
+	}
 	dir, err := os.MkdirTemp("", "memtrail-bench-")
 	if err != nil {
 		return err
@@ -119,7 +133,7 @@ func run(runs int, only string) error {
 			m := median(results[i])
 			perEvent := "—"
 			if t.file != nil && events > 0 {
-				perEvent = fmt.Sprintf("%.2f", float64(m.bytes)/float64(events))
+				perEvent = fmt.Sprintf("%.3g", float64(m.bytes)/float64(events))
 			}
 			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s |\n", w.name, t.name,
 				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
