@@ -62,6 +62,7 @@ type process struct {
 	forkToken uint64
 	start     trace.Process
 	forkWait  uint64 // when the parent began waiting for a child's hello
+	forkCheck uint64 // when it last looked for a child that has not said hello
 }
 
 func newProcess(id uint64, pid int, r *region) *process {

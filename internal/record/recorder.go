@@ -9,11 +9,13 @@
 package record
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -406,13 +408,20 @@ func (r *Recorder) started(p *process) {
 	r.write(r.w.Flush())
 }
 
-// forkHelloWait bounds how long the parent's history waits at a fork for
-// the child's hello (the parent itself runs on until its buffers fill). A
-// child says hello before fork returns in it, so only a failed fork or a
-// child that cannot connect makes the wait run out; a loaded machine can
-// delay a hello by hundreds of milliseconds, and a child that comes later
-// starts without its parent's blocks.
-const forkHelloWait = 3 * time.Second
+// A fork's place in its parent's history waits for the child's hello
+// (the parent itself runs on until its buffers fill). A child says hello
+// before fork returns in it, so while the parent has a live child the
+// recorder has not heard from, that child is on its way: a loaded machine
+// can delay it by hundreds of milliseconds. With no such child the fork
+// failed, or its child died at once, and the parent goes on at once.
+// Where the kernel does not list children, the wait is bounded by
+// forkHelloWait; a pending child is waited for up to forkChildWait (it
+// may be unable to connect).
+const (
+	forkHelloWait = 3 * time.Second
+	forkChildWait = 30 * time.Second
+	forkPoll      = 10 * time.Millisecond
+)
 
 // forked handles the parent's side of a fork at sequence token-1. It
 // returns false while the child may still say hello.
@@ -421,7 +430,7 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 		if c.held && c.parent == parent && c.forkToken == token {
 			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: c.id, Time: at}))
 			r.release(c)
-			parent.forkWait = 0
+			parent.forkWait, parent.forkCheck = 0, 0
 			return true
 		}
 	}
@@ -431,14 +440,64 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 	now := r.clock.now()
 	if parent.forkWait == 0 {
 		parent.forkWait = now
+	}
+	if parent.forkCheck != 0 && now-parent.forkCheck < uint64(forkPoll) {
 		return false
 	}
-	if now-parent.forkWait < uint64(forkHelloWait) {
+	parent.forkCheck = now
+	limit := forkHelloWait
+	switch pending, known := r.unheardChild(parent); {
+	case known && !pending:
+		limit = 0
+	case pending:
+		limit = forkChildWait
+	}
+	if now-parent.forkWait < uint64(limit) {
 		return false
 	}
 	// The child never said hello: it is not recorded (or died at once).
-	parent.forkWait = 0
+	parent.forkWait, parent.forkCheck = 0, 0
 	return true
+}
+
+// unheardChild reports whether the process has a live child that has not
+// said hello, from the children the kernel lists for each of its threads;
+// known is false if the kernel does not list them.
+func (r *Recorder) unheardChild(p *process) (pending, known bool) {
+	dir := fmt.Sprintf("/proc/%d/task", p.pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, false
+	}
+	for _, t := range tasks {
+		list, err := os.ReadFile(filepath.Join(dir, t.Name(), "children"))
+		if err != nil {
+			if _, e := os.Stat(filepath.Join(dir, t.Name())); e == nil && os.IsNotExist(err) {
+				return false, false // a kernel without children files
+			}
+			continue // the thread ended
+		}
+		for _, f := range strings.Fields(string(list)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			if c := r.byPid[pid]; c != nil && !c.ended {
+				continue
+			}
+			if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !zombie(stat) {
+				return true, true
+			}
+		}
+	}
+	return false, true
+}
+
+// zombie reports whether a /proc/PID/stat line is that of a process that
+// has ended and waits to be reaped.
+func zombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
 func (r *Recorder) release(c *process) {
