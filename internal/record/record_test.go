@@ -239,6 +239,29 @@ func TestForkExecSpawn(t *testing.T) {
 	})
 }
 
+// TestOrphans checks that the recording goes on while processes the
+// program started outlive it, and ends when they are done.
+func TestOrphans(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("orphan.c")))
+	bytes := map[string]uint64{}
+	for _, p := range rec.model.Processes {
+		name := "main"
+		if len(p.Args) > 1 {
+			name = p.Args[1]
+		}
+		if len(p.Args) > 0 && p.Args[0] == "sh" {
+			name = "sh"
+		}
+		if p.Forked {
+			name = "fork"
+		}
+		bytes[name] += p.Summary.BytesAllocated
+	}
+	if bytes["main"] != 111 || bytes["fork"] != 222 || bytes["late"] != 333 || bytes["spawned"] != 444 {
+		t.Errorf("bytes allocated by process: %v; want main 111, fork 222, late 333, spawned 444", bytes)
+	}
+}
+
 // TestDeaths checks that nothing is lost when the program dies, and that
 // the trace says how.
 func TestDeaths(t *testing.T) {

@@ -107,11 +107,15 @@ type Recorder struct {
 	srv     *server
 	log     io.Writer
 
-	procs   []*process // live ones
-	nprocs  uint64
-	byPid   map[int]*process
-	objects map[string]uint64
-	symbols *symbolTable
+	procs  []*process // live ones
+	nprocs uint64
+	byPid  map[int]*process
+	// subreaper says that orphaned descendants become the recorder's
+	// children.
+	subreaper bool
+	reserved  []reservedFork
+	objects   map[string]uint64
+	symbols   *symbolTable
 
 	writeErr                           error
 	events, lost                       uint64
@@ -180,7 +184,7 @@ func Run(opts Options) (*Result, error) {
 
 	// The recorder adopts orphaned descendants, so it can learn how
 	// they end.
-	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	r.subreaper = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(signals)
@@ -333,9 +337,20 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 				graceEnd = time.Now().Add(r.opts.Grace)
 			}
 			// Processes connect before the program can end, except
-			// those that exec'd at the very end: give them a moment.
-			if len(r.procs) == 0 && len(r.srv.hellos) == 0 && time.Since(graceEnd.Add(-r.opts.Grace)) > 50*time.Millisecond {
-				return
+			// those that exec'd at the very end. As subreaper the
+			// recorder adopts every descendant left, so with no child
+			// of its own alive none can come; where that cannot be
+			// known (no subreaper, a kernel without children lists),
+			// give them a moment.
+			// (inFlight first: a hello is in the channel before the
+			// count drops.)
+			if r.srv.inFlight.Load() == 0 && len(r.srv.hellos) == 0 && len(r.procs) == 0 {
+				if c := r.unheardChild(os.Getpid()); r.subreaper && c.known && !c.live && !c.ended {
+					return
+				}
+				if time.Since(graceEnd.Add(-r.opts.Grace)) > 50*time.Millisecond {
+					return
+				}
 			}
 			if time.Now().After(graceEnd) {
 				r.stopRemaining()
@@ -379,14 +394,18 @@ func (r *Recorder) connect(h *hello) {
 		// The same pid with a new image: the old one exec'd.
 		r.end(old, trace.EndExec, 0)
 	}
-	r.nprocs++
-	p := newProcess(r.nprocs, h.pid, h.region)
+	parent := r.byPid[h.ppid]
+	id, reserved := r.claimFork(h, parent)
+	if !reserved {
+		r.nprocs++
+		id = r.nprocs
+	}
+	p := newProcess(id, h.pid, h.region)
 	if fd, err := unix.PidfdOpen(h.pid, 0); err == nil {
 		p.pidfd = fd
 	} else {
 		p.gone = true
 	}
-	parent := r.byPid[h.ppid]
 	p.start = trace.Process{ID: p.id, PID: uint64(h.pid), PPID: uint64(h.ppid),
 		Time: r.clock.ns(h.tsc), Exe: h.exe, Args: h.args, Cwd: h.cwd}
 	if parent != nil {
@@ -394,11 +413,34 @@ func (r *Recorder) connect(h *hello) {
 	}
 	r.procs = append(r.procs, p)
 	r.byPid[h.pid] = p
-	if h.fork && h.forkToken != 0 && parent != nil && !parent.ended && parent.nextSeq < h.forkToken {
+	if !reserved && h.fork && h.forkToken != 0 && parent != nil && !parent.ended && parent.nextSeq < h.forkToken {
 		p.held, p.parent, p.forkToken = true, parent, h.forkToken
 		return
 	}
 	r.started(p)
+}
+
+// reservedFork is the place of a fork child that had not said hello when
+// its parent's history ended: the Fork record was written with the id the
+// child gets when it says hello.
+type reservedFork struct {
+	parent    *process
+	token, id uint64
+}
+
+// claimFork returns the id reserved for the fork child that said hello h,
+// if one was.
+func (r *Recorder) claimFork(h *hello, parent *process) (uint64, bool) {
+	if !h.fork || parent == nil {
+		return 0, false
+	}
+	for i, rf := range r.reserved {
+		if rf.parent == parent && rf.token == h.forkToken {
+			r.reserved = append(r.reserved[:i], r.reserved[i+1:]...)
+			return rf.id, true
+		}
+	}
+	return 0, false
 }
 
 // started writes the start of p, and flushes it: whatever happens later,
@@ -420,6 +462,7 @@ func (r *Recorder) started(p *process) {
 const (
 	forkHelloWait = 3 * time.Second
 	forkChildWait = 30 * time.Second
+	forkEndedWait = 200 * time.Millisecond
 	forkPoll      = 10 * time.Millisecond
 )
 
@@ -435,6 +478,14 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 		}
 	}
 	if final {
+		// The parent has ended, and its history with it: if a child
+		// may still say hello, keep its place.
+		if r.unheardForkChild(parent) {
+			r.nprocs++
+			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: r.nprocs, Time: at}))
+			r.reserved = append(r.reserved, reservedFork{parent: parent, token: token, id: r.nprocs})
+		}
+		parent.forkWait, parent.forkCheck = 0, 0
 		return true
 	}
 	now := r.clock.now()
@@ -446,11 +497,15 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 	}
 	parent.forkCheck = now
 	limit := forkHelloWait
-	switch pending, known := r.unheardChild(parent); {
-	case known && !pending:
-		limit = 0
-	case pending:
+	switch c := r.unheardChild(parent.pid); {
+	case c.live:
 		limit = forkChildWait
+	case c.ended:
+		// It may have said hello before it ended: the hello may still
+		// be on its way through the socket.
+		limit = forkEndedWait
+	case c.known:
+		limit = 0
 	}
 	if now-parent.forkWait < uint64(limit) {
 		return false
@@ -460,37 +515,64 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 	return true
 }
 
-// unheardChild reports whether the process has a live child that has not
-// said hello, from the children the kernel lists for each of its threads;
-// known is false if the kernel does not list them.
-func (r *Recorder) unheardChild(p *process) (pending, known bool) {
-	dir := fmt.Sprintf("/proc/%d/task", p.pid)
+// unheardForkChild reports whether an ended process may have a fork child
+// that has not said hello: a child of its own, or one the recorder adopted
+// when it died.
+func (r *Recorder) unheardForkChild(p *process) bool {
+	if c := r.unheardChild(p.pid); c.live || c.ended {
+		return true
+	}
+	c := r.unheardChild(os.Getpid())
+	return c.live || c.ended
+}
+
+// unheard says what the kernel lists of a process's children that have
+// not said hello (or whose process has ended since).
+type unheard struct {
+	known bool // false if the kernel does not list children
+	live  bool // one of them is alive
+	ended bool // one of them has ended and waits to be reaped
+}
+
+// unheardChild looks for children of process pid that the recorder has not
+// heard from, in the children the kernel lists for each of its threads.
+func (r *Recorder) unheardChild(pid int) unheard {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return false, false
+		return unheard{}
 	}
+	u := unheard{known: true}
 	for _, t := range tasks {
 		list, err := os.ReadFile(filepath.Join(dir, t.Name(), "children"))
 		if err != nil {
 			if _, e := os.Stat(filepath.Join(dir, t.Name())); e == nil && os.IsNotExist(err) {
-				return false, false // a kernel without children files
+				return unheard{} // a kernel without children lists
 			}
 			continue // the thread ended
 		}
 		for _, f := range strings.Fields(string(list)) {
-			pid, err := strconv.Atoi(f)
+			child, err := strconv.Atoi(f)
 			if err != nil {
 				continue
 			}
-			if c := r.byPid[pid]; c != nil && !c.ended {
+			heard := r.byPid[child]
+			if heard != nil && !heard.ended {
 				continue
 			}
-			if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !zombie(stat) {
-				return true, true
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+			switch {
+			case err != nil: // reaped since
+			case zombie(stat):
+				// A process heard from that has ended, or one that
+				// may have said hello before it ended.
+				u.ended = u.ended || heard == nil
+			default:
+				u.live = true // (a pid reused after an ended process)
 			}
 		}
 	}
-	return false, true
+	return u
 }
 
 // zombie reports whether a /proc/PID/stat line is that of a process that

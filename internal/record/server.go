@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +33,11 @@ type server struct {
 	name   string
 	cfg    regionConfig
 	hellos chan *hello
-	errs   chan error
+	// inFlight counts the connections accepted whose hello is not in
+	// hellos yet: an agent runs on once it has its welcome, which comes
+	// before its hello goes in the channel.
+	inFlight atomic.Int32
+	errs     chan error
 }
 
 func listen(cfg regionConfig) (*server, error) {
@@ -61,13 +66,16 @@ func (s *server) serve() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		s.inFlight.Add(1)
 		h, err := s.handshake(conn)
 		conn.Close()
 		if err != nil {
+			s.inFlight.Add(-1)
 			s.report(err)
 			continue
 		}
 		s.hellos <- h
+		s.inFlight.Add(-1)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/memtrail/memtrail/internal/symbolize"
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -15,27 +17,65 @@ import (
 // and symbolizes them when the recording ends. Each file is opened when
 // first seen, while the process still has it loaded: if it is deleted or
 // replaced before the end (a plugin unloaded and rebuilt), the descriptor
-// still reads the file that ran. Reading its debug info waits for the end,
-// so the recording loop never stalls on it.
+// still reads the file that ran. Its debug info, which takes long to read
+// (a fifth of a second for glibc's, compressed), is read in the background
+// from the first time the trace refers to the object, by one goroutine on a
+// thread of the lowest priority, so that it overlaps the program's run
+// without stalling the recording loop; the addresses are looked up at the
+// end.
 type symbolTable struct {
 	objects map[uint64]*objectSymbols
 	order   []uint64
 	strings map[string]uint64
+	preload chan *objectSymbols // objects to open in the background
+	// preloadDone says that preload is closed: the objects not sent are
+	// opened at the end.
+	preloadDone bool
+}
+
+// endPreload closes the preload channel, once.
+func (t *symbolTable) endPreload() {
+	if !t.preloadDone {
+		t.preloadDone = true
+		close(t.preload)
+	}
 }
 
 type objectSymbols struct {
 	path    string
 	buildID []byte
 	held    *os.File
-	obj     *symbolize.Object
-	openErr error
 	offsets map[uint64]struct{}
 	symbols []trace.Symbol
 	frames  [][]symbolize.Frame
+
+	// queued says that the object went to the preload goroutine, which
+	// closes opened once obj and openErr are set.
+	queued  bool
+	opened  chan struct{}
+	obj     *symbolize.Object
+	openErr error
 }
 
+// preloadQueue bounds the objects waiting to be opened in the background;
+// when it is full, the others are opened at the end.
+const preloadQueue = 1024
+
 func newSymbolTable() *symbolTable {
-	return &symbolTable{objects: map[uint64]*objectSymbols{}, strings: map[string]uint64{}}
+	t := &symbolTable{objects: map[uint64]*objectSymbols{}, strings: map[string]uint64{},
+		preload: make(chan *objectSymbols, preloadQueue)}
+	go preloadSymbols(t.preload)
+	return t
+}
+
+// preloadSymbols opens the objects it is sent until the channel closes.
+func preloadSymbols(objects <-chan *objectSymbols) {
+	runtime.LockOSThread() // the thread keeps its low priority to itself
+	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
+	for o := range objects {
+		o.open()
+		close(o.opened)
+	}
 }
 
 func (t *symbolTable) addObject(id uint64, path string, buildID []byte) {
@@ -46,8 +86,19 @@ func (t *symbolTable) addObject(id uint64, path string, buildID []byte) {
 }
 
 func (t *symbolTable) want(obj, offset uint64) {
-	if o := t.objects[obj]; o != nil {
-		o.offsets[offset] = struct{}{}
+	o := t.objects[obj]
+	if o == nil {
+		return
+	}
+	o.offsets[offset] = struct{}{}
+	if !o.queued && offset != 0 && !t.preloadDone {
+		o.opened = make(chan struct{})
+		select {
+		case t.preload <- o:
+			o.queued = true
+		default:
+			o.opened = nil
+		}
 	}
 }
 
@@ -64,6 +115,7 @@ func (t *symbolTable) resolve() {
 			}
 		}()
 	}
+	t.endPreload()
 	for _, id := range t.order {
 		work <- t.objects[id]
 	}
@@ -100,7 +152,11 @@ func statusOrMissing(obj *symbolize.Object, err error) (symbolize.Status, string
 }
 
 func (o *objectSymbols) resolve() {
-	o.open()
+	if o.queued {
+		<-o.opened
+	} else {
+		o.open()
+	}
 	if o.obj == nil || len(o.offsets) == 0 {
 		return
 	}
@@ -173,7 +229,11 @@ func statusOf(s symbolize.Status) trace.SymbolStatus {
 }
 
 func (t *symbolTable) close() {
+	t.endPreload()
 	for _, o := range t.objects {
+		if o.queued {
+			<-o.opened
+		}
 		if o.obj != nil {
 			o.obj.Close()
 		}

@@ -130,6 +130,10 @@ static int append(size_t *off, const void *p, size_t n)
 	return (int)n;
 }
 
+/* fork_parent is the pid of the process that forked last, set in the
+ * parent before the fork: the child inherits it. */
+static uint32_t fork_parent;
+
 /* connect_recorder says hello and maps the region it is given. */
 static int connect_recorder(int flags, uint64_t fork_token)
 {
@@ -154,8 +158,11 @@ static int connect_recorder(int flags, uint64_t fork_token)
 	struct timeval tv = {.tv_sec = 30};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 
+	/* A fork child names the process that forked it, which may have
+	 * ended already: then getppid() is the recorder, its new parent. */
+	uint32_t ppid = (flags & MT_HELLO_FORK) != 0 ? fork_parent : (uint32_t)getppid();
 	struct mt_hello h = {.magic = MT_HELLO_MAGIC, .version = MT_PROTOCOL_VERSION,
-			     .pid = (uint32_t)getpid(), .ppid = (uint32_t)getppid(), .flags = (uint32_t)flags,
+			     .pid = (uint32_t)getpid(), .ppid = ppid, .flags = (uint32_t)flags,
 			     .fork_token = fork_token};
 	size_t off = sizeof h;
 	char tmp[4096];
@@ -253,6 +260,7 @@ void mt_process_init(int flags, uint64_t fork_token)
  * for the fork, and published by after_fork_parent. */
 static void before_fork(void)
 {
+	fork_parent = (uint32_t)getpid();
 	struct mt_thread *t = mt_enter();
 	if (t == NULL)
 		return;
