@@ -222,6 +222,7 @@ func (a *analyzer) event(e *trace.Event) {
 // start record was lost.
 func (a *analyzer) process(id uint64) *replay {
 	if rp, ok := a.procs[id]; ok {
+		rp.forkOnly = false // something of its own
 		return rp
 	}
 	rp := newReplay(&Process{ID: id, stacks: newStackTree(a.syms)})
@@ -249,6 +250,7 @@ func (a *analyzer) fork(f *trace.Fork) {
 		return
 	}
 	child.inherit(parent, f.Time)
+	child.forkOnly, child.forkedBy = true, f.Process
 }
 
 func (a *analyzer) endProcess(end *trace.ProcessEnd) {
@@ -264,6 +266,12 @@ func (a *analyzer) endProcess(end *trace.ProcessEnd) {
 // finish completes the model once the whole trace has been read.
 func (a *analyzer) finish() *Model {
 	for _, rp := range a.order {
+		if !rp.started && rp.forkOnly {
+			// The recorder kept a place for a fork child that ended
+			// before it could connect.
+			a.warnf("process %d: forked by process %d but not recorded: it ended before it connected", rp.proc.ID, rp.forkedBy)
+			continue
+		}
 		if !rp.started {
 			a.warnf("process %d: its start is missing from the trace", rp.proc.ID)
 		}

@@ -12,6 +12,10 @@ type replay struct {
 	started  bool   // its start record was read
 	finished bool   // its end record was read, and its replay state dropped
 	late     uint64 // events that came after its end, ignored
+	// forkOnly says that all the trace has of the process so far is the
+	// Fork record of its parent, forkedBy.
+	forkOnly bool
+	forkedBy uint64
 
 	live       addrMap[block]   // the blocks live now, by address
 	siteOf     map[uint64]int32 // index in proc.Sites by stack ID
