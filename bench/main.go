@@ -5,6 +5,8 @@
 //	go run ./bench                 # all workloads, 5 runs each
 //	go run ./bench -runs 3 -only dense,sqlite3
 //
+// The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
+//
 // For each workload and tool it measures the wall time and the CPU time
 // (user+sys of the tool and everything it started), the peak resident set
 // of the workload's own process (polled from /proc: what the tool adds to
@@ -41,9 +43,46 @@ func workloads(dir string) []workload {
 			func(d string) []string { return []string{filepath.Join(d, "dense")} }, nil},
 		{"crossfree", "4 threads, each freeing the blocks another allocated (2M allocations per thread)",
 			func(d string) []string { return []string{filepath.Join(d, "crossfree"), "4", "2000000"} }, nil},
+		{"threads", "8 threads at once, each running the malloc-dense loop on its own 1,024 slots (1M iterations per thread)",
+			func(d string) []string { return []string{filepath.Join(d, "threads"), "8", "1000000"} }, nil},
 		{"sqlite3", "sqlite3 building a 200,000-row table in memory",
 			func(d string) []string { return []string{"sqlite3", ":memory:", sql} }, nil},
+		{"jq", "jq filtering a 200,000-object JSON file",
+			func(d string) []string {
+				return []string{"jq", "-c", `[.[] | select(.id % 7 == 0) | {id, name: (.name | ascii_upcase), n: (.tags | length)}] | length`,
+					filepath.Join(d, "objects.json")}
+			}, nil},
+		{"python3", "python3 (PYTHONMALLOC=malloc) building 200,000 dicts and a JSON text of them",
+			func(d string) []string {
+				return []string{pythonPath(), "-c", "import json; d = [{'id': i, 'name': 'item %d' % i} for i in range(200000)]; " +
+					"s = json.dumps(d); print(len(json.loads(s)))"}
+			}, []string{"PYTHONMALLOC=malloc"}},
 	}
+}
+
+// pythonPath returns the python3 interpreter itself: python3 in PATH may
+// be a launcher script (pyenv's shims are), which would measure the
+// launcher's processes too.
+func pythonPath() string {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if p := strings.TrimSpace(string(out)); err == nil && p != "" {
+		return p
+	}
+	return "python3"
+}
+
+// writeObjects writes the JSON file the jq workload filters.
+func writeObjects(path string) error {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 200000 {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, `{"id":%d,"name":"object %d","tags":["t%d","u%d"],"score":%d.%d}`, i, i, i%13, i%29, i%1000, i%10)
+	}
+	b.WriteString("]\n")
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // tool runs a workload under a profiler (or none).
@@ -114,7 +153,7 @@ func run(runs int, only string) error {
 			continue
 		}
 		args := w.args(dir)
-		events, err := countEvents(memtrail, args, dir)
+		events, err := countEvents(memtrail, args, w.env, dir)
 		if err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
@@ -209,7 +248,10 @@ func build(dir string) (string, error) {
 	if out, err := exec.Command("go", "build", "-o", memtrail, "./cmd/memtrail").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building memtrail: %v\n%s", err, out)
 	}
-	for _, w := range []string{"dense", "crossfree"} {
+	if err := writeObjects(filepath.Join(dir, "objects.json")); err != nil {
+		return "", err
+	}
+	for _, w := range []string{"dense", "crossfree", "threads"} {
 		out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, w),
 			filepath.Join("bench", "workloads", w+".c"), "-lpthread").CombinedOutput()
 		if err != nil {
@@ -264,10 +306,11 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 
 // countEvents records the workload once and counts its events (allocations
 // plus frees), the denominator of bytes per event for every tool.
-func countEvents(memtrail string, args []string, dir string) (int64, error) {
+func countEvents(memtrail string, args, env []string, dir string) (int64, error) {
 	out := filepath.Join(dir, "count.mtr")
 	cmd := exec.Command(memtrail, append([]string{"run", "-q", "-o", out, "--"}, args...)...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("%v: %s", err, b)
 	}
