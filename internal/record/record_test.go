@@ -259,6 +259,10 @@ func TestOrphans(t *testing.T) {
 	}
 	if bytes["main"] != 111 || bytes["fork"] != 222 || bytes["late"] != 333 || bytes["spawned"] != 444 {
 		t.Errorf("bytes allocated by process: %v; want main 111, fork 222, late 333, spawned 444", bytes)
+		for _, p := range rec.model.Processes {
+			t.Logf("process %d pid %d parent %d forked %v %v: %d bytes", p.ID, p.PID, p.Parent, p.Forked, p.Args, p.Summary.BytesAllocated)
+		}
+		t.Logf("log: %s", rec.stderr)
 	}
 }
 

@@ -114,6 +114,7 @@ type Recorder struct {
 	// children.
 	subreaper bool
 	reserved  []reservedFork
+	waiting   []*hello // hellos taken from the server, to connect first
 	objects   map[string]uint64
 	symbols   *symbolTable
 
@@ -307,7 +308,11 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 	idle := 0
 	var graceEnd time.Time
 	for {
-		busy := false
+		busy := len(r.waiting) > 0
+		for _, h := range r.waiting {
+			r.connect(h)
+		}
+		r.waiting = r.waiting[:0]
 		for more := true; more; {
 			select {
 			case h := <-r.srv.hellos:
@@ -344,7 +349,7 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 			// give them a moment.
 			// (inFlight first: a hello is in the channel before the
 			// count drops.)
-			if r.srv.inFlight.Load() == 0 && len(r.srv.hellos) == 0 && len(r.procs) == 0 {
+			if r.srv.inFlight.Load() == 0 && len(r.srv.hellos) == 0 && len(r.waiting) == 0 && len(r.procs) == 0 {
 				if c := r.unheardChild(os.Getpid()); r.subreaper && c.known && !c.live && !c.ended {
 					return
 				}
@@ -469,18 +474,19 @@ const (
 // forked handles the parent's side of a fork at sequence token-1. It
 // returns false while the child may still say hello.
 func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
-	for _, c := range r.procs {
-		if c.held && c.parent == parent && c.forkToken == token {
-			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: c.id, Time: at}))
-			r.release(c)
-			parent.forkWait, parent.forkCheck = 0, 0
-			return true
-		}
+	if r.placeFork(parent, token, at) {
+		return true
+	}
+	// The child may have said hello, run and ended already (its parent
+	// reaped it): its hello is then on its way, or waiting in the channel.
+	r.forkHellos()
+	if r.placeFork(parent, token, at) {
+		return true
 	}
 	if final {
 		// The parent has ended, and its history with it: if a child
 		// may still say hello, keep its place.
-		if r.unheardForkChild(parent) {
+		if c := r.unheardForkChild(parent); c.live || c.ended {
 			r.nprocs++
 			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: r.nprocs, Time: at}))
 			r.reserved = append(r.reserved, reservedFork{parent: parent, token: token, id: r.nprocs})
@@ -497,7 +503,7 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 	}
 	parent.forkCheck = now
 	limit := forkHelloWait
-	switch c := r.unheardChild(parent.pid); {
+	switch c := r.unheardForkChild(parent); {
 	case c.live:
 		limit = forkChildWait
 	case c.ended:
@@ -515,15 +521,77 @@ func (r *Recorder) forked(parent *process, token, at uint64, final bool) bool {
 	return true
 }
 
-// unheardForkChild reports whether an ended process may have a fork child
-// that has not said hello: a child of its own, or one the recorder adopted
-// when it died.
-func (r *Recorder) unheardForkChild(p *process) bool {
-	if c := r.unheardChild(p.pid); c.live || c.ended {
-		return true
+// placeFork writes the Fork record of the fork at token of parent and
+// starts the child, if the child has said hello.
+func (r *Recorder) placeFork(parent *process, token, at uint64) bool {
+	for _, c := range r.procs {
+		if c.held && c.parent == parent && c.forkToken == token {
+			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: c.id, Time: at}))
+			r.release(c)
+			parent.forkWait, parent.forkCheck = 0, 0
+			return true
+		}
 	}
-	c := r.unheardChild(os.Getpid())
-	return c.live || c.ended
+	return false
+}
+
+// connectPending connects every hello that has come, waiting briefly for
+// those in flight.
+func (r *Recorder) connectPending() {
+	r.awaitInFlight()
+	for _, h := range r.waiting {
+		r.connect(h)
+	}
+	r.waiting = r.waiting[:0]
+	for {
+		select {
+		case h := <-r.srv.hellos:
+			r.connect(h)
+		default:
+			return
+		}
+	}
+}
+
+// awaitInFlight waits, at most a second, until the server has put every
+// hello it accepted in its channel.
+func (r *Recorder) awaitInFlight() {
+	deadline := time.Now().Add(time.Second)
+	for r.srv.inFlight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// forkHellos connects the fork children whose hellos have come, waiting
+// briefly for those in flight; other hellos wait in r.waiting for the
+// loop, which connects them first (an exec's hello ends the old image,
+// which may be the process being drained).
+func (r *Recorder) forkHellos() {
+	r.awaitInFlight()
+	for {
+		select {
+		case h := <-r.srv.hellos:
+			if h.fork {
+				r.connect(h)
+			} else {
+				r.waiting = append(r.waiting, h)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// unheardForkChild looks for fork children of p that have not said hello:
+// children of its own or, once it has ended, children the recorder
+// adopted when it did.
+func (r *Recorder) unheardForkChild(p *process) unheard {
+	c := r.unheardChild(p.pid)
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid)); err == nil && !zombie(stat) {
+		return c
+	}
+	adopted := r.unheardChild(os.Getpid())
+	return unheard{known: adopted.known, live: c.live || adopted.live, ended: c.ended || adopted.ended}
 }
 
 // unheard says what the kernel lists of a process's children that have
@@ -608,7 +676,15 @@ func (r *Recorder) checkDeaths() {
 			dead = append(dead, p)
 		}
 	}
+	if len(dead) > 0 {
+		// A dead pid that exec'd may have said hello as its new image:
+		// then its old image ended by the exec.
+		r.connectPending()
+	}
 	for _, p := range dead {
+		if p.ended {
+			continue
+		}
 		// What it published last (an exit) may say how it ended.
 		p.drain(r, true)
 		how, code := r.howEnded(p)

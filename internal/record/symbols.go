@@ -50,11 +50,16 @@ type objectSymbols struct {
 	frames  [][]symbolize.Frame
 
 	// queued says that the object went to the preload goroutine, which
-	// closes opened once obj and openErr are set.
+	// closes opened once obj and openErr are set and it has looked up the
+	// offsets wanted so far: wanted holds them until it takes them, and
+	// early holds their frames.
 	queued  bool
 	opened  chan struct{}
 	obj     *symbolize.Object
 	openErr error
+	mu      sync.Mutex
+	wanted  []uint64
+	early   map[uint64][]symbolize.Frame
 }
 
 // preloadQueue bounds the objects waiting to be opened in the background;
@@ -74,8 +79,24 @@ func preloadSymbols(objects <-chan *objectSymbols) {
 	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
 	for o := range objects {
 		o.open()
+		if o.obj != nil {
+			o.mu.Lock()
+			wanted := o.wanted
+			o.wanted = nil
+			o.mu.Unlock()
+			o.early = make(map[uint64][]symbolize.Frame, len(wanted))
+			for _, off := range wanted {
+				o.early[off] = o.lookup(off)
+			}
+		}
 		close(o.opened)
 	}
+}
+
+// lookup returns the source frames of the return address at offset.
+func (o *objectSymbols) lookup(offset uint64) []symbolize.Frame {
+	// The call is the instruction before the return address.
+	return o.obj.Frames(offset - 1)
 }
 
 func (t *symbolTable) addObject(id uint64, path string, buildID []byte) {
@@ -90,8 +111,17 @@ func (t *symbolTable) want(obj, offset uint64) {
 	if o == nil {
 		return
 	}
+	if _, seen := o.offsets[offset]; seen {
+		return
+	}
 	o.offsets[offset] = struct{}{}
-	if !o.queued && offset != 0 && !t.preloadDone {
+	if offset == 0 {
+		return
+	}
+	o.mu.Lock()
+	o.wanted = append(o.wanted, offset)
+	o.mu.Unlock()
+	if !o.queued && !t.preloadDone {
 		o.opened = make(chan struct{})
 		select {
 		case t.preload <- o:
@@ -169,8 +199,10 @@ func (o *objectSymbols) resolve() {
 		if off == 0 {
 			continue
 		}
-		// A return address: the call is the instruction before it.
-		frames := o.obj.Frames(off - 1)
+		frames, ok := o.early[off]
+		if !ok {
+			frames = o.lookup(off)
+		}
 		if len(frames) == 0 {
 			continue
 		}
