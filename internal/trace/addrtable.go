@@ -56,15 +56,21 @@ func (l listing) slot() int      { return int(l>>14) & (listingSlots - 1) }
 func (l listing) thread() uint32 { return uint32(l) & (listingThreads - 1) }
 
 // remember notes that the address of s was pushed where l says, dropping
-// the oldest listing if there are too many.
+// the oldest listing if there are too many. (The listings are copied into
+// a new array: a copy that may overlap its source calls memmove, which
+// costs more than the copy.)
 func (s *addrSlot) remember(l listing) {
-	copy(s.lists[1:], s.lists[:])
-	s.lists[0] = l
+	lists := [maxListings]listing{l}
+	copy(lists[1:], s.lists[:])
+	s.lists = lists
 }
 
-// forget forgets listing k of s.
+// forget forgets listing k of s. (A loop costs less than the call to
+// memmove of a copy.)
 func (s *addrSlot) forget(k int) {
-	copy(s.lists[k:], s.lists[k+1:])
+	for ; k < maxListings-1; k++ {
+		s.lists[k] = s.lists[k+1]
+	}
 	s.lists[maxListings-1] = 0
 }
 
@@ -90,27 +96,29 @@ func (t *addrTable) home(addr uint64) int {
 	return int((addr * 0x9e3779b97f4a7c15) >> t.shift)
 }
 
-// find returns the index of the slot of addr, or -1 if addr is not in the
-// table.
-func (t *addrTable) find(addr uint64) int {
+// find returns the index of the slot of addr and the slot, or -1 and nil
+// if addr is not in the table. They are good until the next insert or
+// remove.
+func (t *addrTable) find(addr uint64) (int, *addrSlot) {
 	if t.used == 0 {
-		return -1
+		return -1, nil
 	}
 	mask := len(t.slots) - 1
 	for i := t.home(addr); ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		if s.gen != t.gen {
-			return -1
+			return -1, nil
 		}
 		if s.addr == addr {
-			return i
+			return i, s
 		}
 	}
 }
 
-// insert returns the index of the slot of addr, giving it an unused one if
-// it has none. The index is good until the next insert or remove.
-func (t *addrTable) insert(addr uint64) int {
+// insert returns the index of the slot of addr and the slot, giving addr
+// an unused slot if it has none. They are good until the next insert or
+// remove.
+func (t *addrTable) insert(addr uint64) (int, *addrSlot) {
 	if t.used >= len(t.slots)/4 {
 		t.grow()
 	}
@@ -120,10 +128,10 @@ func (t *addrTable) insert(addr uint64) int {
 		if s.gen != t.gen {
 			*s = addrSlot{addr: addr, gen: t.gen}
 			t.used++
-			return i
+			return i, s
 		}
 		if s.addr == addr {
-			return i
+			return i, s
 		}
 	}
 }
@@ -154,9 +162,9 @@ func (t *addrTable) grow() {
 	t.gen, t.used = 1, 0
 	for _, s := range old {
 		if s.gen == oldGen {
-			i := t.insert(s.addr)
+			_, to := t.insert(s.addr)
 			s.gen = t.gen
-			t.slots[i] = s
+			*to = s
 		}
 	}
 }

@@ -18,7 +18,8 @@ func TestAddrTable(t *testing.T) {
 		}
 		if rng.IntN(2) == 0 {
 			num := uint32(i + 1)
-			table.slots[table.insert(addr)].num = num
+			_, s := table.insert(addr)
+			s.num = num
 			want[addr] = num
 		} else {
 			if num := take(&table, addr); num != want[addr] {
@@ -44,11 +45,11 @@ func TestAddrTable(t *testing.T) {
 // take removes addr from the table and returns the handle it held, 0 if
 // it was not there.
 func take(table *addrTable, addr uint64) uint32 {
-	i := table.find(addr)
-	if i < 0 {
+	i, s := table.find(addr)
+	if s == nil {
 		return 0
 	}
-	num := table.slots[i].num
+	num := s.num
 	table.remove(i)
 	return num
 }
@@ -58,11 +59,13 @@ func take(table *addrTable, addr uint64) uint32 {
 func TestAddrTableGenerations(t *testing.T) {
 	var table addrTable
 	for i := range 1<<16 + 10 {
-		if table.find(16) >= 0 {
+		if _, s := table.find(16); s != nil {
 			t.Fatalf("reset %d: the table still held an address", i)
 		}
-		table.slots[table.insert(16)].num = uint32(i + 1)
-		table.slots[table.insert(uint64(i)*16+32)].num = 1
+		_, s := table.insert(16)
+		s.num = uint32(i + 1)
+		_, s = table.insert(uint64(i)*16 + 32)
+		s.num = 1
 		table.reset()
 	}
 }
@@ -85,7 +88,8 @@ func BenchmarkAddrTable(b *testing.B) {
 			s := i % live
 			take(&table, slots[s])
 			slots[s] = addrs[i&(len(addrs)-1)]
-			table.slots[table.insert(slots[s])].num = uint32(i + 1)
+			_, slot := table.insert(slots[s])
+			slot.num = uint32(i + 1)
 			i++
 		}
 	})

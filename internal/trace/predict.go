@@ -123,10 +123,9 @@ const (
 )
 
 // handle is a block allocated earlier in this block of the trace, by its
-// handle number.
+// handle number. Whether it is live is in heapState.serials.
 type handle struct {
 	addr   uint64
-	serial uint32 // the serial number of its allocation; 0 once released
 	thread uint32 // the index of its allocating thread in heapState.threads
 	class  uint8  // sizeClass of its size
 }
@@ -146,12 +145,15 @@ type threadState struct {
 	// source is the index of the thread whose block this thread released
 	// last (itself until it releases one).
 	source uint32
-	// queue holds the thread's allocations in order; those released are
-	// skipped lazily (head moves past them at the front, compaction drops
-	// them elsewhere). live counts those not released.
-	queue []queued
-	head  int
-	live  int
+	// queue holds the thread's allocations in order, and queue[head] is
+	// the oldest live one, unless head is len(queue) and the thread has
+	// none. Those released behind head are dropped lazily: compaction
+	// drops them once the queue has grown to compactAt. head moves on as
+	// soon as the block at it is released, so that the oldest live block,
+	// which every free looks at, takes no search.
+	queue     []queued
+	head      int
+	compactAt int
 	// listOf gives the class list of each class: 1 + index in lists, 0
 	// if there is none yet. Both are made when first needed, so that
 	// a thread that frees little costs little: a damaged block can name
@@ -162,7 +164,7 @@ type threadState struct {
 
 func (t *threadState) reset(id uint64, index uint32) {
 	t.id, t.next, t.source = id, 0, index
-	t.queue, t.head, t.live = t.queue[:0], 0, 0
+	t.queue, t.head, t.compactAt = t.queue[:0], 0, 0
 	if t.listOf != nil {
 		*t.listOf = [numClasses]uint8{}
 	}
@@ -228,14 +230,12 @@ func (l *classList) push(addr uint64) (slot int, dropped uint64, didDrop bool) {
 	if p == len(l.addrs) && p < listSpan {
 		l.grow()
 	}
-	slot = p & (len(l.addrs) - 1)
-	word, bit := slot>>6, uint64(1)<<(slot&63)
-	if l.present[word]&bit != 0 {
-		dropped, didDrop = l.addrs[slot], true
-	}
-	l.addrs[slot] = addr
-	l.present[word] |= bit
 	l.pushes++
+	slot = p & (len(l.addrs) - 1)
+	word, bit := &l.present[slot>>6], uint64(1)<<(slot&63)
+	dropped, didDrop = l.addrs[slot], *word&bit != 0
+	l.addrs[slot] = addr
+	*word |= bit
 	return slot, dropped, didDrop
 }
 
@@ -260,33 +260,39 @@ func (l *classList) grow() {
 func (l *classList) top() int { return int(l.pushes-1) & (len(l.addrs) - 1) }
 
 // depthOf returns the depth of the address in slot, which must be in the
-// list: how many addresses of the list were pushed after it.
-func (l *classList) depthOf(slot int) int {
+// list, if it is below limit: how many addresses of the list were pushed
+// after it. It returns limit for deeper ones, counting no further than
+// that: the words of the ring are counted from the slot's up to the top's,
+// around the end of the ring if the top is below the slot.
+func (l *classList) depthOf(slot, limit int) int {
 	top := l.top()
-	switch {
-	case slot == top:
+	if slot == top { // the most common depth
 		return 0
-	case slot < top:
-		return l.count(slot+1, top)
 	}
-	return l.count(slot+1, len(l.addrs)-1) + l.count(0, top)
-}
-
-// count returns how many of the slots from lo to hi hold an address of the
-// list.
-func (l *classList) count(lo, hi int) int {
+	present := l.present
+	w, end := slot>>6, top>>6
+	bitsOf := present[w] &^ (2<<(slot&63) - 1) // the slots above slot
 	n := 0
-	for w := lo >> 6; w <= hi>>6; w++ {
-		bitsOf := l.present[w]
-		if w == lo>>6 {
-			bitsOf &= ^uint64(0) << (lo & 63)
+	if slot > top {
+		for {
+			if n += bits.OnesCount64(bitsOf); n >= limit {
+				return limit
+			}
+			if w++; w == len(present) {
+				break
+			}
+			bitsOf = present[w]
 		}
-		if w == hi>>6 {
-			bitsOf &= ^uint64(0) >> (63 - hi&63)
-		}
-		n += bits.OnesCount64(bitsOf)
+		w, bitsOf = 0, present[0]
 	}
-	return n
+	for ; w < end; w++ {
+		if n += bits.OnesCount64(bitsOf); n >= limit {
+			return limit
+		}
+		bitsOf = present[w+1]
+	}
+	n += bits.OnesCount64(bitsOf & (^uint64(0) >> (63 - top&63)))
+	return min(n, limit)
 }
 
 // slotAt returns the slot of the address at depth d, and false if the list
@@ -298,6 +304,9 @@ func (l *classList) slotAt(d uint64) (int, bool) {
 		return 0, false
 	}
 	top := l.top()
+	if d == 0 && l.present[top>>6]&(1<<(top&63)) != 0 { // the most common depth
+		return top, true
+	}
 	words := len(l.present)
 	w := top >> 6
 	bitsOf := l.present[w] & (^uint64(0) >> (63 - top&63))
@@ -327,7 +336,13 @@ func (l *classList) take(slot int) uint64 {
 
 // heapState is the predictor state of one process within a block.
 type heapState struct {
-	handles   []handle // by handle number; handles[0] is never live
+	handles []handle // by handle number; handles[0] is never live
+	// serials holds, by handle number, the serial number of the handle's
+	// allocation, 0 once it is released. It is apart from handles so that
+	// the checks of whether the allocations in the queues are still live,
+	// which go through handles in no order, find the serials of a few
+	// thousand handles in a few cache lines.
+	serials   []uint32
 	numbered  uint32   // the highest handle number given out
 	freeNums  []uint32 // released handle numbers, the next to reuse last
 	serial    uint32   // the serial number of the latest allocation
@@ -335,48 +350,60 @@ type heapState struct {
 
 	// recent holds the handle numbers of the latest allocations, the
 	// latest at recent[recentAt]: a program frees mostly what it has just
-	// allocated, and a rank among these is smaller than a handle.
+	// allocated, and a rank among these is smaller than a handle. (The
+	// Writer finds ranks from serial numbers instead: see refCode.)
 	recent   [recentDepth]uint32
 	recentAt uint8
 
-	threads  []*threadState // in the order of their first event
+	// threads holds the state of each thread, in the order of their first
+	// event, by value: every event reaches one or two of them, and a
+	// pointer to follow would be one more cache miss. Those past the end
+	// are from earlier blocks: the next threads reuse their memory.
+	threads  []threadState
 	threadOf map[uint64]uint32
-	spare    []*threadState // reset, for the next threads
 
 	addrs addrTable // where the addresses are, when encoding
 }
 
 func (h *heapState) reset() {
 	h.handles = append(h.handles[:0], handle{})
+	h.serials = append(h.serials[:0], 0)
 	h.numbered, h.serial = 0, 0
 	h.freeNums = h.freeNums[:0]
 	h.lastFreed = 0
 	h.recent, h.recentAt = [recentDepth]uint32{}, 0
-	h.spare = append(h.spare, h.threads...)
 	h.threads = h.threads[:0]
 	clear(h.threadOf)
 	h.addrs.reset()
 }
 
+// maxScannedThreads is how many threads a process may have before thread
+// looks them up in a map rather than going through them: a context switch
+// in a process of a few threads, the common case, then needs no hashing.
+const maxScannedThreads = 8
+
 // thread returns the index of the state of thread id, starting it if the
 // process has none yet in the block.
 func (h *heapState) thread(id uint64) uint32 {
-	if i, ok := h.threadOf[id]; ok {
+	if len(h.threads) <= maxScannedThreads {
+		for i := range h.threads {
+			if h.threads[i].id == id {
+				return uint32(i)
+			}
+		}
+	} else if i, ok := h.threadOf[id]; ok {
 		return i
 	}
 	if h.threadOf == nil {
 		h.threadOf = make(map[uint64]uint32)
 	}
-	var t *threadState
-	if n := len(h.spare); n > 0 {
-		t = h.spare[n-1]
-		h.spare = h.spare[:n-1]
-	} else {
-		t = new(threadState)
-	}
 	i := uint32(len(h.threads))
-	t.reset(id, i)
-	h.threads = append(h.threads, t)
+	if len(h.threads) < cap(h.threads) {
+		h.threads = h.threads[:i+1] // reuse the memory of a reset thread
+	} else {
+		h.threads = append(h.threads, threadState{})
+	}
+	h.threads[i].reset(id, i)
 	h.threadOf[id] = i
 	return i
 }
@@ -386,71 +413,88 @@ func (h *heapState) thread(id uint64) uint32 {
 // new one. A live handle of the same address, if any, stays live: decoding
 // never looks handles up by address.
 func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
-	var num uint32
-	if n := len(h.freeNums); n > 0 {
-		num = h.freeNums[n-1]
-		h.freeNums = h.freeNums[:n-1]
-	} else {
-		h.numbered++
-		num = h.numbered
-		h.handles = append(h.handles, handle{})
+	if len(h.freeNums) == 0 {
+		h.newHandle()
 	}
+	n := len(h.freeNums) - 1
+	num := h.freeNums[n]
+	h.freeNums = h.freeNums[:n]
 	h.serial++
-	h.handles[num] = handle{addr: addr, serial: h.serial, thread: ti, class: c}
-	h.recentAt = (h.recentAt + 1) % recentDepth
-	h.recent[h.recentAt] = num
+	serial := h.serial
+	h.handles[num] = handle{addr: addr, thread: ti, class: c}
+	h.serials[num] = serial
+	at := (h.recentAt + 1) % recentDepth
+	h.recentAt = at
+	h.recent[at] = num
 
-	t := h.threads[ti]
-	if len(t.queue)-t.head >= 2*t.live+32 {
+	t := &h.threads[ti]
+	if len(t.queue) >= t.compactAt {
 		h.compact(t)
 	}
-	t.queue = append(t.queue, queued{num: num, serial: h.serial})
-	t.live++
+	t.queue = append(t.queue, queued{num: num, serial: serial})
 	return num
 }
 
-// compact drops the released allocations from the queue of t. It runs
-// when they are at least half of it, so it costs O(1) per allocation.
+// newHandle gives out a new handle number, highest + 1, as a released one
+// for allocate to take.
+func (h *heapState) newHandle() {
+	h.numbered++
+	h.handles = append(h.handles, handle{})
+	h.serials = append(h.serials, 0)
+	h.freeNums = append(h.freeNums, h.numbered)
+}
+
+// compact drops the released allocations from the queue of t, and sets
+// it to run again once the queue has grown to 32 more than four times the
+// live ones it keeps, so that it costs O(1) per allocation: 4/3 checks of
+// an entry at most. Blocks are released in any order, and a branch on
+// whether each entry is live would be mispredicted half the time: every
+// entry is copied, and the count of those kept moves on only over the
+// live ones. (It is not inlined: in allocate, the loop would run short
+// of registers.)
+//
+//go:noinline
 func (h *heapState) compact(t *threadState) {
-	q := t.queue[:0]
-	for _, e := range t.queue[t.head:] {
-		if h.handles[e.num].serial == e.serial {
-			q = append(q, e)
+	q, serials := t.queue, h.serials
+	n := 0
+	for _, e := range q[t.head:] {
+		q[n] = e
+		if serials[e.num] == e.serial {
+			n++
 		}
 	}
-	t.queue, t.head = q, 0
+	t.queue, t.head = q[:n], 0
+	t.compactAt = 4*n + 32
 }
 
 // oldest returns the handle number of the oldest live block thread t
 // allocated, and 0 if it has none.
 func (h *heapState) oldest(t *threadState) uint32 {
-	for t.head < len(t.queue) {
-		e := t.queue[t.head]
-		if h.handles[e.num].serial == e.serial {
-			return e.num
-		}
-		t.head++
+	if t.head < len(t.queue) {
+		return t.queue[t.head].num
 	}
 	return 0
 }
 
 // live reports whether handle number num names a live block.
 func (h *heapState) live(num uint64) bool {
-	return num < uint64(len(h.handles)) && h.handles[num].serial != 0
+	return num < uint64(len(h.serials)) && h.serials[num] != 0
 }
 
 // refCode returns the reference code of the live block with handle num,
-// released by thread t: refOldest if it is the oldest live block of t's
-// source thread, else its rank among the latest allocations if it is
-// there, else its handle.
-func (h *heapState) refCode(t *threadState, num uint32) uint64 {
-	if h.oldest(h.threads[t.source]) == num {
+// which thread owner allocated and thread ti releases: refOldest if it is
+// the oldest live block of ti's source thread, else its rank among the
+// latest allocations if it is there, else its handle.
+//
+// The rank is the number of allocations since the block's, found without
+// going through recent: the block is live, so no later allocation got its
+// handle, and its smallest rank in recent is that of its own allocation.
+func (h *heapState) refCode(ti, num, owner uint32) uint64 {
+	if owner == h.threads[ti].source && h.oldest(&h.threads[owner]) == num {
 		return refOldest
 	}
-	for rank := range recentDepth {
-		if h.recent[(int(h.recentAt)-rank+recentDepth)%recentDepth] == num {
-			return refRecent + uint64(rank)
-		}
+	if rank := h.serial - h.serials[num]; rank < recentDepth {
+		return refRecent + uint64(rank)
 	}
 	return refHandle + uint64(num) - 1
 }
@@ -460,42 +504,48 @@ func (h *heapState) refCode(t *threadState, num uint32) uint64 {
 func (h *heapState) handleOf(t *threadState, code uint64) uint64 {
 	switch {
 	case code == refOldest:
-		return uint64(h.oldest(h.threads[t.source]))
+		return uint64(h.oldest(&h.threads[t.source]))
 	case code < refHandle:
 		return uint64(h.recent[(int(h.recentAt)-int(code-refRecent)+recentDepth)%recentDepth])
 	}
 	return code - refHandle + 1
 }
 
-// released says where release put an address: in the class list of a
-// thread and a class, in a slot, and which address dropped out of that
-// list for it.
-type released struct {
-	list    *classList // nil if the address went in no list
-	thread  uint32
-	class   uint8
-	slot    int
-	dropped uint64
-	didDrop bool
-}
-
 // release releases the live block with handle num, by thread ti. The
 // block's address becomes lastFreed and goes on the class list of its
-// allocating thread, which becomes ti's source.
-func (h *heapState) release(ti uint32, num uint32) released {
-	hd := &h.handles[num]
-	hd.serial = 0
-	owner := h.threads[hd.thread]
-	owner.live--
-	h.threads[ti].source = hd.thread
-	h.lastFreed = hd.addr
+// allocating thread, which becomes ti's source. It returns that list (nil
+// if the block's size has no class), the slot of the address in it, and
+// the address that dropped out of the list for it, if one did. (Results
+// in registers: a struct of them, written field by field and read back
+// whole, stalls on store forwarding.)
+func (h *heapState) release(ti uint32, num uint32) (l *classList, slot int, dropped uint64, didDrop bool) {
+	hd := h.handles[num]
+	h.serials[num] = 0
 	h.freeNums = append(h.freeNums, num)
-	r := released{thread: hd.thread, class: hd.class}
-	if hd.class != 0 {
-		r.list = owner.makeList(hd.class)
-		r.slot, r.dropped, r.didDrop = r.list.push(hd.addr)
+	h.lastFreed = hd.addr
+	threads := h.threads
+	threads[ti].source = hd.thread
+	owner := &threads[hd.thread]
+	if q := owner.queue; q[owner.head].num == num {
+		// The oldest live block of owner: move on to the next one.
+		owner.head = h.nextLive(q, owner.head+1)
 	}
-	return r
+	if hd.class == 0 {
+		return nil, 0, 0, false
+	}
+	l = owner.makeList(hd.class)
+	slot, dropped, didDrop = l.push(hd.addr)
+	return l, slot, dropped, didDrop
+}
+
+// nextLive returns the index of the first allocation in q from i on that
+// is live, or len(q) if there is none.
+func (h *heapState) nextLive(q []queued, i int) int {
+	serials := h.serials
+	for i < len(q) && serials[q[i].num] != q[i].serial {
+		i++
+	}
+	return i
 }
 
 // takeAt takes the address at depth d out of the class list of class c of

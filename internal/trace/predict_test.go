@@ -387,7 +387,7 @@ func TestClassLists(t *testing.T) {
 		} else if didDrop {
 			t.Fatalf("push %d dropped %d from a list not full", i, dropped)
 		}
-		if d := l.depthOf(slot); d != 0 {
+		if d := l.depthOf(slot, listSpan); d != 0 {
 			t.Fatalf("push %d: the top is at depth %d", i, d)
 		}
 		if rng.IntN(3) == 0 && len(want) > 0 {
@@ -399,8 +399,12 @@ func TestClassLists(t *testing.T) {
 			if !ok {
 				t.Fatalf("push %d: no slot at depth %d of %d", i, d, len(want))
 			}
-			if got := l.depthOf(slot); got != d {
+			if got := l.depthOf(slot, listSpan); got != d {
 				t.Fatalf("push %d: depthOf(slotAt(%d)) = %d", i, d, got)
+			}
+			// Below a limit, the depth is counted only up to it.
+			if limit := 1 + rng.IntN(300); l.depthOf(slot, limit) != min(d, limit) {
+				t.Fatalf("push %d: depthOf(slotAt(%d), %d) = %d", i, d, limit, l.depthOf(slot, limit))
 			}
 			k := len(want) - 1 - d
 			if got := l.take(slot); got != want[k] {

@@ -93,6 +93,11 @@ func (s *eventStreams) uvLong(k int) uint64 {
 	}
 	low := uint64(c.p[c.i] & 0x7f)
 	c.i++
+	if j := tails.i; j < len(tails.p) && tails.p[j] < 0x80 {
+		// A tail of one byte, as most are: a value below 2^14.
+		tails.i = j + 1
+		return low | uint64(tails.p[j])<<7
+	}
 	tail, j := uvarint(tails.p, tails.i)
 	if j > len(tails.p) || tail >= 1<<(64-7) {
 		tails.i, s.bad = len(tails.p)+1, true
@@ -197,17 +202,19 @@ func NewReader(r io.Reader) (*Reader, error) {
 //
 // Event records allocate nothing. The pointers in other records are new for
 // each record; the caller may keep them.
-func (r *Reader) Next() (Record, error) {
+func (r *Reader) Next() (rec Record, err error) {
 	for !r.sawEnd {
 		// Events are nearly all records: decode them first, without the
-		// detour through record, which is the slower general path.
+		// detour through record, which is the slower general path. (The
+		// event is decoded in place: a copy of a Record costs more than
+		// the decoding of most events.)
 		if r.run > 0 {
-			var e Event
-			if !r.event(&e) {
+			if !r.event(&rec.Event) {
 				return Record{}, r.eventDamaged()
 			}
 			r.run--
-			return Record{Kind: e.Kind, Event: e}, nil
+			rec.Kind = rec.Event.Kind
+			return rec, nil
 		}
 		if r.d.i >= len(r.d.p) {
 			if err := r.endBlock(); err != nil {
@@ -438,7 +445,7 @@ func (r *Reader) event(e *Event) bool {
 func (r *Reader) addr(h *heapState, size uint64) uint64 {
 	var addr uint64
 	c, ti := sizeClass(size), r.ti
-	t := h.threads[ti]
+	t := &h.threads[ti]
 	code, ok := r.cols.c[streamAddr].small()
 	if !ok {
 		code = r.cols.uvLong(streamAddr)
@@ -452,7 +459,7 @@ func (r *Reader) addr(h *heapState, size uint64) uint64 {
 	case code == addrSource:
 		d := r.cols.uv(streamAddr)
 		if addr, ok = h.takeAt(t.source, c, d); !ok {
-			r.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, r.missing(h.threads[t.source], c)))
+			r.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, r.missing(&h.threads[t.source], c)))
 			return 0
 		}
 	case code&1 == 1:
@@ -491,7 +498,7 @@ func (r *Reader) ref(h *heapState) uint64 {
 		h.lastFreed = addr
 		return addr
 	}
-	num := h.handleOf(h.threads[r.ti], code)
+	num := h.handleOf(&h.threads[r.ti], code)
 	if !h.live(num) {
 		r.fail(fmt.Sprintf("handle %d is not live (reference code %d)", num, code))
 		return 0

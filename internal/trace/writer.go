@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -56,6 +58,7 @@ type Writer struct {
 	haveContext        bool
 	process, thread    uint64
 	time               uint64     // in units, as the block's Time records have moved it
+	timeEnd            uint64     // events before this time in ns are at time; 0 if not known
 	run                uint64     // events since the last Events record
 	heap               *heapState // of process; nil until an event needs it
 	heaps              heapStates
@@ -104,8 +107,12 @@ func NewWriter(w io.Writer, info Info) (*Writer, error) {
 // different threads may reach the recorder slightly out of order, and the
 // format moves time on by unsigned steps.
 func (w *Writer) Event(e Event) error {
-	if err := w.check(); err != nil {
-		return err
+	// Without an error or a Close, which check looks for, there is nothing
+	// to check: do not pay for the call.
+	if w.err != nil || w.closed || w.pipe.failed.Load() {
+		if err := w.check(); err != nil {
+			return err
+		}
 	}
 	if !e.Kind.IsEvent() {
 		return fmt.Errorf("writing event: kind %v is not an event", e.Kind)
@@ -156,14 +163,10 @@ func (w *Writer) appendEvent(e *Event) {
 	if !w.haveThread {
 		w.ti, w.haveThread = h.thread(e.Thread), true
 	}
-	t := max(w.perUnit.div(e.Time), w.floorTime)
-	if t != w.time {
-		w.endRun()
-		rec := append(w.s[streamRecords], byte(KindTime))
-		w.s[streamRecords] = binary.AppendUvarint(rec, t-w.time)
-		w.time = t
-		w.floorTime = t
-		w.lastTime = max(w.lastTime, t*w.unit)
+	// Most events share the time of the event before them: a comparison
+	// finds that out for less than the division.
+	if e.Time >= w.timeEnd {
+		w.appendTime(e.Time)
 	}
 
 	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
@@ -183,6 +186,26 @@ func (w *Writer) appendEvent(e *Event) {
 	w.run++
 }
 
+// appendTime moves the block's time on to that of an event at ns, in
+// units, with a Time record if it is not the block's current time.
+func (w *Writer) appendTime(ns uint64) {
+	t := max(w.perUnit.div(ns), w.floorTime)
+	if t != w.time {
+		w.endRun()
+		rec := append(w.s[streamRecords], byte(KindTime))
+		w.s[streamRecords] = binary.AppendUvarint(rec, t-w.time)
+		w.time = t
+		w.floorTime = t
+		w.lastTime = max(w.lastTime, t*w.unit)
+	}
+	// Until ns reaches the next unit, events fall in t: below it, their
+	// time divides to t or less, and the floor is t.
+	w.timeEnd = math.MaxUint64
+	if hi, lo := bits.Mul64(t+1, w.unit); hi == 0 && t+1 != 0 {
+		w.timeEnd = lo
+	}
+}
+
 // writerMaxDepth bounds the depths in class lists the Writer codes: past
 // it, a depth costs more than a step from fresh memory or an escape does
 // (on the cross-thread free benchmark, the trace is 2% smaller than with
@@ -195,21 +218,24 @@ const writerMaxDepth = 128
 // address freed, else as a step from the end of the thread's previous
 // fresh allocation, else in the raw stream.
 func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
-	t := h.threads[ti]
+	t := &h.threads[ti]
 	c := sizeClass(size)
-	i := h.addrs.insert(addr)
-	s := &h.addrs.slots[i]
+	_, s := h.addrs.insert(addr)
 	code, depth := uint64(addrEscape), -1
 	for k, in := range s.lists {
-		if in == 0 || in.class() != c || in.thread() != ti && in.thread() != t.source {
+		if in == 0 { // the listings are packed at the front
+			break
+		}
+		o := in.thread()
+		if in.class() != c || o != ti && o != t.source {
 			continue
 		}
-		l := h.threads[in.thread()].list(c)
-		if d := l.depthOf(in.slot()); d < writerMaxDepth {
-			l.take(in.slot())
+		l, slot := h.threads[o].list(c), in.slot()
+		if d := l.depthOf(slot, writerMaxDepth); d < writerMaxDepth {
+			l.take(slot)
 			s.forget(k)
 			depth, code = d, addrSource
-			if in.thread() == ti {
+			if o == ti {
 				code = addrDepth + 2*uint64(d)
 			}
 			break
@@ -238,31 +264,31 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 // by the block's handle if it was allocated in this block, else in the
 // raw stream.
 func (w *Writer) appendRef(h *heapState, ti uint32, addr uint64) {
-	i := h.addrs.find(addr)
-	if i < 0 || h.addrs.slots[i].num == 0 {
+	i, s := h.addrs.find(addr)
+	if s == nil || s.num == 0 {
 		w.put(streamRef, refEscape)
 		w.appendRawAddr(addr)
 		h.lastFreed = addr
 		return
 	}
-	s := &h.addrs.slots[i]
-	w.put(streamRef, h.refCode(h.threads[ti], s.num))
-	r := h.release(ti, s.num)
+	num := s.num
+	hd := h.handles[num] // release keeps it
+	w.put(streamRef, h.refCode(ti, num, hd.thread))
+	l, slot, dropped, didDrop := h.release(ti, num)
 	s.num = 0
-	in := makeListing(r.thread, r.class, r.slot)
-	if r.list != nil && r.thread < listingThreads {
-		if r.didDrop && r.dropped == addr { // pushed listSpan pushes ago into the same slot
+	listed := l != nil && hd.thread < listingThreads
+	in := makeListing(hd.thread, hd.class, slot)
+	if listed {
+		if didDrop && dropped == addr { // pushed listSpan pushes ago into the same slot
 			s.forgetListing(in)
 		}
 		s.remember(in)
-	}
-	if s.unused() {
+	} else if s.unused() {
 		h.addrs.remove(i)
 	}
-	if r.didDrop && r.dropped != addr && r.thread < listingThreads {
+	if didDrop && dropped != addr && listed {
 		// The address pushed listSpan pushes ago dropped out of the list.
-		if j := h.addrs.find(r.dropped); j >= 0 {
-			d := &h.addrs.slots[j]
+		if j, d := h.addrs.find(dropped); d != nil {
 			d.forgetListing(in)
 			if d.unused() {
 				h.addrs.remove(j)
@@ -601,7 +627,7 @@ func (w *Writer) endBlock() error {
 	w.process, w.thread = 0, 0
 	w.heap, w.haveThread = nil, false
 	w.heaps.reset()
-	w.time, w.prevStack, w.prevRaw = 0, 0, 0
+	w.time, w.timeEnd, w.prevStack, w.prevRaw = 0, 0, 0, 0
 	w.coded = recordState{}
 	return w.check()
 }
