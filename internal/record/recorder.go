@@ -309,10 +309,7 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 	var graceEnd time.Time
 	for {
 		busy := len(r.waiting) > 0
-		for _, h := range r.waiting {
-			r.connect(h)
-		}
-		r.waiting = r.waiting[:0]
+		r.connectWaiting()
 		for more := true; more; {
 			select {
 			case h := <-r.srv.hellos:
@@ -538,48 +535,50 @@ func (r *Recorder) placeFork(parent *process, token, at uint64) bool {
 // connectPending connects every hello that has come, waiting briefly for
 // those in flight.
 func (r *Recorder) connectPending() {
-	r.awaitInFlight()
+	r.collectHellos()
+	r.connectWaiting()
+}
+
+// connectWaiting connects the hellos in r.waiting, in order.
+func (r *Recorder) connectWaiting() {
 	for _, h := range r.waiting {
 		r.connect(h)
 	}
 	r.waiting = r.waiting[:0]
-	for {
-		select {
-		case h := <-r.srv.hellos:
-			r.connect(h)
-		default:
-			return
-		}
-	}
 }
 
-// awaitInFlight waits, at most a second, until the server has put every
-// hello it accepted in its channel.
-func (r *Recorder) awaitInFlight() {
+// collectHellos waits, at most a second, until the server has put every
+// hello it accepted in its channel, and moves them to r.waiting.
+func (r *Recorder) collectHellos() {
 	deadline := time.Now().Add(time.Second)
 	for r.srv.inFlight.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Microsecond)
 	}
-}
-
-// forkHellos connects the fork children whose hellos have come, waiting
-// briefly for those in flight; other hellos wait in r.waiting for the
-// loop, which connects them first (an exec's hello ends the old image,
-// which may be the process being drained).
-func (r *Recorder) forkHellos() {
-	r.awaitInFlight()
 	for {
 		select {
 		case h := <-r.srv.hellos:
-			if h.fork {
-				r.connect(h)
-			} else {
-				r.waiting = append(r.waiting, h)
-			}
+			r.waiting = append(r.waiting, h)
 		default:
 			return
 		}
 	}
+}
+
+// forkHellos connects the fork children whose hellos have come; the
+// other hellos stay in r.waiting for the loop, which connects them first
+// (an exec's hello ends the old image, which may be the process being
+// drained).
+func (r *Recorder) forkHellos() {
+	r.collectHellos()
+	rest := r.waiting[:0]
+	for _, h := range r.waiting {
+		if h.fork {
+			r.connect(h)
+		} else {
+			rest = append(rest, h)
+		}
+	}
+	r.waiting = rest
 }
 
 // unheardForkChild looks for fork children of p that have not said hello:

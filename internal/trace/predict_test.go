@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -144,47 +145,29 @@ func predictorEvents() []Event {
 
 func TestPredictorRoundTrip(t *testing.T) {
 	events := predictorEvents()
+	recs := make([]Record, len(events))
+	for i, e := range events {
+		recs[i] = Record{Kind: e.Kind, Event: e}
+	}
 	for _, blockSize := range []int{1, 100, 4096, 0} {
 		for _, uncompressed := range []bool{false, true} {
-			var buf bytes.Buffer
-			w, err := NewWriter(&buf, Info{TimeUnit: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.BlockSize, w.Uncompressed = blockSize, uncompressed
-			for _, e := range events {
-				if err := w.Event(e); err != nil {
+			t.Run(fmt.Sprintf("block size %d, uncompressed %v", blockSize, uncompressed), func(t *testing.T) {
+				var buf bytes.Buffer
+				w, err := NewWriter(&buf, Info{TimeUnit: 1})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			r, err := NewReader(bytes.NewReader(buf.Bytes()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []Event
-			for {
-				rec, err := r.Next()
-				if err == io.EOF {
-					break
+				w.BlockSize, w.Uncompressed = blockSize, uncompressed
+				got := writeAndRead(t, w, &buf, recs)
+				if len(got) != len(events) {
+					t.Fatalf("read %d records, want %d events", len(got), len(events))
 				}
-				if err != nil {
-					t.Fatalf("block size %d: %v", blockSize, err)
+				for i := range events {
+					if got[i].Kind != events[i].Kind || got[i].Event != events[i] {
+						t.Fatalf("event %d read as %+v, want %+v", i, got[i], events[i])
+					}
 				}
-				if rec.Kind.IsEvent() {
-					got = append(got, rec.Event)
-				}
-			}
-			if len(got) != len(events) {
-				t.Fatalf("block size %d: read %d events, want %d", blockSize, len(got), len(events))
-			}
-			for i := range events {
-				if got[i] != events[i] {
-					t.Fatalf("block size %d, uncompressed %v: event %d read as %+v, want %+v", blockSize, uncompressed, i, got[i], events[i])
-				}
-			}
+			})
 		}
 	}
 }
