@@ -51,14 +51,15 @@ type objectSymbols struct {
 
 	// queued says that the object went to the preload goroutine, which
 	// closes opened once obj and openErr are set and it has looked up the
-	// offsets wanted so far: wanted holds them until it takes them, and
-	// early holds their frames.
+	// offsets wanted so far: wanted holds them until it takes them (and
+	// sets taken), and early holds their frames.
 	queued  bool
 	opened  chan struct{}
 	obj     *symbolize.Object
 	openErr error
 	mu      sync.Mutex
 	wanted  []uint64
+	taken   bool
 	early   map[uint64][]symbolize.Frame
 }
 
@@ -82,7 +83,7 @@ func preloadSymbols(objects <-chan *objectSymbols) {
 		if o.obj != nil {
 			o.mu.Lock()
 			wanted := o.wanted
-			o.wanted = nil
+			o.wanted, o.taken = nil, true
 			o.mu.Unlock()
 			o.early = make(map[uint64][]symbolize.Frame, len(wanted))
 			for _, off := range wanted {
@@ -118,9 +119,6 @@ func (t *symbolTable) want(obj, offset uint64) {
 	if offset == 0 {
 		return
 	}
-	o.mu.Lock()
-	o.wanted = append(o.wanted, offset)
-	o.mu.Unlock()
 	if !o.queued && !t.preloadDone {
 		o.opened = make(chan struct{})
 		select {
@@ -129,6 +127,13 @@ func (t *symbolTable) want(obj, offset uint64) {
 		default:
 			o.opened = nil
 		}
+	}
+	if o.queued {
+		o.mu.Lock()
+		if !o.taken {
+			o.wanted = append(o.wanted, offset)
+		}
+		o.mu.Unlock()
 	}
 }
 
