@@ -79,11 +79,11 @@ func printRecording(w io.Writer, args []string, res *record.Result) {
 	if res.Processes > 1 {
 		procs = fmt.Sprintf(" in %d processes", res.Processes)
 	}
-	fmt.Fprintf(w, "memtrail: %s %s after %s: %s allocations, %s frees, %s allocated%s\n",
-		report.CommandLine(args), report.Ending(res.Program.How, res.Program.Code), report.Duration(res.RunTime), report.Count(res.Allocations),
-		report.Count(res.Frees), report.Size(res.BytesAllocated), procs)
+	fmt.Fprintf(w, "memtrail: %s %s after %s: %s, %s, %s allocated%s\n",
+		report.CommandLine(args), report.Ending(res.Program.How, res.Program.Code), report.Duration(res.RunTime),
+		report.Plural(res.Allocations, "allocation"), report.Plural(res.Frees, "free"), report.Size(res.BytesAllocated), procs)
 	if res.Lost > 0 {
-		fmt.Fprintf(w, "memtrail: %s events were lost (the report says which and why)\n", report.Count(res.Lost))
+		fmt.Fprintf(w, "memtrail: %s lost (the report says which and why)\n", report.Plural(res.Lost, "event"))
 	}
 	fmt.Fprintf(w, "memtrail: trace written to %s; see where the memory went with: memtrail report %s\n", res.Path, res.Path)
 }

@@ -22,9 +22,9 @@ func Count(n uint64) string {
 	return b.String()
 }
 
-// plural writes n and the noun, with an s if n is not 1: "1 block",
+// Plural writes n and the noun, with an s if n is not 1: "1 block",
 // "2,048 blocks".
-func plural(n uint64, noun string) string {
+func Plural(n uint64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
@@ -45,7 +45,7 @@ var byteUnits = []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 // significant digits: "204 bytes", "2.39 KiB", "999.9 KiB", "1.95 MiB".
 func Size(n uint64) string {
 	if n < 1024 {
-		return plural(n, "byte")
+		return Plural(n, "byte")
 	}
 	v, unit := float64(n)/1024, 0
 	for v >= 1024 && unit < len(byteUnits)-1 {

@@ -71,8 +71,8 @@ func (t *textReport) summary() {
 		{"frees", Count(s.Frees)},
 		{"bytes allocated", exactSize(s.BytesAllocated)},
 		{"peak heap", exactSize(s.PeakBytes)},
-		{"in use at exit", exactSize(s.InUseAtExitBytes) + " in " + plural(s.InUseAtExitBlocks, "block")},
-		{"temporary", plural(s.Temporary, "allocation") + " freed before any other allocation"},
+		{"in use at exit", exactSize(s.InUseAtExitBytes) + " in " + Plural(s.InUseAtExitBlocks, "block")},
+		{"temporary", Plural(s.Temporary, "allocation") + " freed before any other allocation"},
 	}
 	if s.PeakBytes > 0 {
 		rows[3][1] += ", " + Duration(sinceStart(p, s.PeakTime)) + " after start"
@@ -104,20 +104,20 @@ type siteTable struct {
 var siteTables = []siteTable{
 	{"Peak memory by call stack", analysis.ByPeak, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s in %s at the peak, %s of it",
-			Size(s.PeakBytes), plural(s.PeakBlocks, "block"), percent(s.PeakBytes, sum.PeakBytes))
+			Size(s.PeakBytes), Plural(s.PeakBlocks, "block"), percent(s.PeakBytes, sum.PeakBytes))
 	}},
 	{"Most allocations", analysis.ByAllocations, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s, %s of all, %s in all",
-			plural(s.Allocations, "allocation"), percent(s.Allocations, sum.Allocations), Size(s.BytesAllocated))
+			Plural(s.Allocations, "allocation"), percent(s.Allocations, sum.Allocations), Size(s.BytesAllocated))
 	}},
 	{"Still in use at exit", analysis.ByInUseAtExit, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s in %s, %s of what is in use at exit",
-			Size(s.InUseAtExitBytes), plural(s.InUseAtExitBlocks, "block"),
+			Size(s.InUseAtExitBytes), Plural(s.InUseAtExitBlocks, "block"),
 			percent(s.InUseAtExitBytes, sum.InUseAtExitBytes))
 	}},
 	{"Temporary allocations", analysis.ByTemporary, func(s *analysis.Site, sum analysis.Summary) string {
 		return fmt.Sprintf("%s of %s temporary, %s",
-			Count(s.Temporary), plural(s.Allocations, "allocation"), percent(s.Temporary, s.Allocations))
+			Count(s.Temporary), Plural(s.Allocations, "allocation"), percent(s.Temporary, s.Allocations))
 	}},
 }
 
@@ -204,7 +204,7 @@ func (t *textReport) problems() {
 			}
 			first = false
 			if i == t.opts.top() {
-				t.printf("  ... and %s from other call stacks\n", plural(uint64(len(ofKind)-i), kind.String()))
+				t.printf("  ... and %s from other call stacks\n", Plural(uint64(len(ofKind)-i), kind.String()))
 				break
 			}
 			t.problem(pr)
