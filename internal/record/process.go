@@ -47,6 +47,7 @@ type process struct {
 	parked    []*parkedRealloc
 	chain     []trace.StackNode
 	rescanned time.Time // when the slots were last looked over
+	drained   time.Time // when drain last ran
 	exited    bool      // the agent saw exit() with exitCode
 	exitCode  int64
 	lost      uint64
@@ -208,10 +209,36 @@ func (p *process) skipHole() bool {
 	return true
 }
 
+// Batches. The recorder lets records pile up in a ring before it reads
+// them: a cache line the agent is still filling moves between the cores
+// at each read, and the agent then waits for it to come back, which
+// costs the program more than the whole rest of recording an event
+// (bench/workloads/ringcost.c: 175 ns against 51 per record). A process is
+// drained once a ring holds batchBytes, or batchDelay after the last
+// drain.
+const (
+	batchBytes = 16 << 10
+	batchDelay = 200 * time.Microsecond
+)
+
+// ready reports whether p's records should be drained now.
+func (p *process) ready(now time.Time) bool {
+	if now.Sub(p.drained) >= batchDelay {
+		return true
+	}
+	for _, s := range p.active {
+		if p.region.load64(p.region.slotOff(s.index)+slotWrite)-s.pos >= batchBytes {
+			return true
+		}
+	}
+	return false
+}
+
 // drain handles every record that is due, in sequence order. With final
 // set the process is gone: holes are skipped and counted as lost.
 func (p *process) drain(rec *Recorder, final bool) int {
 	n := 0
+	p.drained = time.Now()
 	defer p.release()
 	for {
 		s := p.next(final)
@@ -245,11 +272,13 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	switch kind {
 	case recAlloc:
 		p.allocated(rec, w[3])
-		rec.event(p, s, trace.Event{Kind: trace.KindAlloc, API: api, Time: rec.clock.ns(w[2]),
-			Addr: w[3], Size: w[4], Stack: p.stack(rec, stack)})
+		ev := rec.newEvent(trace.KindAlloc, api, w[2], p.stack(rec, stack))
+		ev.Addr, ev.Size = w[3], w[4]
+		rec.event(p, s, ev)
 	case recFree:
-		rec.event(p, s, trace.Event{Kind: trace.KindFree, API: api, Time: rec.clock.ns(w[2]),
-			Addr: w[3], Stack: p.stack(rec, stack)})
+		ev := rec.newEvent(trace.KindFree, api, w[2], p.stack(rec, stack))
+		ev.Addr = w[3]
+		rec.event(p, s, ev)
 	case recRealloc:
 		if !s.parked {
 			// The old block was released now; the new one comes at
@@ -297,8 +326,9 @@ func (p *process) allocated(rec *Recorder, addr uint64) {
 		w := pr.slot.head
 		if !pr.split && w[4] == addr {
 			pr.split = true
-			rec.event(p, pr.slot, trace.Event{Kind: trace.KindFree, API: trace.API(w[0] >> apiShift & 0xff),
-				Time: rec.clock.ns(w[3]), Addr: w[4], Stack: p.stack(rec, w[0]>>stackShift&0xffffffff)})
+			ev := rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[3], p.stack(rec, w[0]>>stackShift&0xffffffff))
+			ev.Addr = w[4]
+			rec.event(p, pr.slot, ev)
 		}
 	}
 }
@@ -314,8 +344,8 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 		}
 	}
 	p.allocated(rec, w[5])
-	ev := trace.Event{Kind: trace.KindRealloc, API: api, Time: rec.clock.ns(w[3]),
-		OldAddr: w[4], Addr: w[5], Size: w[6], Stack: p.stack(rec, stack)}
+	ev := rec.newEvent(trace.KindRealloc, api, w[3], p.stack(rec, stack))
+	ev.OldAddr, ev.Addr, ev.Size = w[4], w[5], w[6]
 	if split {
 		ev.Kind, ev.OldAddr = trace.KindAlloc, 0
 	}

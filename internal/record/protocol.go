@@ -49,6 +49,9 @@ const (
 	hdrDropped      = 192
 	hdrDisabled     = 200
 	hdrNodesLost    = 208
+	hdrCoarse       = 216
+	hdrClockPeriod  = 224
+	hdrClock        = 256
 )
 
 // struct mt_slot and struct mt_node.

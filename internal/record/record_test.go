@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +145,55 @@ func TestCrossThreadOrder(t *testing.T) {
 	}
 	if p.Threads != 5 {
 		t.Errorf("%d threads, want 5", p.Threads)
+	}
+}
+
+// TestEventTimes checks the times of events 60 ms apart, stamped with the
+// recorder's coarse clock (the default 1 ms unit) and with the time-stamp
+// counter (a 1µs unit).
+func TestEventTimes(t *testing.T) {
+	prog := fixture.Build(t, src("paced.c"))
+	for _, unit := range []time.Duration{record.DefaultTimeUnit, time.Microsecond} {
+		t.Run(unit.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			res, err := record.Run(record.Options{Args: []string{prog}, Output: filepath.Join(dir, "trace.mtr"),
+				AgentPath: fixture.Agent(t), TimeUnit: unit, Log: io.Discard, Version: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(res.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			r, err := trace.NewReader(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var times []uint64
+			for {
+				rec, err := r.Next()
+				if err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if rec.Kind == trace.KindAlloc && rec.Event.Size >= 100 && rec.Event.Size < 104 {
+					times = append(times, rec.Event.Time)
+				}
+			}
+			if len(times) != 4 {
+				t.Fatalf("%d of the 4 allocations found", len(times))
+			}
+			// The sleeps take 60 ms or a little more; the clock
+			// may be late by a quarter unit, and a unit rounds.
+			for i := 1; i < 4; i++ {
+				gap := time.Duration(times[i] - times[i-1])
+				if gap < 60*time.Millisecond-unit || gap > 120*time.Millisecond {
+					t.Errorf("allocations %d and %d are %v apart, want about 60ms: %v", i-1, i, gap, times)
+				}
+			}
+		})
 	}
 }
 

@@ -104,6 +104,8 @@ type Recorder struct {
 	tmpName bool   // file has a temporary name, until the program's pid is known
 	path    string // where the trace ends up
 	clock   clock
+	coarse  *coarseClock // the agents' clock; nil when they read the counter
+	ev      trace.Event  // the event being written (see newEvent)
 	srv     *server
 	log     io.Writer
 
@@ -210,9 +212,10 @@ func newRecorder(opts Options) (*Recorder, error) {
 	}
 	r := &Recorder{opts: opts, file: out, tmpName: tmp, byPid: map[int]*process{}, objects: map[string]uint64{},
 		symbols: newSymbolTable(), log: opts.Log}
-	r.srv, err = listen(regionConfig{slots: opts.Threads, ringSize: opts.RingSize, nodeCap: 1 << 24, maxFrames: opts.MaxFrames})
+	rate := calibrate()
+	r.coarse = coarseClockFor(opts.TimeUnit, rate)
+	r.srv, err = listen(regionConfig{slots: opts.Threads, ringSize: opts.RingSize, nodeCap: 1 << 24, maxFrames: opts.MaxFrames}, r.coarse)
 	if err == nil {
-		rate := calibrate()
 		host, _ := os.Hostname()
 		r.clock = clock{start: time.Now(), tscStart: rdtsc(), nsPerTick: rate}
 		r.w, err = trace.NewWriter(out, trace.Info{StartUnixNano: r.clock.start.UnixNano(), TimeUnit: uint64(opts.TimeUnit),
@@ -223,6 +226,7 @@ func newRecorder(opts Options) (*Recorder, error) {
 		}
 	}
 	if err != nil {
+		r.coarse.close()
 		out.Close()
 		os.Remove(out.Name())
 		return nil, err
@@ -328,8 +332,9 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 				more = false
 			}
 		}
+		now := time.Now()
 		for _, p := range r.procs {
-			if !p.held && p.drain(r, false) > 0 {
+			if !p.held && p.ready(now) && p.drain(r, false) > 0 {
 				busy = true
 			}
 		}
@@ -823,8 +828,17 @@ func (r *Recorder) stopRemaining() {
 	}
 }
 
+// newEvent starts the next memory event in r.ev, which is reused: an
+// Event built on the stack and passed by value is copied with 16-byte
+// loads right after its 8-byte fields were stored, and each such copy
+// stalls on store forwarding (it was a tenth of the recorder's time).
+func (r *Recorder) newEvent(kind trace.Kind, api trace.API, tsc, stack uint64) *trace.Event {
+	r.ev = trace.Event{Kind: kind, API: api, Time: r.clock.ns(tsc), Stack: stack}
+	return &r.ev
+}
+
 // event writes a memory event of process p, made by the slot's thread.
-func (r *Recorder) event(p *process, s *slotReader, ev trace.Event) {
+func (r *Recorder) event(p *process, s *slotReader, ev *trace.Event) {
 	ev.Process = p.id
 	ev.Thread = s.thread
 	r.events++
@@ -840,7 +854,7 @@ func (r *Recorder) event(p *process, s *slotReader, ev trace.Event) {
 		r.frees++
 		r.bytesAllocated += ev.Size
 	}
-	r.write(r.w.Event(ev))
+	r.write(r.w.Event(*ev))
 }
 
 // write notes the first error writing the trace. After it, the agents are
@@ -884,6 +898,7 @@ func (r *Recorder) finish() {
 		r.write(r.w.Close())
 	}
 	r.symbols.close()
+	r.coarse.close()
 	if err := r.file.Close(); err != nil {
 		r.write(err)
 	}

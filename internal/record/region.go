@@ -18,6 +18,7 @@ type region struct {
 	ringsOffset uint64
 	nodesOffset uint64
 	nodeCap     uint64
+	clock       *coarseClock // the clock moving the header's on, if any
 }
 
 // regionConfig sizes a region. Pages are only backed when touched, so the
@@ -95,6 +96,10 @@ func (r *region) closeFD() {
 
 func (r *region) unmap() {
 	r.closeFD()
+	if r.clock != nil {
+		r.clock.remove(r)
+		r.clock = nil
+	}
 	if r.mem != nil {
 		unix.Munmap(r.mem)
 		r.mem = nil

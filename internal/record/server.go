@@ -32,6 +32,7 @@ type server struct {
 	ln     *net.UnixListener
 	name   string
 	cfg    regionConfig
+	clock  *coarseClock // nil: the agents read the time-stamp counter
 	hellos chan *hello
 	// inFlight counts the connections accepted whose hello is not in
 	// hellos yet: an agent runs on once it has its welcome, which comes
@@ -40,7 +41,7 @@ type server struct {
 	errs     chan error
 }
 
-func listen(cfg regionConfig) (*server, error) {
+func listen(cfg regionConfig, clock *coarseClock) (*server, error) {
 	var b [8]byte
 	rand.Read(b[:])
 	name := fmt.Sprintf("@memtrail-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
@@ -48,7 +49,7 @@ func listen(cfg regionConfig) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening for the agent: %w", err)
 	}
-	s := &server{ln: ln, name: name, cfg: cfg, hellos: make(chan *hello, 64), errs: make(chan error, 16)}
+	s := &server{ln: ln, name: name, cfg: cfg, clock: clock, hellos: make(chan *hello, 64), errs: make(chan error, 16)}
 	go s.serve()
 	return s, nil
 }
@@ -105,6 +106,9 @@ func (s *server) handshake(conn *net.UnixConn) (*hello, error) {
 		binary.LittleEndian.PutUint32(welcome[4:], 1)
 		conn.WriteMsgUnix(welcome, nil, nil)
 		return nil, fmt.Errorf("process %d is not recorded: %w", h.pid, err)
+	}
+	if s.clock != nil {
+		s.clock.add(r)
 	}
 	binary.LittleEndian.PutUint64(welcome[8:], uint64(len(r.mem)))
 	if _, _, err := conn.WriteMsgUnix(welcome, unix.UnixRights(r.fd), nil); err != nil {

@@ -116,7 +116,15 @@ MT_HIDDEN void mt_emit_locked_module_records(void);
 MT_HIDDEN void mt_process_init(int flags, uint64_t fork_token);
 MT_HIDDEN void mt_record_exit(int status);
 
-static inline uint64_t mt_tsc(void) { return __builtin_ia32_rdtsc(); }
+/* mt_tsc is the time of an event: the recorder's coarse clock if it keeps
+ * one (see mt_header.coarse), else the time-stamp counter. */
+static inline uint64_t mt_tsc(void)
+{
+	struct mt_header *h = mt_proc.hdr;
+	if (MT_LIKELY(h->coarse))
+		return __atomic_load_n(&h->clock, __ATOMIC_RELAXED);
+	return __builtin_ia32_rdtsc();
+}
 
 /* modules.c: loaded objects and their unwind tables. */
 struct mt_module {

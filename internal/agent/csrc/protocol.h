@@ -55,6 +55,9 @@
  *            carries seq+1 as its fork token: the child's heap is the
  *            parent's as of this point)
  *
+ * A tsc word is the time-stamp counter, or mt_header.clock when
+ * mt_header.coarse is set.
+ *
  * The stack field is the id of the innermost node of the event's call stack
  * (0: none). Sequence numbers come from mt_header.seq: every operation
  * takes one (a realloc takes two), so the recorder can restore the order in
@@ -145,6 +148,15 @@ struct mt_header {
 	uint64_t dropped __attribute__((aligned(64))); /* events not recorded */
 	uint64_t disabled;   /* nonzero: the agent stopped recording */
 	uint64_t nodes_lost; /* stacks cut short because the node table was full */
+	/* Event times. With coarse set, the agent stamps events with clock,
+	 * a time-stamp counter value the recorder moves on at least every
+	 * clock_period ticks while it runs, instead of reading the counter
+	 * for every event: the resolution of a trace's times (1 ms by
+	 * default) is far coarser than the counter, and reading it is a fifth
+	 * of what recording an event costs the program. */
+	uint64_t coarse;
+	uint64_t clock_period;
+	uint64_t clock __attribute__((aligned(64)));
 };
 
 /* Hello: the agent's first message on the recorder's socket. The strings
