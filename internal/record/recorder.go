@@ -32,7 +32,7 @@ type Options struct {
 	Output    string   // trace path; "" for <program>.<pid>.mtr in the current directory
 	AgentPath string   // the built agent
 	MaxFrames int      // call-stack depth limit (default 64, at most 256)
-	RingSize  uint64   // bytes per thread ring (default 1 MiB)
+	RingSize  uint64   // bytes per thread ring (default DefaultRingSize)
 	Threads   int      // thread slots per process (default 512)
 	Stdin     *os.File
 	Stdout    *os.File
@@ -46,6 +46,12 @@ type Options struct {
 	// is exact whatever it is; a finer unit costs trace space.
 	TimeUnit time.Duration
 }
+
+// DefaultRingSize is the default size of a thread's ring. The recorder
+// drains a ring once it holds 16 KiB (see batchBytes), so 256 KiB leave
+// room for the recorder to fall a millisecond or more behind a thread
+// allocating flat out, and eight threads add 2 MiB to the program.
+const DefaultRingSize = 256 << 10
 
 // DefaultTimeUnit is the default resolution of event times: ten times
 // finer than heaptrack's, fine enough for any timeline, and coarse enough
@@ -143,7 +149,7 @@ func (o *Options) defaults() {
 		o.MaxFrames = 256
 	}
 	if o.RingSize == 0 {
-		o.RingSize = 1 << 20
+		o.RingSize = DefaultRingSize
 	}
 	if o.Threads <= 0 {
 		o.Threads = 512
