@@ -860,7 +860,7 @@ func (r *Recorder) event(p *process, s *slotReader, ev *trace.Event) {
 		r.frees++
 		r.bytesAllocated += ev.Size
 	}
-	r.write(r.w.Event(*ev))
+	r.write(r.w.EventAt(ev))
 }
 
 // write notes the first error writing the trace. After it, the agents are

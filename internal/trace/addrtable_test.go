@@ -18,8 +18,7 @@ func TestAddrTable(t *testing.T) {
 		}
 		if rng.IntN(2) == 0 {
 			num := uint32(i + 1)
-			_, s := table.insert(addr)
-			s.num = num
+			table.set(addr, num)
 			want[addr] = num
 		} else {
 			if num := take(&table, addr); num != want[addr] {
@@ -62,10 +61,8 @@ func TestAddrTableGenerations(t *testing.T) {
 		if _, s := table.find(16); s != nil {
 			t.Fatalf("reset %d: the table still held an address", i)
 		}
-		_, s := table.insert(16)
-		s.num = uint32(i + 1)
-		_, s = table.insert(uint64(i)*16 + 32)
-		s.num = 1
+		table.set(16, uint32(i+1))
+		table.set(uint64(i)*16+32, 1)
 		table.reset()
 	}
 }
@@ -88,8 +85,7 @@ func BenchmarkAddrTable(b *testing.B) {
 			s := i % live
 			take(&table, slots[s])
 			slots[s] = addrs[i&(len(addrs)-1)]
-			_, slot := table.insert(slots[s])
-			slot.num = uint32(i + 1)
+			table.set(slots[s], uint32(i+1))
 			i++
 		}
 	})

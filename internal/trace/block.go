@@ -73,6 +73,11 @@ func (s *streamSet) rawLen() int {
 // costs a dozen bytes before it saves any.
 const minCompressed = 64
 
+// parallelCompressed is the shortest stream that appendBlock compresses in
+// a goroutine of its own, beside the others: a Flush or a Close waits for
+// the last block, and its big streams then compress on every core.
+const parallelCompressed = 256 << 10
+
 // appendBlock appends a whole block (header and payload) holding the
 // streams to dst. With compress set it compresses each stream that is long
 // enough and keeps the result only if it is smaller; scratch is memory to
@@ -88,10 +93,24 @@ func appendBlock(dst []byte, s *streamSet, compress bool, scratch []byte) ([]byt
 	if n > 0 {
 		dst = binary.AppendUvarint(dst, uint64(n))
 	}
-	for _, raw := range s[:n] {
+	var packed [numStreams][]byte // the big streams, compressed
+	var wg sync.WaitGroup
+	if compress {
+		for i, raw := range s[:n] {
+			if len(raw) >= parallelCompressed {
+				wg.Go(func() { packed[i] = zstdEncoder().EncodeAll(raw, getBuffer(len(raw))) })
+			}
+		}
+	}
+	for i, raw := range s[:n] {
 		stored, encoding := raw, byte(encodingRaw)
 		if compress && len(raw) >= minCompressed {
-			scratch = zstdEncoder().EncodeAll(raw, scratch[:0])
+			if len(raw) >= parallelCompressed {
+				wg.Wait()
+				scratch, packed[i] = packed[i], scratch
+			} else {
+				scratch = zstdEncoder().EncodeAll(raw, scratch[:0])
+			}
 			if len(scratch) < len(raw) {
 				stored, encoding = scratch, encodingZstd
 			}
@@ -100,6 +119,11 @@ func appendBlock(dst []byte, s *streamSet, compress bool, scratch []byte) ([]byt
 		dst = binary.AppendUvarint(dst, uint64(len(stored)))
 		dst = append(dst, encoding)
 		dst = append(dst, stored...)
+	}
+	for _, b := range packed {
+		if b != nil {
+			putBuffer(b)
+		}
 	}
 	payload := dst[start+blockHeaderSize:]
 	h := blockHeader{layout: layoutStreams, raw: uint32(s.rawLen()), stored: uint32(len(payload)),

@@ -1,6 +1,6 @@
 package trace
 
-import "math/bits"
+import "sync"
 
 // The predictors turn the addresses of events into small codes. Allocators
 // hand out again the memory they were just given back, and a program frees
@@ -207,131 +207,133 @@ func (t *threadState) fresh(addr, size uint64) {
 }
 
 // classList is a list of released addresses: the addresses of its latest
-// listSpan pushes that have not been taken out again. Push number p (from
-// 0) goes to slot p mod len(addrs) of a ring, which grows to listSpan
-// slots as pushes come; a bitmap says which slots still hold an address
-// of the list. A push into a slot whose address is still there drops that
-// address: it was pushed listSpan pushes ago.
+// listSpan pushes that have not been taken out again. They are kept in
+// push order in a ring, the top (the latest) last, with nothing between
+// them: taking an address out closes the gap. A depth is then an index
+// from the top, and finding an address's depth is a scan of the top of
+// the ring, which is contiguous: the Writer remembers nothing per address
+// to find it, and a scan of a few cache lines costs less than the cache
+// misses of looking addresses up in a table of every address listed.
+// The ring grows to listSpan entries as pushes come; an entry is never
+// more than listSpan pushes old, so a full ring drops its bottom on the
+// next push.
 type classList struct {
-	addrs   []uint64 // a power of two of them, at most listSpan
-	present []uint64 // bit i: addrs[i] is in the list
-	pushes  uint32   // how many addresses were pushed
+	addrs []uint64 // a power of two of them, at most listSpan
+	// pushed holds the push number of each entry, modulo 2^16: entries
+	// are at most listSpan pushes old, so that is enough to tell whether
+	// the bottom one was pushed listSpan pushes ago.
+	pushed []uint16
+	bottom int    // the index in the ring of the oldest entry
+	n      int    // how many entries the list holds
+	pushes uint32 // how many addresses were pushed
 }
 
 func (l *classList) reset() {
-	clear(l.present)
-	l.pushes = 0
+	l.bottom, l.n, l.pushes = 0, 0, 0
 }
 
-// push adds addr at the top of the list and returns its slot, and the
-// address that dropped out, if one did.
-func (l *classList) push(addr uint64) (slot int, dropped uint64, didDrop bool) {
-	p := int(l.pushes)
-	if p == len(l.addrs) && p < listSpan {
+// push adds addr at the top of the list, and returns the address that
+// dropped out of it, if one did: the address pushed listSpan pushes ago,
+// if it is still there.
+func (l *classList) push(addr uint64) (dropped uint64, didDrop bool) {
+	mask := len(l.addrs) - 1
+	if l.n > 0 && uint16(l.pushes)-l.pushed[l.bottom] == listSpan {
+		dropped, didDrop = l.addrs[l.bottom], true
+		l.bottom = (l.bottom + 1) & mask
+		l.n--
+	}
+	if l.n == len(l.addrs) {
 		l.grow()
+		mask = len(l.addrs) - 1
 	}
+	i := (l.bottom + l.n) & mask
+	l.addrs[i] = addr
+	l.pushed[i] = uint16(l.pushes)
+	l.n++
 	l.pushes++
-	slot = p & (len(l.addrs) - 1)
-	word, bit := &l.present[slot>>6], uint64(1)<<(slot&63)
-	dropped, didDrop = l.addrs[slot], *word&bit != 0
-	l.addrs[slot] = addr
-	*word |= bit
-	return slot, dropped, didDrop
+	return dropped, didDrop
 }
 
-// grow doubles the ring. It is full and has never wrapped around, so
-// every push keeps its slot.
+// grow doubles the ring, which is full. It holds fewer than listSpan
+// entries: a full one of listSpan has dropped its bottom before the push
+// that grows it. The entries from index 0 to the bottom, if the ring has
+// wrapped around, move to the new half, after the others.
 func (l *classList) grow() {
-	n := max(listMinSlots, 2*len(l.addrs))
-	if cap(l.addrs) >= n { // memory of an earlier block
-		l.addrs = l.addrs[:n]
-	} else {
-		l.addrs = append(l.addrs[:cap(l.addrs)], make([]uint64, n-cap(l.addrs))...)
-	}
-	words := (n + 63) / 64
-	if cap(l.present) >= words {
-		l.present = l.present[:words]
-	} else {
-		l.present = append(l.present, make([]uint64, words-len(l.present))...)
-	}
+	old := len(l.addrs)
+	n := max(listMinSlots, 2*old)
+	l.addrs, l.pushed = extend(l.addrs, n), extend(l.pushed, n)
+	copy(l.addrs[old:], l.addrs[:l.bottom])
+	copy(l.pushed[old:], l.pushed[:l.bottom])
 }
 
-// top returns the slot of the latest push.
-func (l *classList) top() int { return int(l.pushes-1) & (len(l.addrs) - 1) }
+// extend returns s at length n, reusing its memory if it has room.
+func extend[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return append(s[:cap(s)], make([]T, n-cap(s))...)
+}
 
-// depthOf returns the depth of the address in slot, which must be in the
-// list, if it is below limit: how many addresses of the list were pushed
-// after it. It returns limit for deeper ones, counting no further than
-// that: the words of the ring are counted from the slot's up to the top's,
-// around the end of the ring if the top is below the slot.
-func (l *classList) depthOf(slot, limit int) int {
-	top := l.top()
-	if slot == top { // the most common depth
+// depthOf returns the depth of addr in the list (how many of its
+// addresses were pushed after it: the latest push of addr, if it is there
+// twice), and -1 if it is not among the limit latest. It goes down the
+// ring from the top: back to index 0, then down from the end of the ring.
+func (l *classList) depthOf(addr uint64, limit int) int {
+	m := min(l.n, limit)
+	if m == 0 {
+		return -1
+	}
+	end := (l.bottom + l.n - 1) & (len(l.addrs) - 1) // the top
+	if l.addrs[end] == addr {                        // the most common depth
 		return 0
 	}
-	present := l.present
-	w, end := slot>>6, top>>6
-	bitsOf := present[w] &^ (2<<(slot&63) - 1) // the slots above slot
-	n := 0
-	if slot > top {
-		for {
-			if n += bits.OnesCount64(bitsOf); n >= limit {
-				return limit
-			}
-			if w++; w == len(present) {
-				break
-			}
-			bitsOf = present[w]
+	upper := l.addrs[max(0, end+1-m) : end+1]
+	for i := len(upper) - 1; i >= 0; i-- {
+		if upper[i] == addr {
+			return len(upper) - 1 - i
 		}
-		w, bitsOf = 0, present[0]
 	}
-	for ; w < end; w++ {
-		if n += bits.OnesCount64(bitsOf); n >= limit {
-			return limit
+	if m -= len(upper); m > 0 { // around the end of the ring
+		lower := l.addrs[len(l.addrs)-m:]
+		for i := len(lower) - 1; i >= 0; i-- {
+			if lower[i] == addr {
+				return len(upper) + len(lower) - 1 - i
+			}
 		}
-		bitsOf = present[w+1]
 	}
-	n += bits.OnesCount64(bitsOf & (^uint64(0) >> (63 - top&63)))
-	return min(n, limit)
+	return -1
 }
 
-// slotAt returns the slot of the address at depth d, and false if the list
-// is not that deep. It walks the ring down from the top: the slot of the
-// top's word at or below it, the words below, then the rest of the ring,
-// which holds the oldest addresses.
-func (l *classList) slotAt(d uint64) (int, bool) {
-	if l.pushes == 0 || d >= listSpan {
+// takeAt takes the address at depth d out of the list and returns it, or
+// returns false if the list is not that deep. The entries on the shorter
+// side of it move over to close the gap.
+func (l *classList) takeAt(d uint64) (uint64, bool) {
+	if d >= uint64(l.n) {
 		return 0, false
 	}
-	top := l.top()
-	if d == 0 && l.present[top>>6]&(1<<(top&63)) != 0 { // the most common depth
-		return top, true
+	if d == 0 { // the most common depth
+		l.n--
+		return l.addrs[(l.bottom+l.n)&(len(l.addrs)-1)], true
 	}
-	words := len(l.present)
-	w := top >> 6
-	bitsOf := l.present[w] & (^uint64(0) >> (63 - top&63))
-	for range words + 1 {
-		if n := uint64(bits.OnesCount64(bitsOf)); d >= n {
-			d -= n
-		} else {
-			for ; d > 0; d-- {
-				bitsOf &^= 1 << (63 - bits.LeadingZeros64(bitsOf))
-			}
-			return w<<6 + 63 - bits.LeadingZeros64(bitsOf), true
+	mask := len(l.addrs) - 1
+	i := l.n - 1 - int(d) // from the bottom
+	addr := l.addrs[(l.bottom+i)&mask]
+	if int(d) <= i {
+		// The d entries above it move down.
+		for ; i < l.n-1; i++ {
+			to, from := (l.bottom+i)&mask, (l.bottom+i+1)&mask
+			l.addrs[to], l.pushed[to] = l.addrs[from], l.pushed[from]
 		}
-		w = (w + words - 1) % words
-		bitsOf = l.present[w]
-		if w == top>>6 { // back at the top's word: the slots above the top
-			bitsOf &^= ^uint64(0) >> (63 - top&63)
+	} else {
+		// The i entries below it move up, and the bottom with them.
+		for ; i > 0; i-- {
+			to, from := (l.bottom+i)&mask, (l.bottom+i-1)&mask
+			l.addrs[to], l.pushed[to] = l.addrs[from], l.pushed[from]
 		}
+		l.bottom = (l.bottom + 1) & mask
 	}
-	return 0, false
-}
-
-// take removes the address in slot from the list and returns it.
-func (l *classList) take(slot int) uint64 {
-	l.present[slot>>6] &^= 1 << (slot & 63)
-	return l.addrs[slot]
+	l.n--
+	return addr, true
 }
 
 // heapState is the predictor state of one process within a block.
@@ -362,7 +364,7 @@ type heapState struct {
 	threads  []threadState
 	threadOf map[uint64]uint32
 
-	addrs addrTable // where the addresses are, when encoding
+	liveAddrs addrTable // the handle of each live address, when encoding
 }
 
 func (h *heapState) reset() {
@@ -374,7 +376,7 @@ func (h *heapState) reset() {
 	h.recent, h.recentAt = [recentDepth]uint32{}, 0
 	h.threads = h.threads[:0]
 	clear(h.threadOf)
-	h.addrs.reset()
+	h.liveAddrs.reset()
 }
 
 // maxScannedThreads is how many threads a process may have before thread
@@ -513,12 +515,8 @@ func (h *heapState) handleOf(t *threadState, code uint64) uint64 {
 
 // release releases the live block with handle num, by thread ti. The
 // block's address becomes lastFreed and goes on the class list of its
-// allocating thread, which becomes ti's source. It returns that list (nil
-// if the block's size has no class), the slot of the address in it, and
-// the address that dropped out of the list for it, if one did. (Results
-// in registers: a struct of them, written field by field and read back
-// whole, stalls on store forwarding.)
-func (h *heapState) release(ti uint32, num uint32) (l *classList, slot int, dropped uint64, didDrop bool) {
+// allocating thread, which becomes ti's source.
+func (h *heapState) release(ti uint32, num uint32) {
 	hd := h.handles[num]
 	h.serials[num] = 0
 	h.freeNums = append(h.freeNums, num)
@@ -530,12 +528,9 @@ func (h *heapState) release(ti uint32, num uint32) (l *classList, slot int, drop
 		// The oldest live block of owner: move on to the next one.
 		owner.head = h.nextLive(q, owner.head+1)
 	}
-	if hd.class == 0 {
-		return nil, 0, 0, false
+	if hd.class != 0 {
+		owner.makeList(hd.class).push(hd.addr)
 	}
-	l = owner.makeList(hd.class)
-	slot, dropped, didDrop = l.push(hd.addr)
-	return l, slot, dropped, didDrop
 }
 
 // nextLive returns the index of the first allocation in q from i on that
@@ -555,11 +550,7 @@ func (h *heapState) takeAt(ti uint32, c uint8, d uint64) (uint64, bool) {
 	if l == nil || c == 0 {
 		return 0, false
 	}
-	slot, ok := l.slotAt(d)
-	if !ok {
-		return 0, false
-	}
-	return l.take(slot), true
+	return l.takeAt(d)
 }
 
 // heapStates holds the heapState of each process of a block.
@@ -581,6 +572,8 @@ func (hs *heapStates) get(process uint64) *heapState {
 	if n := len(hs.spare); n > 0 {
 		h = hs.spare[n-1]
 		hs.spare = hs.spare[:n-1]
+	} else if p, ok := heapPool.Get().(*heapState); ok {
+		h = p
 	} else {
 		h = new(heapState)
 		h.reset()
@@ -588,6 +581,20 @@ func (hs *heapStates) get(process uint64) *heapState {
 	hs.byProcess[process] = h
 	hs.used = append(hs.used, h)
 	return h
+}
+
+// heapPool holds the reset heap states of closed Writers, for new ones:
+// the tables and lists of a process grow to hundreds of KiB, and growing
+// them anew in every Writer costs more than a short trace does.
+var heapPool sync.Pool // of *heapState
+
+// recycle resets the states and gives them to heapPool.
+func (hs *heapStates) recycle() {
+	hs.reset()
+	for _, h := range hs.spare {
+		heapPool.Put(h)
+	}
+	hs.spare = nil
 }
 
 // reset forgets all processes, for a new block.

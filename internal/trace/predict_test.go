@@ -349,28 +349,31 @@ func TestOpBytes(t *testing.T) {
 // latest listSpan pushes that were not taken out, and finds them by depth.
 func TestClassLists(t *testing.T) {
 	var l classList
-	if _, ok := l.slotAt(0); ok {
+	if _, ok := l.takeAt(0); ok {
 		t.Fatal("a new list has an address")
 	}
-	var want []uint64 // the list, the top last
+	var want, pushes []uint64 // the list, the top last, and the push numbers
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range uint64(5 * listSpan) {
-		slot, dropped, didDrop := l.push(i)
-		want = append(want, i)
-		if i >= listSpan {
-			// The push listSpan pushes ago dropped out, if it was
-			// still there.
-			k := slices.Index(want, i-listSpan)
-			if didDrop != (k >= 0) || didDrop && dropped != i-listSpan {
-				t.Fatalf("push %d: dropped %d, %v", i, dropped, didDrop)
-			}
-			if k >= 0 {
-				want = slices.Delete(want, k, k+1)
-			}
-		} else if didDrop {
-			t.Fatalf("push %d dropped %d from a list not full", i, dropped)
+		// Some addresses are pushed twice: the depth of the latest push
+		// is found.
+		addr := i
+		if i%5 == 0 && len(want) > 0 {
+			addr = want[rng.IntN(len(want))]
 		}
-		if d := l.depthOf(slot, listSpan); d != 0 {
+		dropped, didDrop := l.push(addr)
+		if len(want) > 0 && pushes[0]+listSpan == i {
+			// The push listSpan pushes ago dropped out, as it was
+			// still there.
+			if !didDrop || dropped != want[0] {
+				t.Fatalf("push %d: dropped %d, %v, want %d", i, dropped, didDrop, want[0])
+			}
+			want, pushes = want[1:], pushes[1:]
+		} else if didDrop {
+			t.Fatalf("push %d dropped %d, which is not listSpan pushes old", i, dropped)
+		}
+		want, pushes = append(want, addr), append(pushes, i)
+		if d := l.depthOf(addr, listSpan); d != 0 {
 			t.Fatalf("push %d: the top is at depth %d", i, d)
 		}
 		if rng.IntN(3) == 0 && len(want) > 0 {
@@ -378,35 +381,38 @@ func TestClassLists(t *testing.T) {
 			if i%7 == 0 {
 				d = len(want) - 1 // the bottom
 			}
-			slot, ok := l.slotAt(uint64(d))
-			if !ok {
-				t.Fatalf("push %d: no slot at depth %d of %d", i, d, len(want))
-			}
-			if got := l.depthOf(slot, listSpan); got != d {
-				t.Fatalf("push %d: depthOf(slotAt(%d)) = %d", i, d, got)
-			}
-			// Below a limit, the depth is counted only up to it.
-			if limit := 1 + rng.IntN(300); l.depthOf(slot, limit) != min(d, limit) {
-				t.Fatalf("push %d: depthOf(slotAt(%d), %d) = %d", i, d, limit, l.depthOf(slot, limit))
-			}
 			k := len(want) - 1 - d
-			if got := l.take(slot); got != want[k] {
+			shallowest := 0
+			for want[len(want)-1-shallowest] != want[k] {
+				shallowest++
+			}
+			if got := l.depthOf(want[k], listSpan); got != shallowest {
+				t.Fatalf("push %d: depthOf(%d) = %d, want %d", i, want[k], got, shallowest)
+			}
+			// Below a limit, the depth is found only if it is below it.
+			if limit := 1 + rng.IntN(300); l.depthOf(want[k], limit) != shallowest && shallowest < limit ||
+				shallowest >= limit && l.depthOf(want[k], limit) != -1 {
+				t.Fatalf("push %d: depthOf(%d, %d) = %d", i, want[k], limit, l.depthOf(want[k], limit))
+			}
+			if got, ok := l.takeAt(uint64(d)); !ok || got != want[k] {
 				t.Fatalf("push %d: took %d at depth %d, want %d", i, got, d, want[k])
 			}
-			want = slices.Delete(want, k, k+1)
+			want, pushes = slices.Delete(want, k, k+1), slices.Delete(pushes, k, k+1)
 		}
-		if _, ok := l.slotAt(uint64(len(want))); ok {
+		if _, ok := l.takeAt(uint64(len(want))); ok {
 			t.Fatalf("push %d: the list is deeper than %d", i, len(want))
 		}
 	}
 	for d := len(want) - 1; d >= 0; d-- {
-		slot, ok := l.slotAt(uint64(d))
-		if !ok || l.take(slot) != want[len(want)-1-d] {
+		if got, ok := l.takeAt(uint64(d)); !ok || got != want[len(want)-1-d] {
 			t.Fatalf("depth %d at the end: %v", d, ok)
 		}
 	}
+	if d := l.depthOf(0, listSpan); d != -1 {
+		t.Fatalf("an empty list has 0 at depth %d", d)
+	}
 	l.reset()
-	if _, ok := l.slotAt(0); ok {
+	if _, ok := l.takeAt(0); ok {
 		t.Fatal("a reset list has an address")
 	}
 	for size, class := range map[uint64]uint8{0: 2, 8: 2, 24: 2, 25: 3, 1000: 63, maxStackedSize: 255, maxStackedSize + 1: 0, math.MaxUint64: 0} {

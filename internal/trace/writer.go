@@ -106,7 +106,12 @@ func NewWriter(w io.Writer, info Info) (*Writer, error) {
 // that they never go below the time of the previous event: events of
 // different threads may reach the recorder slightly out of order, and the
 // format moves time on by unsigned steps.
-func (w *Writer) Event(e Event) error {
+func (w *Writer) Event(e Event) error { return w.EventAt(&e) }
+
+// EventAt is Event for an event it reads in place. The recorder writes
+// millions a second, and copying one just built field by field into a
+// call's arguments stalls on store forwarding.
+func (w *Writer) EventAt(e *Event) error {
 	// Without an error or a Close, which check looks for, there is nothing
 	// to check: do not pay for the call.
 	if w.err != nil || w.closed || w.pipe.failed.Load() {
@@ -120,7 +125,7 @@ func (w *Writer) Event(e Event) error {
 	if e.API > apiMask {
 		return fmt.Errorf("writing event: api %d is out of range", e.API)
 	}
-	w.appendEvent(&e)
+	w.appendEvent(e)
 	w.events++
 	if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 		return w.endBlock()
@@ -220,25 +225,20 @@ const writerMaxDepth = 128
 func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	t := &h.threads[ti]
 	c := sizeClass(size)
-	_, s := h.addrs.insert(addr)
-	code, depth := uint64(addrEscape), -1
-	for k, in := range s.lists {
-		if in == 0 { // the listings are packed at the front
-			break
+	code := uint64(addrEscape)
+	depth := -1
+	if l := t.list(c); l != nil && c != 0 {
+		if depth = l.depthOf(addr, writerMaxDepth); depth >= 0 {
+			l.takeAt(uint64(depth))
+			code = addrDepth + 2*uint64(depth)
 		}
-		o := in.thread()
-		if in.class() != c || o != ti && o != t.source {
-			continue
-		}
-		l, slot := h.threads[o].list(c), in.slot()
-		if d := l.depthOf(slot, writerMaxDepth); d < writerMaxDepth {
-			l.take(slot)
-			s.forget(k)
-			depth, code = d, addrSource
-			if o == ti {
-				code = addrDepth + 2*uint64(d)
+	}
+	if depth < 0 && t.source != ti {
+		if l := h.threads[t.source].list(c); l != nil && c != 0 {
+			if depth = l.depthOf(addr, writerMaxDepth); depth >= 0 {
+				l.takeAt(uint64(depth))
+				code = addrSource
 			}
-			break
 		}
 	}
 	switch {
@@ -257,44 +257,24 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	if code == addrSource {
 		w.put(streamAddr, uint64(depth))
 	}
-	s.num = h.allocate(ti, addr, c)
+	h.liveAddrs.set(addr, h.allocate(ti, addr, c))
 }
 
 // appendRef encodes the address of a block being released by thread ti:
 // by the block's handle if it was allocated in this block, else in the
 // raw stream.
 func (w *Writer) appendRef(h *heapState, ti uint32, addr uint64) {
-	i, s := h.addrs.find(addr)
-	if s == nil || s.num == 0 {
+	i, s := h.liveAddrs.find(addr)
+	if s == nil {
 		w.put(streamRef, refEscape)
 		w.appendRawAddr(addr)
 		h.lastFreed = addr
 		return
 	}
 	num := s.num
-	hd := h.handles[num] // release keeps it
-	w.put(streamRef, h.refCode(ti, num, hd.thread))
-	l, slot, dropped, didDrop := h.release(ti, num)
-	s.num = 0
-	listed := l != nil && hd.thread < listingThreads
-	in := makeListing(hd.thread, hd.class, slot)
-	if listed {
-		if didDrop && dropped == addr { // pushed listSpan pushes ago into the same slot
-			s.forgetListing(in)
-		}
-		s.remember(in)
-	} else if s.unused() {
-		h.addrs.remove(i)
-	}
-	if didDrop && dropped != addr && listed {
-		// The address pushed listSpan pushes ago dropped out of the list.
-		if j, d := h.addrs.find(dropped); d != nil {
-			d.forgetListing(in)
-			if d.unused() {
-				h.addrs.remove(j)
-			}
-		}
-	}
+	w.put(streamRef, h.refCode(ti, num, h.handles[num].thread))
+	h.release(ti, num)
+	h.liveAddrs.remove(i)
 }
 
 func (w *Writer) appendRawAddr(addr uint64) {
@@ -500,6 +480,10 @@ func (w *Writer) Close() error {
 	}
 	err := w.Flush()
 	w.closed = true
+	w.pipe.recycleStreams(w.s) // empty: Flush sent the last block
+	w.s = streamSet{}
+	w.heaps.recycle()
+	w.heap = nil
 	return err
 }
 
@@ -635,10 +619,8 @@ func (w *Writer) endBlock() error {
 // pipeline compresses and writes finished blocks in background goroutines,
 // one per block, that write in the order the blocks were sent.
 type pipeline struct {
-	slots    chan struct{}  // one token per block in flight
-	lastDone chan struct{}  // closed once the last block sent has been written
-	free     chan []byte    // block buffers to reuse
-	sets     chan streamSet // stream buffers to reuse
+	slots    chan struct{} // one token per block in flight
+	lastDone chan struct{} // closed once the last block sent has been written
 
 	failed atomic.Bool
 	mu     sync.Mutex
@@ -647,42 +629,47 @@ type pipeline struct {
 
 func (p *pipeline) init() {
 	p.slots = make(chan struct{}, blocksInFlight)
-	p.free = make(chan []byte, 2*blocksInFlight+1)
-	p.sets = make(chan streamSet, blocksInFlight+1)
 }
 
-// buffer returns an empty buffer with room for size bytes, reusing one if
-// it can.
-func (p *pipeline) buffer(size int) []byte {
-	select {
-	case b := <-p.free:
-		if cap(b) >= size {
-			return b[:0]
+// Stream sets and buffers are reused, by all Writers: the streams of a
+// block grow to megabytes, and growing them from nothing in every new
+// Writer copies and clears tens of MiB.
+var (
+	setPool    sync.Pool // of *streamSet
+	bufferPool sync.Pool // of *[]byte
+)
+
+// getBuffer returns an empty buffer with room for size bytes, reusing one
+// if it can.
+func getBuffer(size int) []byte {
+	if b, ok := bufferPool.Get().(*[]byte); ok {
+		if cap(*b) >= size {
+			return (*b)[:0]
 		}
-	default:
+		bufferPool.Put(b) // for a smaller need
 	}
 	return make([]byte, 0, size)
 }
 
-func (p *pipeline) recycle(b []byte) {
-	select {
-	case p.free <- b:
-	default:
-	}
+func putBuffer(b []byte) {
+	bufferPool.Put(&b)
 }
 
 // streams returns empty streams, reusing the memory of a block already
 // written if it can.
 func (p *pipeline) streams() streamSet {
-	select {
-	case s := <-p.sets:
+	if s, ok := setPool.Get().(*streamSet); ok {
 		for i := range s {
 			s[i] = s[i][:0]
 		}
-		return s
-	default:
+		return *s
 	}
 	return streamSet{}
+}
+
+// recycleStreams gives the memory of s for later blocks to reuse.
+func (p *pipeline) recycleStreams(s streamSet) {
+	setPool.Put(&s)
 }
 
 // send hands the streams of a block to a goroutine that compresses them,
@@ -694,13 +681,10 @@ func (p *pipeline) send(out io.Writer, s streamSet, compress bool) {
 	done := make(chan struct{})
 	p.lastDone = done
 	go func() {
-		scratch := p.buffer(0)
-		block, scratch := appendBlock(p.buffer(blockHeaderSize+maxStreamTable+s.rawLen()), &s, compress, scratch)
-		p.recycle(scratch)
-		select {
-		case p.sets <- s:
-		default:
-		}
+		scratch := getBuffer(0)
+		block, scratch := appendBlock(getBuffer(blockHeaderSize+maxStreamTable+s.rawLen()), &s, compress, scratch)
+		putBuffer(scratch)
+		p.recycleStreams(s)
 		if prev != nil {
 			<-prev
 		}
@@ -709,7 +693,7 @@ func (p *pipeline) send(out io.Writer, s streamSet, compress bool) {
 				p.fail(fmt.Errorf("writing trace block: %w", err))
 			}
 		}
-		p.recycle(block)
+		putBuffer(block)
 		close(done)
 		<-p.slots
 	}()
