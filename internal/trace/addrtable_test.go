@@ -6,22 +6,28 @@ import (
 )
 
 // TestAddrTable checks the table against a map through many inserts and
-// removes, with addresses that collide in the table's home slots.
+// removes: addresses dense in a few pages, far apart in many pages whose
+// home slots in the directory collide, and not 16-byte aligned.
 func TestAddrTable(t *testing.T) {
 	var table addrTable
 	want := map[uint64]uint32{} // num
 	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range 200000 {
+	for i := range 400000 {
 		addr := uint64(rng.IntN(5000)) * 16
-		if rng.IntN(3) == 0 {
-			addr <<= 20 // far apart, for other home slots
+		switch rng.IntN(6) {
+		case 0, 1:
+			addr <<= 20 // far apart, one address a page
+		case 2:
+			addr += uint64(1 + rng.IntN(15)) // unaligned
+		case 3:
+			addr += 1 << 63 // pages at the top of the address space
 		}
 		if rng.IntN(2) == 0 {
 			num := uint32(i + 1)
 			table.set(addr, num)
 			want[addr] = num
 		} else {
-			if num := take(&table, addr); num != want[addr] {
+			if num := table.take(addr); num != want[addr] {
 				t.Fatalf("step %d: take(%#x) = %d, want %d", i, addr, num, want[addr])
 			}
 			delete(want, addr)
@@ -29,40 +35,97 @@ func TestAddrTable(t *testing.T) {
 		if table.used != len(want) {
 			t.Fatalf("step %d: table holds %d addresses, want %d", i, table.used, len(want))
 		}
+		if i%1000 == 0 {
+			checkPages(t, &table)
+		}
 		if i%50000 == 0 {
 			table.reset()
 			clear(want)
 		}
 	}
 	for addr, num := range want {
-		if got := take(&table, addr); got != num {
+		if got := table.take(addr); got != num {
 			t.Fatalf("take(%#x) = %d at the end, want %d", addr, got, num)
 		}
 	}
-}
-
-// take removes addr from the table and returns the handle it held, 0 if
-// it was not there.
-func take(table *addrTable, addr uint64) uint32 {
-	i, s := table.find(addr)
-	if s == nil {
-		return 0
+	if table.used != 0 || table.dir.used != 0 {
+		t.Errorf("the emptied table holds %d addresses in %d pages", table.used, table.dir.used)
 	}
-	num := s.num
-	table.remove(i)
-	return num
 }
 
-// TestAddrTableGenerations empties a table more times than it has
-// generations: nothing from before comes back.
+// checkPages checks that every page handed out is in a chunk or in the
+// free list, that free pages are empty, and the live counts of chunks.
+func checkPages(t *testing.T, table *addrTable) {
+	t.Helper()
+	inChunks := 0
+	for _, d := range table.dir.slots {
+		if d.gen != table.dir.gen {
+			continue
+		}
+		c := &table.chunks[d.num]
+		n := 0
+		for _, idx := range c.pages {
+			if idx != 0 {
+				n++
+			}
+		}
+		if n == 0 || uint32(n) != c.live {
+			t.Fatalf("chunk %#x has %d pages, counts %d", d.addr, n, c.live)
+		}
+		inChunks += n
+	}
+	if inChunks+len(table.free) != table.npages {
+		t.Fatalf("%d pages in chunks and %d free, %d handed out", inChunks, len(table.free), table.npages)
+	}
+	for _, idx := range table.free {
+		if table.pageLive[idx] != 0 || table.pages[idx].nums != [pageSlots]uint32{} {
+			t.Fatalf("free page %d is not empty", idx)
+		}
+	}
+}
+
+// TestAddrTablePageReuse frees whole pages and allocates others: the
+// table reuses the pages it emptied rather than growing, and takes nothing
+// for addresses of pages it gave to others.
+func TestAddrTablePageReuse(t *testing.T) {
+	var table addrTable
+	const pages = 8
+	for round := range 100 {
+		base := uint64(round) << 32
+		for a := uint64(0); a < pages<<pageBits; a += 48 {
+			table.set(base+a, uint32(a+1))
+		}
+		if round > 0 {
+			prev := uint64(round-1) << 32
+			for a := uint64(0); a < pages<<pageBits; a += 16 {
+				want := uint32(0)
+				if a%48 == 0 {
+					want = uint32(a + 1)
+				}
+				if got := table.take(prev + a); got != want {
+					t.Fatalf("round %d: take(%#x) = %d, want %d", round, prev+a, got, want)
+				}
+			}
+		}
+		if len(table.pages) > 2*pages {
+			t.Fatalf("round %d: the table has %d pages for %d with live blocks", round, len(table.pages), table.dir.used)
+		}
+	}
+}
+
+// TestAddrTableGenerations empties a table more times than its
+// directories have generations: nothing from before comes back, and the
+// pages of earlier blocks are cleared before their reuse.
 func TestAddrTableGenerations(t *testing.T) {
 	var table addrTable
 	for i := range 1<<16 + 10 {
-		if _, s := table.find(16); s != nil {
+		if table.take(16) != 0 || table.take(17) != 0 || table.take(uint64(i)*16) != 0 {
 			t.Fatalf("reset %d: the table still held an address", i)
 		}
 		table.set(16, uint32(i+1))
+		table.set(17, uint32(i+1))
 		table.set(uint64(i)*16+32, 1)
+		table.set(uint64(i)<<pageBits, 1)
 		table.reset()
 	}
 }
@@ -83,7 +146,7 @@ func BenchmarkAddrTable(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			s := i % live
-			take(&table, slots[s])
+			table.take(slots[s])
 			slots[s] = addrs[i&(len(addrs)-1)]
 			table.set(slots[s], uint32(i+1))
 			i++
@@ -101,4 +164,85 @@ func BenchmarkAddrTable(b *testing.B) {
 			i++
 		}
 	})
+	for _, order := range []string{"random", "fifo"} {
+		b.Run("heap-"+order, func(b *testing.B) {
+			h := newBenchHeap(order == "fifo")
+			var table addrTable
+			h.fill(&table)
+			i := 0
+			for b.Loop() {
+				if i == len(h.ops) {
+					b.StopTimer()
+					table.reset()
+					h.fill(&table)
+					i = 0
+					b.StartTimer()
+				}
+				op := &h.ops[i]
+				table.take(op.free)
+				table.set(op.alloc, uint32(i+1))
+				i++
+			}
+		})
+	}
+}
+
+// benchHeap is the address stream of a program with a big heap, as glibc
+// lays it out: heapLive blocks of 16 to 200 bytes carved one after the
+// other, then frees of live blocks, each followed by an allocation
+// that reuses the latest address freed (half of them), an older one, or
+// carves a new block at the top of the heap. The frees are of random
+// blocks, or with fifo of the blocks in the order they were allocated, as
+// a program frees a big structure it built.
+type benchHeap struct {
+	initial []uint64
+	ops     []struct{ free, alloc uint64 }
+}
+
+const heapLive = 1 << 19
+
+func newBenchHeap(fifo bool) *benchHeap {
+	rng := rand.New(rand.NewPCG(9, 10))
+	top := uint64(0x5555_5555_a000)
+	carve := func() uint64 {
+		addr := top + 16
+		top += 32 + uint64(rng.IntN(12))*16
+		return addr
+	}
+	h := &benchHeap{initial: make([]uint64, heapLive)}
+	for i := range h.initial {
+		h.initial[i] = carve()
+	}
+	live := append([]uint64(nil), h.initial...)
+	var freed []uint64
+	h.ops = make([]struct{ free, alloc uint64 }, 1<<21)
+	for i := range h.ops {
+		s := i % len(live)
+		if !fifo {
+			s = rng.IntN(len(live))
+		}
+		freed = append(freed, live[s])
+		var addr uint64
+		switch r := rng.IntN(4); {
+		case r <= 1: // the block just freed, from the tcache
+			addr = freed[len(freed)-1]
+			freed = freed[:len(freed)-1]
+		case r == 2: // an older one, from the bins
+			j := rng.IntN(len(freed))
+			addr = freed[j]
+			freed[j] = freed[len(freed)-1]
+			freed = freed[:len(freed)-1]
+		default:
+			addr = carve()
+		}
+		h.ops[i].free, h.ops[i].alloc = live[s], addr
+		live[s] = addr
+	}
+	return h
+}
+
+func (h *benchHeap) fill(table *addrTable) {
+	for i, addr := range h.initial {
+		table.set(addr, uint32(i+1))
+	}
 }

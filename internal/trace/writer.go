@@ -264,17 +264,15 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 // by the block's handle if it was allocated in this block, else in the
 // raw stream.
 func (w *Writer) appendRef(h *heapState, ti uint32, addr uint64) {
-	i, s := h.liveAddrs.find(addr)
-	if s == nil {
+	num := h.liveAddrs.take(addr)
+	if num == 0 {
 		w.put(streamRef, refEscape)
 		w.appendRawAddr(addr)
 		h.lastFreed = addr
 		return
 	}
-	num := s.num
 	w.put(streamRef, h.refCode(ti, num, h.handles[num].thread))
 	h.release(ti, num)
-	h.liveAddrs.remove(i)
 }
 
 func (w *Writer) appendRawAddr(addr uint64) {
