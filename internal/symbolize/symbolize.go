@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/ianlancetaylor/demangle"
@@ -107,6 +108,26 @@ type Options struct {
 	// build-id (DebugRoot/.build-id/xx/rest.debug) and by
 	// .gnu_debuglink (DebugRoot/dir/name). "" means DefaultDebugRoot.
 	DebugRoot string
+	// CacheDir is where decompressed debug sections are kept, so that
+	// the next recording reads them instead of inflating them again (see
+	// sectionCache). "" means memtrail/dwarf in the user's cache
+	// directory; "-" keeps none.
+	CacheDir string
+}
+
+// cacheDir returns the directory of the section cache, or "" for none.
+func (opts Options) cacheDir() string {
+	switch opts.CacheDir {
+	case "-":
+		return ""
+	case "":
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(base, "memtrail", "dwarf")
+	}
+	return opts.CacheDir
 }
 
 // Object symbolizes addresses in one ELF file. Its methods are safe for
@@ -167,9 +188,9 @@ func (opts Options) Open(path string, buildID []byte) (*Object, error) {
 		var alt *altDWARF
 		if af, altPath := opts.findAltFile(dwarfPath, dwarfFile); af != nil {
 			o.files = append(o.files, af)
-			alt, _ = loadAltDWARF(af, altPath) // without it, only some names are lost
+			alt, _ = loadAltDWARF(af, altPath, opts.cacheDir()) // without it, only some names are lost
 		}
-		o.dwarf, dwarfErr = loadDWARF(dwarfFile, dwarfPath, alt)
+		o.dwarf, dwarfErr = loadDWARF(dwarfFile, dwarfPath, alt, opts.cacheDir())
 	}
 	switch {
 	case o.dwarf != nil && o.dwarf.split > 0:
@@ -274,9 +295,10 @@ func hasDWARF(f *elf.File) bool {
 }
 
 // loadDWARF reads f's DWARF and indexes its compilation units. path is
-// where f was opened; alt is the supplementary file f refers to, or nil.
-func loadDWARF(f *elf.File, path string, alt *altDWARF) (*dwarfInfo, error) {
-	raw, err := readDWARF(f, path)
+// where f was opened; alt is the supplementary file f refers to, or nil;
+// cache is the directory of the section cache ("" for none).
+func loadDWARF(f *elf.File, path string, alt *altDWARF, cache string) (*dwarfInfo, error) {
+	raw, err := readDWARF(f, path, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -284,8 +306,8 @@ func loadDWARF(f *elf.File, path string, alt *altDWARF) (*dwarfInfo, error) {
 }
 
 // loadAltDWARF reads a supplementary debug file, opened at path.
-func loadAltDWARF(f *elf.File, path string) (*altDWARF, error) {
-	raw, err := readDWARF(f, path)
+func loadAltDWARF(f *elf.File, path, cache string) (*altDWARF, error) {
+	raw, err := readDWARF(f, path, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -305,19 +327,21 @@ var dwarfSections = []string{"abbrev", "info", "line", "ranges", "str", "line_st
 // The sections are read and decompressed at once, each on a goroutine:
 // the debug files of distributions compress them, and decompressing
 // glibc's alone takes a tenth of a second, which every recording of a
-// program that runs through libc's startup code pays at its end.
-func readDWARF(f *elf.File, path string) (rawDWARF, error) {
+// program that runs through libc's startup code pays at its end. The
+// decompressed sections go to the section cache in cache, if not "".
+func readDWARF(f *elf.File, path, cache string) (rawDWARF, error) {
 	raw := rawDWARF{order: f.ByteOrder}
 	var file io.ReaderAt
 	if osf, err := os.Open(path); err == nil {
 		defer osf.Close()
 		file = osf
 	}
+	sc := newSectionCache(cache, f)
 	data := make([][]byte, len(dwarfSections))
 	errs := make([]error, len(dwarfSections))
 	var wg sync.WaitGroup
 	for i, name := range dwarfSections {
-		wg.Go(func() { data[i], errs[i] = debugSection(f, file, name) })
+		wg.Go(func() { data[i], errs[i] = sc.section(f, file, name) })
 	}
 	wg.Wait()
 	sections := map[string][]byte{}

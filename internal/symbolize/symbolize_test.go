@@ -39,7 +39,7 @@ func findCall(t *testing.T, bin, caller, callee string) uint64 {
 
 func open(t *testing.T, path string, buildID []byte) *Object {
 	t.Helper()
-	o, err := Options{DebugRoot: t.TempDir()}.Open(path, buildID)
+	o, err := Options{DebugRoot: t.TempDir(), CacheDir: t.TempDir()}.Open(path, buildID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +266,48 @@ func TestZstdSections(t *testing.T) {
 	o := open(t, bin, nil)
 	wantStatus(t, o, Full)
 	sameFrames(t, open(t, full, nil), o, full)
+}
+
+// TestSectionCache checks that decompressed sections are kept, read back
+// with the same frames, and rewritten when a kept one is damaged.
+func TestSectionCache(t *testing.T) {
+	bin := buildFixture(t, []string{"inline.c"}, "-O2", "-g", "-gz")
+	cache := t.TempDir()
+	openCached := func() *Object {
+		o, err := Options{DebugRoot: t.TempDir(), CacheDir: cache}.Open(bin, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { o.Close() })
+		wantStatus(t, o, Full)
+		return o
+	}
+	uncached, err := Options{DebugRoot: t.TempDir(), CacheDir: "-"}.Open(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uncached.Close()
+
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := filepath.Join(cache, hex.EncodeToString(BuildID(f)), "info")
+	size := f.Section(".debug_info").Size
+	f.Close()
+
+	sameFrames(t, uncached, openCached(), bin)
+	if st, err := os.Stat(info); err != nil || uint64(st.Size()) != size {
+		t.Fatalf("the cache holds no whole .debug_info (%d bytes): %v %v", size, st, err)
+	}
+	sameFrames(t, uncached, openCached(), bin) // read from the cache
+	if err := os.Truncate(info, int64(size/2)); err != nil {
+		t.Fatal(err)
+	}
+	sameFrames(t, uncached, openCached(), bin) // a damaged one is not used
+	if st, err := os.Stat(info); err != nil || uint64(st.Size()) != size {
+		t.Fatalf("the damaged .debug_info was not rewritten: %v %v", st, err)
+	}
 }
 
 // splitDebug builds basic.c with -g, then moves its debug info to a
