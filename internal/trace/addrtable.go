@@ -72,6 +72,18 @@ const (
 	chunkPages = 1 << chunkBits
 )
 
+// listedMark, in a slot of a page, marks an address that is not live but
+// was pushed on a class list in this block: listedMark | the index of the
+// thread whose list it is. The Writer then looks for a new block's
+// address in that list only, and in none if the address has no mark.
+// Marks are hints: an address taken out of its list by the allocation of
+// a block of another size class keeps its mark, and one pushed twice
+// loses it when the older push drops out of the list; the Writer then
+// scans for nothing, or misses a depth and writes a step or an escape,
+// which decode as well. Handle numbers stay below listedMark: a block of
+// the trace holds fewer than 2^31 events.
+const listedMark = 1 << 31
+
 // addrPage holds the handles of the blocks that start in a page, by their
 // offset in it divided by addrAlign; 0 when no live block starts there.
 type addrPage struct{ nums [pageSlots]uint32 }
@@ -111,8 +123,79 @@ func (t *addrTable) remember(key uint64, idx uint32) {
 	t.cacheKey[0], t.cacheIdx[0] = key+1, idx
 }
 
+// place returns the slot of addr, aligned, making its page if it has none,
+// for the caller to read its mark and then fill it with a handle; nil if
+// addr is not aligned. The slot counts as used from now on.
+func (t *addrTable) place(addr uint64) *uint32 {
+	if addr&(addrAlign-1) != 0 {
+		return nil
+	}
+	key := addr >> pageBits
+	idx, ok := t.lookup(key)
+	if !ok {
+		idx = t.newPage(key)
+	}
+	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
+	if *slot == 0 {
+		t.pageLive[idx]++
+		t.used++
+	}
+	return slot
+}
+
+// fill makes num the handle of addr, whose slot place returned.
+func (t *addrTable) fill(slot *uint32, addr uint64, num uint32) {
+	if slot == nil {
+		n := t.odd.used
+		t.odd.set(addr, num)
+		t.used += t.odd.used - n
+		return
+	}
+	*slot = num
+}
+
+// release takes addr out of the table as take does, and returns its
+// handle; if the block of that handle has a class, its slot keeps the
+// mark of the thread on whose class list the block's address goes.
+func (t *addrTable) release(addr uint64, handles []handle) uint32 {
+	if t.used == 0 || addr&(addrAlign-1) != 0 {
+		return t.take(addr)
+	}
+	key := addr >> pageBits
+	idx, ok := t.lookup(key)
+	if !ok {
+		return 0
+	}
+	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
+	num := *slot
+	if num == 0 || num&listedMark != 0 {
+		return 0
+	}
+	if hd := &handles[num]; hd.class != 0 {
+		*slot = listedMark | hd.thread
+	} else {
+		t.clearSlot(slot, key, idx)
+	}
+	return num
+}
+
+// unlist removes the mark of addr if it says it is on owner's list.
+func (t *addrTable) unlist(addr uint64, owner uint32) {
+	if addr&(addrAlign-1) != 0 {
+		return
+	}
+	idx, ok := t.lookup(addr >> pageBits)
+	if !ok {
+		return
+	}
+	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
+	if *slot == listedMark|owner {
+		t.clearSlot(slot, addr>>pageBits, idx)
+	}
+}
+
 // take removes addr from the table and returns its handle, or 0 if addr
-// is not in the table.
+// is not live in the table.
 func (t *addrTable) take(addr uint64) uint32 {
 	if t.used == 0 {
 		return 0
@@ -134,15 +217,21 @@ func (t *addrTable) take(addr uint64) uint32 {
 	}
 	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
 	num := *slot
-	if num == 0 {
+	if num == 0 || num&listedMark != 0 {
 		return 0
 	}
+	t.clearSlot(slot, key, idx)
+	return num
+}
+
+// clearSlot zeroes slot, which is not 0, of page key at idx, and frees the
+// page if it was its last one that was not.
+func (t *addrTable) clearSlot(slot *uint32, key uint64, idx uint32) {
 	*slot = 0
 	t.used--
 	if t.pageLive[idx]--; t.pageLive[idx] == 0 {
 		t.freePage(key, idx)
 	}
-	return num
 }
 
 // set makes num, which is not 0, the handle of addr, whether addr had one

@@ -53,6 +53,69 @@ func TestAddrTable(t *testing.T) {
 	}
 }
 
+// TestAddrTableMarks checks the marks of listed addresses: a released
+// block's slot keeps the mark of its thread if it has a class, a mark is
+// never taken for a live handle, and unlist removes only its own.
+func TestAddrTableMarks(t *testing.T) {
+	var table addrTable
+	handles := []handle{{}, {addr: 0x1000, thread: 3, class: 2}, {addr: 0x2000, thread: 1, class: 0}, {addr: 0x3001, thread: 1, class: 2}}
+	for num, h := range handles[1:] {
+		table.fill(table.place(h.addr), h.addr, uint32(num+1))
+	}
+	if got := table.release(0x1000, handles); got != 1 {
+		t.Fatalf("release(0x1000) = %d, want 1", got)
+	}
+	if got := table.release(0x1000, handles); got != 0 {
+		t.Errorf("release of a listed address = %d, want 0", got)
+	}
+	if got := table.take(0x1000); got != 0 {
+		t.Errorf("take of a listed address = %d, want 0", got)
+	}
+	if v := peek(&table, 0x1000); v != listedMark|3 {
+		t.Errorf("the slot of a listed address holds %#x, want the mark of thread 3", v)
+	}
+	table.unlist(0x1000, 2) // not its list
+	if v := peek(&table, 0x1000); v != listedMark|3 {
+		t.Errorf("unlist for another thread removed the mark: %#x", v)
+	}
+	table.unlist(0x1000, 3)
+	if v := peek(&table, 0x1000); v != 0 {
+		t.Errorf("unlist left %#x", v)
+	}
+	table.fill(table.place(0x1000), 0x1000, 4)
+	if got := table.release(0x2000, handles); got != 2 {
+		t.Fatalf("release(0x2000) = %d, want 2", got)
+	}
+	if v := peek(&table, 0x2000); v != 0 {
+		t.Errorf("the slot of a block without class holds %#x, want 0", v)
+	}
+	table.fill(table.place(0x2000), 0x2000, 5)
+	if got := table.release(0x3001, handles); got != 3 {
+		t.Errorf("release of an unaligned address = %d, want 3", got)
+	}
+	if table.place(0x3001) != nil {
+		t.Errorf("an unaligned address has a slot")
+	}
+	for addr, want := range map[uint64]uint32{0x1000: 4, 0x2000: 5} {
+		if got := table.take(addr); got != want {
+			t.Errorf("take(%#x) = %d, want %d", addr, got, want)
+		}
+	}
+	if table.used != 0 {
+		t.Errorf("the emptied table holds %d slots", table.used)
+	}
+	checkPages(t, &table)
+}
+
+// peek returns what the slot of addr, aligned, holds (0 if it has no page).
+func peek(table *addrTable, addr uint64) uint32 {
+	idx, ok := table.lookup(addr >> pageBits)
+	if !ok {
+		return 0
+	}
+	return table.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
+}
+
 // checkPages checks that every page handed out is in a chunk or in the
 // free list, that free pages are empty, and the live counts of chunks.
 func checkPages(t *testing.T, table *addrTable) {

@@ -515,8 +515,9 @@ func (h *heapState) handleOf(t *threadState, code uint64) uint64 {
 
 // release releases the live block with handle num, by thread ti. The
 // block's address becomes lastFreed and goes on the class list of its
-// allocating thread, which becomes ti's source.
-func (h *heapState) release(ti uint32, num uint32) {
+// allocating thread, which becomes ti's source. It returns the address
+// that dropped out of that list, if one did.
+func (h *heapState) release(ti uint32, num uint32) (dropped uint64, didDrop bool) {
 	hd := h.handles[num]
 	h.serials[num] = 0
 	h.freeNums = append(h.freeNums, num)
@@ -529,8 +530,9 @@ func (h *heapState) release(ti uint32, num uint32) {
 		owner.head = h.nextLive(q, owner.head+1)
 	}
 	if hd.class != 0 {
-		owner.makeList(hd.class).push(hd.addr)
+		return owner.makeList(hd.class).push(hd.addr)
 	}
+	return 0, false
 }
 
 // nextLive returns the index of the first allocation in q from i on that

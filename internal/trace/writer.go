@@ -222,22 +222,32 @@ const writerMaxDepth = 128
 // is there, else by its depth in the source thread's, else as the latest
 // address freed, else as a step from the end of the thread's previous
 // fresh allocation, else in the raw stream.
+//
+// The address table says whose class list an address was pushed on last
+// (see listedMark), so that an address on none, as fresh memory is, costs
+// no scan, and one on a list costs one: the Writer looks for it in that
+// list only, the thread's own or the source thread's.
 func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	t := &h.threads[ti]
 	c := sizeClass(size)
 	code := uint64(addrEscape)
 	depth := -1
-	if l := t.list(c); l != nil && c != 0 {
-		if depth = l.depthOf(addr, writerMaxDepth); depth >= 0 {
-			l.takeAt(uint64(depth))
-			code = addrDepth + 2*uint64(depth)
-		}
-	}
-	if depth < 0 && t.source != ti {
-		if l := h.threads[t.source].list(c); l != nil && c != 0 {
-			if depth = l.depthOf(addr, writerMaxDepth); depth >= 0 {
-				l.takeAt(uint64(depth))
-				code = addrSource
+	slot := h.liveAddrs.place(addr)
+	if l := t.list(c); l != nil && c != 0 && l.n > 0 && l.addrs[(l.bottom+l.n-1)&(len(l.addrs)-1)] == addr {
+		// The top of the thread's own list, the commonest case: no need
+		// to wait for the mark.
+		l.takeAt(0)
+		depth, code = 0, addrDepth
+	} else if slot != nil && *slot&listedMark != 0 && c != 0 {
+		if owner := *slot &^ listedMark; owner == ti || owner == t.source {
+			if l := h.threads[owner].list(c); l != nil {
+				if depth = l.depthOf(addr, writerMaxDepth); depth >= 0 {
+					l.takeAt(uint64(depth))
+					code = addrDepth + 2*uint64(depth)
+					if owner != ti {
+						code = addrSource
+					}
+				}
 			}
 		}
 	}
@@ -257,22 +267,25 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	if code == addrSource {
 		w.put(streamAddr, uint64(depth))
 	}
-	h.liveAddrs.set(addr, h.allocate(ti, addr, c))
+	h.liveAddrs.fill(slot, addr, h.allocate(ti, addr, c))
 }
 
 // appendRef encodes the address of a block being released by thread ti:
 // by the block's handle if it was allocated in this block, else in the
 // raw stream.
 func (w *Writer) appendRef(h *heapState, ti uint32, addr uint64) {
-	num := h.liveAddrs.take(addr)
+	num := h.liveAddrs.release(addr, h.handles)
 	if num == 0 {
 		w.put(streamRef, refEscape)
 		w.appendRawAddr(addr)
 		h.lastFreed = addr
 		return
 	}
-	w.put(streamRef, h.refCode(ti, num, h.handles[num].thread))
-	h.release(ti, num)
+	hd := h.handles[num]
+	w.put(streamRef, h.refCode(ti, num, hd.thread))
+	if dropped, didDrop := h.release(ti, num); didDrop {
+		h.liveAddrs.unlist(dropped, hd.thread)
+	}
 }
 
 func (w *Writer) appendRawAddr(addr uint64) {

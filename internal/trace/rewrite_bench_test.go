@@ -1,0 +1,78 @@
+package trace
+
+import (
+	"io"
+	"os"
+	"testing"
+)
+
+// BenchmarkRewrite writes again the events of the trace named by
+// MEMTRAIL_BENCH_TRACE (for example one of bench/'s workloads recorded
+// with memtrail run): the Writer's cost on a real program's events,
+// with and without compression.
+func BenchmarkRewrite(b *testing.B) {
+	path := os.Getenv("MEMTRAIL_BENCH_TRACE")
+	if path == "" {
+		b.Skip("MEMTRAIL_BENCH_TRACE is not set")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var info Info
+	events := make([]Event, 0, 4<<20)
+	for len(events) < cap(events) {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rec.Kind == KindInfo {
+			info = *rec.Info
+		}
+		if rec.Kind.IsEvent() {
+			events = append(events, rec.Event)
+		}
+	}
+	for _, raw := range []bool{false, true} {
+		name := "zstd"
+		if raw {
+			name = "raw"
+		}
+		b.Run(name, func(b *testing.B) { rewrite(b, info, events, raw) })
+	}
+}
+
+func rewrite(b *testing.B, info Info, events []Event, raw bool) {
+	var size int64
+	cpu := cpuTime()
+	for b.Loop() {
+		var cw countingWriter
+		w, err := NewWriter(&cw, info)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.Uncompressed = raw
+		for i := range events {
+			if err := w.EventAt(&events[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		size = cw.n
+	}
+	reportEvents(b, len(events), int(size), cpuTime()-cpu)
+}
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
