@@ -136,6 +136,33 @@ func TestCountsEqualValgrind(t *testing.T) {
 // at one address.
 func TestCrossThreadOrder(t *testing.T) {
 	rec := recordArgs(t, "", fixture.Build(t, src("threads.c")), "50000")
+	checkCrossThreadOrder(t, rec)
+}
+
+// TestSpills records the threads of TestCrossThreadOrder with rings of
+// 8 KiB, which the recorder copies out (spills) over and over while it
+// handles what it copied before; nothing may be lost or reordered, and
+// the counts must be valgrind's.
+func TestSpills(t *testing.T) {
+	prog := fixture.Build(t, src("threads.c"))
+	dir := t.TempDir()
+	res, err := record.Run(record.Options{Args: []string{prog, "50000"}, Output: filepath.Join(dir, "trace.mtr"),
+		AgentPath: fixture.Agent(t), RingSize: 8 << 10, Log: io.Discard, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCrossThreadOrder(t, recording{res: res, model: analyze(t, res.Path)})
+	res, err = record.Run(record.Options{Args: []string{prog, "300"}, Output: filepath.Join(dir, "small.mtr"),
+		AgentPath: fixture.Agent(t), RingSize: 8 << 10, Log: io.Discard, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fixture.Valgrind(t, prog, "300")
+	sameAsValgrind(t, analyze(t, res.Path).Processes[0], want[0])
+}
+
+func checkCrossThreadOrder(t *testing.T, rec recording) {
+	t.Helper()
 	p := rec.model.Processes[0]
 	if p.Summary.InvalidFrees != 0 || p.Summary.ReplacedBlocks != 0 || rec.res.Lost != 0 {
 		t.Fatalf("out of order: %+v, lost %d", p.Summary, rec.res.Lost)
