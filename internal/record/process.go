@@ -304,16 +304,21 @@ func (p *process) ready(now time.Time) bool {
 // between: so once a ring is half full, what it holds is copied to the
 // recorder's memory (spill), up to maxBacklog a process. The rings, which
 // count in the program's memory, stay small. Measured here (medians of 4
-// runs), spills took python3's wall time (bench/) from 1.30 to 1.22 s
-// and jq's from 1.31 to 1.19 s. Rings of 1 MiB do more (0.93 and 1.11 s):
+// runs), spills took python3's wall time (bench/) from 1.30 to 1.23 s
+// and jq's from 1.34 to 1.23 s. Rings of 1 MiB do more (0.93 and 1.11 s):
 // the recorder sleeps about a millisecond when it finds nothing to do
 // (Go's timers on an idle runtime), and shares two CPUs with the program
 // and its own goroutines, so a ring must hold what a thread allocating
 // flat out writes in a millisecond or more; but they add 0.75 MiB to the
 // program for every thread.
 const (
-	spillEvery = 256      // records handled between looks at the rings
-	maxBacklog = 32 << 20 // bytes a process may have spilled
+	spillEvery = 256 // records handled between looks at the rings
+	// maxBacklog is small on purpose: a program that allocates faster
+	// than the recorder keeps up with for long (bench/'s dense and
+	// threads loops) must wait for it, else its threads take the CPUs
+	// from the recorder. With 32 MiB, the 8-thread loop took 4.2 s
+	// rather than 1.5, the dense loop 2.5 s rather than 2.2.
+	maxBacklog = 2 << 20 // bytes a process may have spilled
 )
 
 // spillFull spills the rings that are half full, while the process's
