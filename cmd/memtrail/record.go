@@ -20,7 +20,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	output := fs.String("o", "", "write the trace to `file` (default: <program>.<pid>.mtr in the current directory)")
 	frames := fs.Int("max-frames", 64, "record at most `n` frames of each call stack (1-256)")
 	quiet := fs.Bool("q", false, "print nothing but errors")
-	ring := sizeFlag(fs, "ring-size", record.DefaultRingSize, "per-thread buffer between the program and memtrail, a power of two (e.g. 4MiB): a bigger one absorbs longer bursts")
+	ring := sizeFlag(fs, "ring-size", record.DefaultRingSize, "buffer between the program's first thread and memtrail, a power of two (e.g. 4MiB; other threads get a quarter): a bigger one absorbs longer bursts")
 	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	if err := parse(fs, args); err != nil {

@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 1
+	protocolVersion = 2
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	maxHello        = 16384
@@ -51,6 +51,7 @@ const (
 	hdrNodesLost    = 208
 	hdrCoarse       = 216
 	hdrClockPeriod  = 224
+	hdrFirstRing    = 232
 	hdrClock        = 256
 )
 

@@ -14,7 +14,8 @@ type region struct {
 	mem         []byte
 	fd          int
 	nslots      int
-	ringSize    uint64
+	ringSize    uint64 // of every slot's ring but slot 0's
+	firstRing   uint64 // of slot 0's
 	ringsOffset uint64
 	nodesOffset uint64
 	nodeCap     uint64
@@ -25,14 +26,15 @@ type region struct {
 // rings and the node table cost memory in proportion to their use.
 type regionConfig struct {
 	slots     int    // thread slots (live threads at once)
-	ringSize  uint64 // bytes per ring, a power of two
+	firstRing uint64 // bytes of slot 0's ring, a power of two
+	ringSize  uint64 // bytes of the others'
 	nodeCap   uint64 // call-stack nodes
 	maxFrames int
 }
 
 func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
 	ringsOffset := alignUp(headerSize+uint64(cfg.slots)*slotBytes, 4096)
-	nodesOffset := alignUp(ringsOffset+uint64(cfg.slots)*cfg.ringSize, 4096)
+	nodesOffset := alignUp(ringsOffset+cfg.firstRing+uint64(cfg.slots-1)*cfg.ringSize, 4096)
 	size := alignUp(nodesOffset+cfg.nodeCap*nodeBytes, 4096)
 	fd, err := unix.MemfdCreate("memtrail", unix.MFD_CLOEXEC)
 	if err != nil {
@@ -47,13 +49,14 @@ func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("mapping shared memory: %w", err)
 	}
-	r := &region{mem: mem, fd: fd, nslots: cfg.slots, ringSize: cfg.ringSize,
+	r := &region{mem: mem, fd: fd, nslots: cfg.slots, ringSize: cfg.ringSize, firstRing: cfg.firstRing,
 		ringsOffset: ringsOffset, nodesOffset: nodesOffset, nodeCap: cfg.nodeCap}
 	*r.u64(hdrMagic) = regionMagic
 	*r.u32(hdrVersion) = protocolVersion
 	*r.u32(hdrNslots) = uint32(cfg.slots)
 	*r.u64(hdrRegionSize) = size
 	*r.u64(hdrRingSize) = cfg.ringSize
+	*r.u64(hdrFirstRing) = cfg.firstRing
 	*r.u64(hdrRingsOffset) = ringsOffset
 	*r.u64(hdrNodesOffset) = nodesOffset
 	*r.u64(hdrNodeCapacity) = cfg.nodeCap
@@ -73,7 +76,10 @@ func (r *region) slotOff(i int) uint64 { return headerSize + uint64(i)*slotBytes
 
 // ring returns the words of ring i.
 func (r *region) ring(i int) []uint64 {
-	off := r.ringsOffset + uint64(i)*r.ringSize
+	if i == 0 {
+		return unsafe.Slice((*uint64)(unsafe.Pointer(&r.mem[r.ringsOffset])), r.firstRing/8)
+	}
+	off := r.ringsOffset + r.firstRing + uint64(i-1)*r.ringSize
 	return unsafe.Slice((*uint64)(unsafe.Pointer(&r.mem[off])), r.ringSize/8)
 }
 

@@ -354,8 +354,10 @@ static int attach(struct mt_thread *t)
 	t->gen = mt_proc.gen;
 	t->slot = slot;
 	t->ctl = &mt_proc.slots[slot];
-	t->ring = (uint64_t *)(mt_proc.rings + (uint64_t)slot * hdr->ring_size);
-	t->ring_mask = hdr->ring_size / 8 - 1;
+	uint64_t size = slot == 0 ? hdr->first_ring_size : hdr->ring_size;
+	uint64_t off = slot == 0 ? 0 : hdr->first_ring_size + (uint64_t)(slot - 1) * hdr->ring_size;
+	t->ring = (uint64_t *)(mt_proc.rings + off);
+	t->ring_mask = size / 8 - 1;
 	t->ring_limit = 0;
 	t->tid = (uint64_t)gettid_raw();
 	t->depth = 0;
@@ -484,7 +486,7 @@ static void disable(void)
 static int wait_for_space(struct mt_thread *t, uint64_t need)
 {
 	struct mt_header *hdr = mt_proc.hdr;
-	uint64_t size = hdr->ring_size;
+	uint64_t size = (t->ring_mask + 1) * 8;
 	for (unsigned spins = 0;; spins++) {
 		uint64_t used = t->ctl->write - __atomic_load_n(&t->ctl->read, __ATOMIC_ACQUIRE);
 		if (used + need <= size)
@@ -512,13 +514,14 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 {
 	struct mt_slot *ctl = t->ctl;
-	t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
+	uint64_t size = (t->ring_mask + 1) * 8;
+	t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + size;
 	if (ctl->write + bytes > t->ring_limit) {
 		if (!wait_for_space(t, bytes)) {
 			__atomic_fetch_add(&mt_proc.hdr->dropped, 1, __ATOMIC_RELAXED);
 			return 0;
 		}
-		t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + mt_proc.hdr->ring_size;
+		t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + size;
 	}
 	return 1;
 }

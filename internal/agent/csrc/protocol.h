@@ -10,7 +10,8 @@
  * Layout of a region, offsets in bytes:
  *   0                      struct mt_header
  *   MT_HEADER_SIZE         nslots * struct mt_slot (ring control words)
- *   rings_offset           nslots * ring_size bytes of ring data
+ *   rings_offset           first_ring_size bytes of ring data for slot 0, then
+ *                          (nslots - 1) * ring_size bytes for the others
  *   nodes_offset           node_capacity * struct mt_node
  */
 #ifndef MEMTRAIL_PROTOCOL_H
@@ -19,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 1
+#define MT_PROTOCOL_VERSION 2
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_MAX_HELLO 16384
@@ -156,6 +157,9 @@ struct mt_header {
 	 * of what recording an event costs the program. */
 	uint64_t coarse;
 	uint64_t clock_period;
+	/* The ring of slot 0, which a process's first thread takes, is this
+	 * big; the others are ring_size. */
+	uint64_t first_ring_size;
 	uint64_t clock __attribute__((aligned(64)));
 };
 
