@@ -29,6 +29,10 @@ type slotReader struct {
 	// the ring.
 	backlog []uint64
 	bi      int
+	// spent is set by a spill and cleared once the ring is found less
+	// than a quarter full: a ring that is half full again first means the
+	// program outpaces the recorder for good, not a burst (see spillFull).
+	spent bool
 }
 
 // parkedRealloc is a realloc whose old block was released (its first
@@ -322,7 +326,11 @@ const (
 )
 
 // spillFull spills the rings that are half full, while the process's
-// backlog is below maxBacklog.
+// backlog is below maxBacklog. A ring is spilled once per burst: until
+// the recorder has caught up with it to less than a quarter, a program
+// that keeps it filling outpaces the recorder, and copying its records
+// would only slow the recorder down more (the dense loop took 10% more
+// recorder CPU).
 func (p *process) spillFull() {
 	backlog := 0
 	for _, s := range p.active {
@@ -332,8 +340,13 @@ func (p *process) spillFull() {
 		if backlog >= maxBacklog {
 			return
 		}
-		if p.region.load64(p.region.slotOff(s.index)+slotWrite)-s.pos >= uint64(len(s.ring))*4 {
+		size := uint64(len(s.ring)) * 8
+		switch held := p.region.load64(p.region.slotOff(s.index)+slotWrite) - s.pos; {
+		case held < size/4:
+			s.spent = false
+		case held >= size/2 && !s.spent:
 			backlog += s.spill(p.region) * 8
+			s.spent = true
 		}
 	}
 }
