@@ -308,13 +308,14 @@ func (p *process) ready(now time.Time) bool {
 // between: so once a ring is half full, what it holds is copied to the
 // recorder's memory (spill), up to maxBacklog a process. The rings, which
 // count in the program's memory, stay small. Measured here (medians of 4
-// runs), spills took python3's wall time (bench/) from 1.30 to 1.23 s
-// and jq's from 1.34 to 1.23 s. Rings of 1 MiB do more (0.93 and 1.11 s):
-// the recorder sleeps about a millisecond when it finds nothing to do
-// (Go's timers on an idle runtime), and shares two CPUs with the program
-// and its own goroutines, so a ring must hold what a thread allocating
-// flat out writes in a millisecond or more; but they add 0.75 MiB to the
-// program for every thread.
+// runs, rings of 256 KiB), spills took python3's wall time (bench/) from
+// 1.30 to 1.23 s and jq's from 1.34 to 1.23 s. A bigger ring does more
+// (1 MiB: 0.93 and 1.11 s), as spills only happen while the recorder
+// runs: it sleeps about a millisecond when it finds nothing to do, and
+// shares two CPUs with the program and its own goroutines. Hence the
+// 1 MiB ring of a process's first thread (DefaultRingSize); with it,
+// spills keep python3 and jq from their slow outliers (1.21 and 1.47 s
+// among runs of 0.9 and 1.1 s).
 const (
 	spillEvery = 256 // records handled between looks at the rings
 	// maxBacklog is small on purpose: a program that allocates faster
