@@ -54,7 +54,14 @@ type addrTable struct {
 	// to another, and both seldom leave it for a while.
 	cacheKey [2]uint64
 	cacheIdx [2]uint32
+
+	reserved bool // pages and pageLive are in reservations (see reserved)
 }
+
+// maxReservedPages is the room the reservation of pages has: 1 GiB of
+// address space for 4 GiB of the program's heap with live blocks in one
+// block of the trace; past it, pages grow as Go slices do.
+const maxReservedPages = 1 << 20
 
 // The address space is cut in pages, and pages in chunks: a chunk says
 // where the pages of 2 MiB of address space are in pages, and a hash
@@ -270,6 +277,11 @@ func (t *addrTable) newPage(key uint64) uint32 {
 		if t.npages < len(t.pages) {
 			clear(t.pages[t.npages].nums[:])
 		} else {
+			if len(t.pages) == cap(t.pages) && len(t.pages) >= reserveAfter && !t.reserved {
+				t.reserved = true
+				t.pages = reserved(t.pages, maxReservedPages, t)
+				t.pageLive = reserved(t.pageLive, maxReservedPages, t)
+			}
 			t.pages = append(t.pages, addrPage{})
 			t.pageLive = append(t.pageLive, 0)
 		}

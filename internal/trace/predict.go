@@ -154,6 +154,7 @@ type threadState struct {
 	queue     []queued
 	head      int
 	compactAt int
+	reserved  bool // queue is in a reservation (see reserved)
 	// listOf gives the class list of each class: 1 + index in lists, 0
 	// if there is none yet. Both are made when first needed, so that
 	// a thread that frees little costs little: a damaged block can name
@@ -365,6 +366,7 @@ type heapState struct {
 	threadOf map[uint64]uint32
 
 	liveAddrs addrTable // the handle of each live address, when encoding
+	reserved  bool      // handles and serials are in reservations (see reserved)
 }
 
 func (h *heapState) reset() {
@@ -433,6 +435,11 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 	if len(t.queue) >= t.compactAt {
 		h.compact(t)
 	}
+	if len(t.queue) == cap(t.queue) && len(t.queue) >= reserveAfter && !t.reserved {
+		// Owned by h: the threads move when h.threads grows.
+		t.reserved = true
+		t.queue = reserved(t.queue, maxBlockRaw, h)
+	}
 	t.queue = append(t.queue, queued{num: num, serial: serial})
 	return num
 }
@@ -440,6 +447,13 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 // newHandle gives out a new handle number, highest + 1, as a released one
 // for allocate to take.
 func (h *heapState) newHandle() {
+	if len(h.handles) == cap(h.handles) && len(h.handles) >= reserveAfter && !h.reserved {
+		// A block holds fewer events than it has bytes: maxBlockRaw
+		// handles are always enough.
+		h.reserved = true
+		h.handles = reserved(h.handles, maxBlockRaw, h)
+		h.serials = reserved(h.serials, maxBlockRaw, h)
+	}
 	h.numbered++
 	h.handles = append(h.handles, handle{})
 	h.serials = append(h.serials, 0)

@@ -493,6 +493,7 @@ func (w *Writer) Close() error {
 	w.closed = true
 	w.pipe.recycleStreams(w.s) // empty: Flush sent the last block
 	w.s = streamSet{}
+	w.pipe.releaseSpare()
 	w.heaps.recycle()
 	w.heap = nil
 	return err
@@ -632,6 +633,10 @@ func (w *Writer) endBlock() error {
 type pipeline struct {
 	slots    chan struct{} // one token per block in flight
 	lastDone chan struct{} // closed once the last block sent has been written
+	// spare holds the stream sets of blocks written, for the next blocks
+	// of this Writer: setPool loses its content at every other garbage
+	// collection, and streams grown anew fault their memory in again.
+	spare chan streamSet
 
 	failed atomic.Bool
 	mu     sync.Mutex
@@ -640,6 +645,7 @@ type pipeline struct {
 
 func (p *pipeline) init() {
 	p.slots = make(chan struct{}, blocksInFlight)
+	p.spare = make(chan streamSet, blocksInFlight+1)
 }
 
 // Stream sets and buffers are reused, by all Writers: the streams of a
@@ -669,6 +675,14 @@ func putBuffer(b []byte) {
 // streams returns empty streams, reusing the memory of a block already
 // written if it can.
 func (p *pipeline) streams() streamSet {
+	select {
+	case s := <-p.spare:
+		for i := range s {
+			s[i] = s[i][:0]
+		}
+		return s
+	default:
+	}
 	if s, ok := setPool.Get().(*streamSet); ok {
 		for i := range s {
 			s[i] = s[i][:0]
@@ -678,9 +692,25 @@ func (p *pipeline) streams() streamSet {
 	return streamSet{}
 }
 
+// releaseSpare gives the spare stream sets to the Writers to come.
+func (p *pipeline) releaseSpare() {
+	for {
+		select {
+		case s := <-p.spare:
+			setPool.Put(&s)
+		default:
+			return
+		}
+	}
+}
+
 // recycleStreams gives the memory of s for later blocks to reuse.
 func (p *pipeline) recycleStreams(s streamSet) {
-	setPool.Put(&s)
+	select {
+	case p.spare <- s:
+	default:
+		setPool.Put(&s)
+	}
 }
 
 // send hands the streams of a block to a goroutine that compresses them,
