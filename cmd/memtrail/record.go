@@ -21,7 +21,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	frames := fs.Int("max-frames", 64, "record at most `n` frames of each call stack (1-256)")
 	quiet := fs.Bool("q", false, "print nothing but errors")
 	ring := sizeFlag(fs, "ring-size", record.DefaultRingSize, "buffer between the program's first thread and memtrail, a power of two (e.g. 4MiB; other threads get a quarter): a bigger one absorbs longer bursts")
-	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size")
+	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size, how long the program waited for memtrail")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	if err := parse(fs, args); err != nil {
 		return 2, err
@@ -95,8 +95,9 @@ func printStats(w io.Writer, res *record.Result) {
 	if res.Events > 0 {
 		perEvent = float64(res.Bytes) / float64(res.Events)
 	}
-	fmt.Fprintf(w, "memtrail: stats: %d events from %d processes, %d lost; program CPU %.3f s; memtrail CPU %.3f s; trace %d bytes (%.2f bytes/event)\n",
-		res.Events, res.Processes, res.Lost, res.ProgramCPU.Seconds(), res.RecorderCPU.Seconds(), res.Bytes, perEvent)
+	fmt.Fprintf(w, "memtrail: stats: %d events from %d processes, %d lost; program CPU %.3f s; memtrail CPU %.3f s; trace %d bytes (%.2f bytes/event); the program waited for memtrail %d times, %.3f s\n",
+		res.Events, res.Processes, res.Lost, res.ProgramCPU.Seconds(), res.RecorderCPU.Seconds(), res.Bytes, perEvent,
+		res.Waits, res.WaitTime.Seconds())
 }
 
 // analyzeFile reads and analyzes the trace at path.

@@ -52,6 +52,8 @@ const (
 	hdrCoarse       = 216
 	hdrClockPeriod  = 224
 	hdrFirstRing    = 232
+	hdrWaits        = 240
+	hdrWaitNs       = 248
 	hdrClock        = 256
 )
 

@@ -152,6 +152,11 @@ func TestSpills(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCrossThreadOrder(t, recording{res: res, model: analyze(t, res.Path)})
+	// An 8 KiB ring holds about 200 records: the threads must have
+	// waited for the recorder, and the trace says so.
+	if res.Waits == 0 || res.WaitTime <= 0 {
+		t.Errorf("the program waited %d times (%v) with rings of 8 KiB, want some", res.Waits, res.WaitTime)
+	}
 	res, err = record.Run(record.Options{Args: []string{prog, "300"}, Output: filepath.Join(dir, "small.mtr"),
 		AgentPath: fixture.Agent(t), RingSize: 8 << 10, Log: io.Discard, Version: "test"})
 	if err != nil {
@@ -211,6 +216,9 @@ func TestEventTimes(t *testing.T) {
 			}
 			if len(times) != 4 {
 				t.Fatalf("%d of the 4 allocations found", len(times))
+			}
+			if res.Waits != 0 || res.WaitTime != 0 {
+				t.Errorf("four allocations waited for the recorder %d times (%v)", res.Waits, res.WaitTime)
 			}
 			// The sleeps take 60 ms or a little more; a unit rounds,
 			// and the coarse clock is late by up to a quarter unit

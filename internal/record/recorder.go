@@ -92,6 +92,11 @@ type Result struct {
 	RunTime time.Duration
 	// RecorderCPU is memtrail's own CPU time.
 	RecorderCPU time.Duration
+	// Waits counts the times a thread of the program waited for space in
+	// its ring because memtrail had not read it yet, and WaitTime is how
+	// long they waited in all: what a recorder that did not keep up cost.
+	Waits    uint64
+	WaitTime time.Duration
 	// WriteErr is set when the trace could not be written completely
 	// (e.g. the disk filled up); the part before it is readable.
 	WriteErr error
@@ -142,6 +147,7 @@ type Recorder struct {
 	writeErr                           error
 	events, lost                       uint64
 	allocations, frees, bytesAllocated uint64
+	ringWaits, ringWaitNs              uint64 // the agents' waits for ring space
 
 	// The program itself: its wait status, CPU time and run time come
 	// from the goroutine that waits for it, before it sends on waits.
@@ -293,7 +299,7 @@ func (r *Recorder) result() *Result {
 	res := &Result{Path: r.path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr,
 		ProgramCPU: r.programCPU, RecorderCPU: selfCPU(), RunTime: r.runTime,
 		Allocations: r.allocations, Frees: r.frees, BytesAllocated: r.bytesAllocated,
-		Program: endOf(r.mainStatus)}
+		Waits: r.ringWaits, WaitTime: time.Duration(r.ringWaitNs), Program: endOf(r.mainStatus)}
 	if fi, err := os.Stat(r.path); err == nil {
 		res.Bytes = fi.Size()
 	}
@@ -814,6 +820,8 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 		fmt.Fprintf(r.log, "memtrail: process %d: %d call stacks were cut short (node table full)\n", p.pid, n)
 	}
 	r.lost += p.lost + dropped
+	r.ringWaits += hdr.load64(hdrWaits)
+	r.ringWaitNs += hdr.load64(hdrWaitNs)
 	r.write(r.w.ProcessEnd(trace.ProcessEnd{ID: p.id, Time: r.clock.now(), How: how, Code: code, Lost: p.lost + dropped}))
 	p.ended = true
 	if p.pidfd >= 0 {

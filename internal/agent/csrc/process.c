@@ -483,14 +483,25 @@ static void disable(void)
 
 /* wait_for_space waits while the ring is full. The recorder drains on the
  * other core; if it has died, recording stops and the program runs on. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int wait_for_space(struct mt_thread *t, uint64_t need)
 {
 	struct mt_header *hdr = mt_proc.hdr;
 	uint64_t size = (t->ring_mask + 1) * 8;
+	uint64_t start = now_ns();
+	__atomic_fetch_add(&hdr->waits, 1, __ATOMIC_RELAXED);
 	for (unsigned spins = 0;; spins++) {
 		uint64_t used = t->ctl->write - __atomic_load_n(&t->ctl->read, __ATOMIC_ACQUIRE);
-		if (used + need <= size)
+		if (used + need <= size) {
+			__atomic_fetch_add(&hdr->wait_ns, now_ns() - start, __ATOMIC_RELAXED);
 			return 1;
+		}
 		if (__atomic_load_n(&hdr->disabled, __ATOMIC_RELAXED) ||
 		    __atomic_load_n(&mt_proc.state, __ATOMIC_RELAXED) != MT_STATE_ACTIVE)
 			return 0;

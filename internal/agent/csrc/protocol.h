@@ -160,6 +160,10 @@ struct mt_header {
 	/* The ring of slot 0, which a process's first thread takes, is this
 	 * big; the others are ring_size. */
 	uint64_t first_ring_size;
+	/* How often the program's threads waited for ring space, and how
+	 * long in all (ns): the cost of a recorder that did not keep up. */
+	uint64_t waits;
+	uint64_t wait_ns;
 	uint64_t clock __attribute__((aligned(64)));
 };
 
