@@ -20,8 +20,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -98,7 +100,7 @@ func tools(memtrail string) []tool {
 		{"heaptrack", func(w []string, out string) []string { return append([]string{"heaptrack", "-o", out}, w...) },
 			func(out string) string { return out + ".zst" }},
 		{"memtrail", func(w []string, out string) []string {
-			return append([]string{memtrail, "run", "-q", "-o", out + ".mtr", "--"}, w...)
+			return append([]string{memtrail, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
 		}, func(out string) string { return out + ".mtr" }},
 	}
 }
@@ -108,6 +110,10 @@ type sample struct {
 	wall, cpu time.Duration
 	rssKiB    int64
 	bytes     int64
+	// For memtrail, from its -stats line: how often and how long the
+	// program's threads waited for the recorder to read their rings.
+	waits    int64
+	waitTime time.Duration
 }
 
 func main() {
@@ -146,8 +152,8 @@ func run(runs int, only string) error {
 	}
 	ts := tools(memtrail)
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
-	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event | program waited for the recorder |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, w := range workloads(dir) {
 		if only != "" && !contains(strings.Split(only, ","), w.name) {
 			continue
@@ -170,13 +176,16 @@ func run(runs int, only string) error {
 		base := median(results[0])
 		for i, t := range ts {
 			m := median(results[i])
-			perEvent := "—"
+			perEvent, waited := "—", "—"
 			if t.file != nil && events > 0 {
 				perEvent = fmt.Sprintf("%.3g", float64(m.bytes)/float64(events))
 			}
-			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s |\n", w.name, t.name,
+			if t.name == "memtrail" {
+				waited = fmt.Sprintf("%d times, %.3f s", m.waits, m.waitTime.Seconds())
+			}
+			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s |\n", w.name, t.name,
 				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
-				float64(m.rssKiB)/1024, perEvent)
+				float64(m.rssKiB)/1024, perEvent, waited)
 		}
 	}
 	fmt.Println()
@@ -279,6 +288,8 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 	cmd := exec.Command(line[0], line[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return sample{}, err
@@ -294,6 +305,11 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 		return s, err
 	}
 	s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if m := waitsLine.FindStringSubmatch(stderr.String()); m != nil {
+		s.waits, _ = strconv.ParseInt(m[1], 10, 64)
+		sec, _ := strconv.ParseFloat(m[2], 64)
+		s.waitTime = time.Duration(sec * float64(time.Second))
+	}
 	if t.file != nil {
 		fi, err := os.Stat(t.file(out))
 		if err != nil {
@@ -397,6 +413,9 @@ func hwm(pid int) int64 {
 	return 0
 }
 
+// waitsLine matches the end of memtrail's -stats line.
+var waitsLine = regexp.MustCompile(`the program waited for memtrail (\d+) times, ([0-9.]+) s`)
+
 func median(ss []sample) sample {
 	pick := func(get func(sample) int64) int64 {
 		v := make([]int64, len(ss))
@@ -407,10 +426,12 @@ func median(ss []sample) sample {
 		return v[len(v)/2]
 	}
 	return sample{
-		wall:   time.Duration(pick(func(s sample) int64 { return int64(s.wall) })),
-		cpu:    time.Duration(pick(func(s sample) int64 { return int64(s.cpu) })),
-		rssKiB: pick(func(s sample) int64 { return s.rssKiB }),
-		bytes:  pick(func(s sample) int64 { return s.bytes }),
+		wall:     time.Duration(pick(func(s sample) int64 { return int64(s.wall) })),
+		cpu:      time.Duration(pick(func(s sample) int64 { return int64(s.cpu) })),
+		rssKiB:   pick(func(s sample) int64 { return s.rssKiB }),
+		bytes:    pick(func(s sample) int64 { return s.bytes }),
+		waits:    pick(func(s sample) int64 { return s.waits }),
+		waitTime: time.Duration(pick(func(s sample) int64 { return int64(s.waitTime) })),
 	}
 }
 
