@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -203,6 +206,10 @@ func (s *slotReader) release(r *region) {
 	if s.released != s.pos {
 		s.released = s.pos
 		atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
+		if atomic.LoadUint32(r.u32(r.slotOff(s.index)+slotWaiting)) != 0 {
+			// The thread sleeps on the low half of read.
+			unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(r.u32(r.slotOff(s.index)+slotRead))), futexWake, 1, 0, 0, 0)
+		}
 	}
 }
 
@@ -276,6 +283,8 @@ func (p *process) skipHole() bool {
 	p.nextSeq = lowest
 	return true
 }
+
+const futexWake = 1 // FUTEX_WAKE in linux/futex.h
 
 // Batches. The recorder lets records pile up in a ring before it reads
 // them: a cache line the agent is still filling moves between the cores

@@ -59,11 +59,12 @@ const (
 
 // struct mt_slot and struct mt_node.
 const (
-	slotState = 0
-	slotTid   = 4
-	slotWrite = 64
-	slotRead  = 128
-	slotBytes = 192
+	slotState   = 0
+	slotTid     = 4
+	slotWrite   = 64
+	slotRead    = 128
+	slotWaiting = 136
+	slotBytes   = 192
 
 	nodeParent = 0
 	nodeModule = 4

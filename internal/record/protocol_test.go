@@ -43,6 +43,7 @@ func TestProtocolMatchesC(t *testing.T) {
 		{"offsetof(struct mt_header, waits)", hdrWaits}, {"offsetof(struct mt_header, wait_ns)", hdrWaitNs}, {"offsetof(struct mt_header, clock)", hdrClock},
 		{"offsetof(struct mt_slot, state)", slotState}, {"offsetof(struct mt_slot, tid)", slotTid},
 		{"offsetof(struct mt_slot, write)", slotWrite}, {"offsetof(struct mt_slot, read)", slotRead},
+		{"offsetof(struct mt_slot, waiting)", slotWaiting},
 		{"sizeof(struct mt_slot)", slotBytes},
 		{"offsetof(struct mt_node, parent)", nodeParent}, {"offsetof(struct mt_node, module)", nodeModule},
 		{"offsetof(struct mt_node, offset)", nodeOffset}, {"sizeof(struct mt_node)", nodeBytes},

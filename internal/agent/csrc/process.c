@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,13 +508,22 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 			return 0;
 		/* The recorder hands space back a quarter of the ring at a
 		 * time: rather than spin (which would take its core on a small
-		 * machine), sleep until it has. */
+		 * machine), sleep until it has. It wakes a thread that says it
+		 * waits when it moves read on; the 2 ms bound is for looking
+		 * again at whether it is still alive. */
 		if (spins < 16) {
 			__builtin_ia32_pause();
 		} else {
-			struct timespec ts = {0, 50000};
-			nanosleep(&ts, NULL);
-			if (spins % 1024 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH) {
+			uint32_t *word = (uint32_t *)&t->ctl->read; /* its low half */
+			uint32_t seen = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&t->ctl->waiting, 1, __ATOMIC_SEQ_CST);
+			used = t->ctl->write - __atomic_load_n(&t->ctl->read, __ATOMIC_SEQ_CST);
+			if (used + need > size) {
+				struct timespec ts = {0, 2000000};
+				syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, NULL, 0);
+			}
+			__atomic_store_n(&t->ctl->waiting, 0, __ATOMIC_RELAXED);
+			if (spins % 64 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH) {
 				disable();
 				return 0;
 			}

@@ -129,7 +129,10 @@ struct mt_slot {
 	uint64_t write; /* bytes written, only ever increases (agent) */
 	uint8_t pad1[56];
 	uint64_t read; /* bytes consumed (recorder) */
-	uint8_t pad2[56];
+	/* Nonzero while the slot's thread sleeps for space on the low half
+	 * of read (a futex): the recorder wakes it when it moves read on. */
+	uint32_t waiting;
+	uint8_t pad2[52];
 };
 
 struct mt_header {
