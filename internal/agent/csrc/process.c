@@ -506,7 +506,7 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 		if (__atomic_load_n(&hdr->disabled, __ATOMIC_RELAXED) ||
 		    __atomic_load_n(&mt_proc.state, __ATOMIC_RELAXED) != MT_STATE_ACTIVE)
 			return 0;
-		/* The recorder hands space back a quarter of the ring at a
+		/* The recorder hands space back half the ring at a
 		 * time: rather than spin (which would take its core on a small
 		 * machine), sleep until it has. It wakes a thread that says it
 		 * waits when it moves read on; the 2 ms bound is for looking
