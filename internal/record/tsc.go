@@ -54,7 +54,6 @@ func (c *clock) now() uint64 { return c.ns(rdtsc()) }
 // millisecond here), so with the default 1 ms unit a time may be late by
 // about one unit. Ticking on time with nanosleep on a thread of its own
 // was measured: memtrail then took 13% of a CPU while the program slept.
-
 type coarseClock struct {
 	period  time.Duration
 	ticks   uint64 // period in counter ticks, for the agent
