@@ -4,9 +4,6 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -174,6 +171,12 @@ func (s *slotReader) consume(r *region) {
 	}
 }
 
+// held returns how many bytes the agent has published in the ring that
+// are not taken out of it yet.
+func (s *slotReader) held(r *region) uint64 {
+	return r.load64(r.slotOff(s.index)+slotWrite) - s.pos
+}
+
 // pending returns how many words of records the slot holds out of the
 // ring, its head included.
 func (s *slotReader) pending() int { return len(s.backlog) - s.bi }
@@ -211,8 +214,7 @@ func (s *slotReader) release(r *region) {
 		s.released = s.pos
 		atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
 		if atomic.LoadUint32(r.u32(r.slotOff(s.index)+slotWaiting)) != 0 {
-			// The thread sleeps on the low half of read.
-			unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(r.u32(r.slotOff(s.index)+slotRead))), futexWake, 1, 0, 0, 0)
+			r.wake(r.slotOff(s.index) + slotRead) // the thread sleeps on its low half
 		}
 	}
 }
@@ -288,8 +290,6 @@ func (p *process) skipHole() bool {
 	return true
 }
 
-const futexWake = 1 // FUTEX_WAKE in linux/futex.h
-
 // Batches. The recorder lets records pile up in a ring before it reads
 // them: a cache line the agent is still filling moves between the cores
 // at each read, and the agent then waits for it to come back, which
@@ -308,7 +308,7 @@ func (p *process) ready(now time.Time) bool {
 		return true
 	}
 	for _, s := range p.active {
-		if s.pending() > 0 || p.region.load64(p.region.slotOff(s.index)+slotWrite)-s.pos >= batchBytes {
+		if s.pending() > 0 || s.held(p.region) >= batchBytes {
 			return true
 		}
 	}
@@ -355,7 +355,7 @@ func (p *process) spillFull() {
 			return
 		}
 		size := uint64(len(s.ring)) * 8
-		switch held := p.region.load64(p.region.slotOff(s.index)+slotWrite) - s.pos; {
+		switch held := s.held(p.region); {
 		case held < size/4:
 			s.spent = false
 		case held >= size/2 && !s.spent:

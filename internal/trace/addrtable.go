@@ -161,6 +161,16 @@ func (t *addrTable) fill(slot *uint32, addr uint64, num uint32) {
 	*slot = num
 }
 
+// slotOf returns the slot of addr, aligned, and the index of its page,
+// or nil if its page has none.
+func (t *addrTable) slotOf(addr uint64) (*uint32, uint32) {
+	idx, ok := t.lookup(addr >> pageBits)
+	if !ok {
+		return nil, 0
+	}
+	return &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)], idx
+}
+
 // release takes addr out of the table as take does, and returns its
 // handle; if the block of that handle has a class, its slot keeps the
 // mark of the thread on whose class list the block's address goes.
@@ -168,20 +178,15 @@ func (t *addrTable) release(addr uint64, handles []handle) uint32 {
 	if t.used == 0 || addr&(addrAlign-1) != 0 {
 		return t.take(addr)
 	}
-	key := addr >> pageBits
-	idx, ok := t.lookup(key)
-	if !ok {
+	slot, idx := t.slotOf(addr)
+	if slot == nil || *slot == 0 || *slot&listedMark != 0 {
 		return 0
 	}
-	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
 	num := *slot
-	if num == 0 || num&listedMark != 0 {
-		return 0
-	}
 	if hd := &handles[num]; hd.class != 0 {
 		*slot = listedMark | hd.thread
 	} else {
-		t.clearSlot(slot, key, idx)
+		t.clearSlot(slot, addr, idx)
 	}
 	return num
 }
@@ -191,13 +196,8 @@ func (t *addrTable) unlist(addr uint64, owner uint32) {
 	if addr&(addrAlign-1) != 0 {
 		return
 	}
-	idx, ok := t.lookup(addr >> pageBits)
-	if !ok {
-		return
-	}
-	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
-	if *slot == listedMark|owner {
-		t.clearSlot(slot, addr>>pageBits, idx)
+	if slot, idx := t.slotOf(addr); slot != nil && *slot == listedMark|owner {
+		t.clearSlot(slot, addr, idx)
 	}
 }
 
@@ -217,27 +217,22 @@ func (t *addrTable) take(addr uint64) uint32 {
 		t.used--
 		return num
 	}
-	key := addr >> pageBits
-	idx, ok := t.lookup(key)
-	if !ok {
+	slot, idx := t.slotOf(addr)
+	if slot == nil || *slot == 0 || *slot&listedMark != 0 {
 		return 0
 	}
-	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
 	num := *slot
-	if num == 0 || num&listedMark != 0 {
-		return 0
-	}
-	t.clearSlot(slot, key, idx)
+	t.clearSlot(slot, addr, idx)
 	return num
 }
 
-// clearSlot zeroes slot, which is not 0, of page key at idx, and frees the
-// page if it was its last one that was not.
-func (t *addrTable) clearSlot(slot *uint32, key uint64, idx uint32) {
+// clearSlot zeroes slot, which is not 0, of addr in the page at idx, and
+// frees the page if it was its last one that was not.
+func (t *addrTable) clearSlot(slot *uint32, addr uint64, idx uint32) {
 	*slot = 0
 	t.used--
 	if t.pageLive[idx]--; t.pageLive[idx] == 0 {
-		t.freePage(key, idx)
+		t.freePage(addr>>pageBits, idx)
 	}
 }
 
@@ -245,25 +240,7 @@ func (t *addrTable) clearSlot(slot *uint32, key uint64, idx uint32) {
 // or not. (A block whose free was lost is allocated again while its handle
 // is live: the latest handle is the one the next free of the address
 // releases.)
-func (t *addrTable) set(addr uint64, num uint32) {
-	if addr&(addrAlign-1) != 0 {
-		n := t.odd.used
-		t.odd.set(addr, num)
-		t.used += t.odd.used - n
-		return
-	}
-	key := addr >> pageBits
-	idx, ok := t.lookup(key)
-	if !ok {
-		idx = t.newPage(key)
-	}
-	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
-	if *slot == 0 {
-		t.pageLive[idx]++
-		t.used++
-	}
-	*slot = num
-}
+func (t *addrTable) set(addr uint64, num uint32) { t.fill(t.place(addr), addr, num) }
 
 // newPage gives page key an empty page and returns its index: the latest
 // one emptied if any, as it is the likeliest to be in the cache, else one
@@ -277,7 +254,7 @@ func (t *addrTable) newPage(key uint64) uint32 {
 		if t.npages < len(t.pages) {
 			clear(t.pages[t.npages].nums[:])
 		} else {
-			if len(t.pages) == cap(t.pages) && len(t.pages) >= reserveAfter && !t.reserved {
+			if full(t.pages, t.reserved) {
 				t.reserved = true
 				t.pages = reserved(t.pages, maxReservedPages, t)
 				t.pageLive = reserved(t.pageLive, maxReservedPages, t)

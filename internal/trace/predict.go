@@ -275,6 +275,12 @@ func extend[T any](s []T, n int) []T {
 	return append(s[:cap(s)], make([]T, n-cap(s))...)
 }
 
+// atTop reports whether addr is the latest address pushed on the list
+// that is still there: depth 0, the commonest.
+func (l *classList) atTop(addr uint64) bool {
+	return l.n > 0 && l.addrs[(l.bottom+l.n-1)&(len(l.addrs)-1)] == addr
+}
+
 // depthOf returns the depth of addr in the list (how many of its
 // addresses were pushed after it: the latest push of addr, if it is there
 // twice), and -1 if it is not among the limit latest. It goes down the
@@ -435,7 +441,7 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 	if len(t.queue) >= t.compactAt {
 		h.compact(t)
 	}
-	if len(t.queue) == cap(t.queue) && len(t.queue) >= reserveAfter && !t.reserved {
+	if full(t.queue, t.reserved) {
 		// Owned by h: the threads move when h.threads grows.
 		t.reserved = true
 		t.queue = reserved(t.queue, maxBlockRaw, h)
@@ -447,7 +453,7 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 // newHandle gives out a new handle number, highest + 1, as a released one
 // for allocate to take.
 func (h *heapState) newHandle() {
-	if len(h.handles) == cap(h.handles) && len(h.handles) >= reserveAfter && !h.reserved {
+	if full(h.handles, h.reserved) {
 		// A block holds fewer events than it has bytes: maxBlockRaw
 		// handles are always enough.
 		h.reserved = true

@@ -24,6 +24,12 @@ import (
 // reserveAfter is the length at which a table moves to a reservation.
 const reserveAfter = 1 << 14
 
+// full reports whether table s, not in a reservation yet (moved), should
+// move to one before it grows again.
+func full[T any](s []T, moved bool) bool {
+	return !moved && len(s) == cap(s) && len(s) >= reserveAfter
+}
+
 // reserved returns s moved into a reservation with room for n values,
 // which is released once owner is unreachable; or s itself if the
 // reservation could not be made (it then grows as Go slices do). T must

@@ -233,7 +233,7 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	code := uint64(addrEscape)
 	depth := -1
 	slot := h.liveAddrs.place(addr)
-	if l := t.list(c); l != nil && c != 0 && l.n > 0 && l.addrs[(l.bottom+l.n-1)&(len(l.addrs)-1)] == addr {
+	if l := t.list(c); l != nil && c != 0 && l.atTop(addr) {
 		// The top of the thread's own list, the commonest case: no need
 		// to wait for the mark.
 		l.takeAt(0)

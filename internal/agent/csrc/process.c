@@ -496,16 +496,17 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 	struct mt_header *hdr = mt_proc.hdr;
 	uint64_t size = (t->ring_mask + 1) * 8;
 	uint64_t start = now_ns();
+	int ok = 1;
 	__atomic_fetch_add(&hdr->waits, 1, __ATOMIC_RELAXED);
 	for (unsigned spins = 0;; spins++) {
 		uint64_t used = t->ctl->write - __atomic_load_n(&t->ctl->read, __ATOMIC_ACQUIRE);
-		if (used + need <= size) {
-			__atomic_fetch_add(&hdr->wait_ns, now_ns() - start, __ATOMIC_RELAXED);
-			return 1;
-		}
+		if (used + need <= size)
+			break;
 		if (__atomic_load_n(&hdr->disabled, __ATOMIC_RELAXED) ||
-		    __atomic_load_n(&mt_proc.state, __ATOMIC_RELAXED) != MT_STATE_ACTIVE)
-			return 0;
+		    __atomic_load_n(&mt_proc.state, __ATOMIC_RELAXED) != MT_STATE_ACTIVE) {
+			ok = 0;
+			break;
+		}
 		/* The recorder hands space back half the ring at a
 		 * time: rather than spin (which would take its core on a small
 		 * machine), sleep until it has. It wakes a thread that says it
@@ -525,10 +526,13 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 			__atomic_store_n(&t->ctl->waiting, 0, __ATOMIC_RELAXED);
 			if (spins % 64 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH) {
 				disable();
-				return 0;
+				ok = 0;
+				break;
 			}
 		}
 	}
+	__atomic_fetch_add(&hdr->wait_ns, now_ns() - start, __ATOMIC_RELAXED);
+	return ok;
 }
 
 /* mt_emit_wait is mt_emit when the ring seems full. */
