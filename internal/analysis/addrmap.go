@@ -99,6 +99,15 @@ func (m *addrMap[V]) each(f func(addr uint64, v V)) {
 	}
 }
 
+// update calls f on every value, which it may change.
+func (m *addrMap[V]) update(f func(*V)) {
+	for i, k := range m.keys {
+		if k != 0 {
+			f(&m.vals[i])
+		}
+	}
+}
+
 // clone returns a copy of m.
 func (m *addrMap[V]) clone() addrMap[V] {
 	c := *m

@@ -23,14 +23,53 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"slices"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
-// Options are the choices of an analysis. There are none yet: the zero
-// value analyzes every event of every process. Filters (a time range, some
-// processes, some threads) will go here.
-type Options struct{}
+// Options are the choices of an analysis. The zero value analyzes every
+// event of every process, and keeps DefaultObjects objects of each.
+type Options struct {
+	// From and To limit the analysis to a window of each process's run:
+	// ns after the process started, both included. To 0 means the end of
+	// the process. Allocations, frees and their totals count only within
+	// the window; the peak is the most live at any moment of it (what was
+	// live when it opened included); "in use at exit" is what is live at
+	// its end. From == To gives the state at one moment.
+	From, To uint64
+	// Threads, if set, keeps only the blocks that these threads (by thread
+	// index) allocated; the frees of those blocks count whoever made them.
+	Threads []uint64
+	// Objects is how many objects each of the object lists keeps (see
+	// Process.LiveObjects): 0 means DefaultObjects, -1 none.
+	Objects int
+}
+
+// DefaultObjects is how many objects the object lists keep by default.
+const DefaultObjects = 100
+
+func (o Options) objects() int {
+	switch {
+	case o.Objects < 0:
+		return 0
+	case o.Objects == 0:
+		return DefaultObjects
+	}
+	return o.Objects
+}
+
+// inWindow reports whether t, ns after a process started, is in the window.
+func (o Options) inWindow(t uint64) bool { return t >= o.From && (o.To == 0 || t <= o.To) }
+
+// afterWindow reports whether t, ns after a process started, is past the
+// window's end.
+func (o Options) afterWindow(t uint64) bool { return o.To != 0 && t > o.To }
+
+func (o Options) countsThread(thread uint64) bool {
+	return len(o.Threads) == 0 || slices.Contains(o.Threads, thread)
+}
 
 // Model is what a trace says about the memory of the processes it recorded.
 type Model struct {
@@ -61,15 +100,94 @@ type Process struct {
 	How   trace.EndHow
 	Code  int64 // exit status or signal number
 
-	Threads     int
 	Lost        uint64   // events known to be missing
 	LostReasons []string // why, as the recorder said
 
 	Summary  Summary
 	Sites    []Site    // one per call stack that allocated, by stack ID
 	Problems []Problem // by kind, then by count, most frequent first
+	// Threads holds each thread of the process, by index (Threads[0] is
+	// thread 1): what it allocated, and its own peak.
+	Threads []ThreadSummary
+	// Bins are mprof's allocation bins: Bins[n] counts the allocations of
+	// n bytes for n up to 1024, and Bins[1025] those of more.
+	Bins []Bin
+	// Sizes is the size histogram: Sizes[0] counts the allocations of 0
+	// bytes, Sizes[i] those of 2^(i-1) to 2^i - 1 bytes.
+	Sizes [65]SizeBucket
+	// Timeline samples the heap over the window, in equal steps.
+	Timeline Timeline
+	// LiveObjects are the biggest objects live at the end of the window,
+	// and OldestObjects the oldest; FreedObjects those that lived longest
+	// of the objects freed in it. Each list holds at most Options.Objects.
+	LiveObjects, OldestObjects, FreedObjects []HeapObject
+	// Window is the part of the run analyzed, in ns after the start
+	// (Options.From and To, with To filled in if it was the end).
+	Window struct{ From, To uint64 }
 
 	stacks *stackTree
+}
+
+// ThreadSummary is what one thread allocated, and the peak of the blocks
+// it allocated. Blocks a fork child inherited belong to no thread.
+type ThreadSummary struct {
+	Index, TID       uint64
+	Allocations      uint64
+	BytesAllocated   uint64
+	Frees            uint64 // of blocks it allocated, by any thread
+	PeakBytes        uint64 // the most bytes of its blocks live at one time
+	PeakTime         uint64 // ns since time zero
+	InUseAtExitBytes uint64
+	liveBytes        uint64
+}
+
+// BinCount is the number of mprof bins: one per size up to 1024, and one
+// for all larger sizes.
+const BinCount = 1026
+
+// Bin counts the allocations of one size (or of the sizes above 1024).
+type Bin struct {
+	Allocations uint64
+	Bytes       uint64
+	Frees       uint64
+	KeptBytes   uint64 // in use at exit ("kept", in mprof's words)
+	KeptBlocks  uint64
+}
+
+// BinOf returns the index in Process.Bins of an allocation of size bytes.
+func BinOf(size uint64) int { return int(min(size, BinCount-1)) }
+
+// SizeBucket counts the allocations of a range of sizes.
+type SizeBucket struct {
+	Allocations, Bytes uint64
+}
+
+// SizeBucketOf returns the index in Process.Sizes of size bytes.
+func SizeBucketOf(size uint64) int { return bits.Len64(size) }
+
+// HeapObject is a block of memory followed through its reallocs: a realloc
+// that moves a block moves the object, which keeps the time it was first
+// allocated. Its site is that of its latest block, as in Process.Sites.
+type HeapObject struct {
+	Addr      uint64 // where it is (or was, when freed)
+	Size      uint64 // its size then
+	Allocated uint64 // ns since time zero, when it was first allocated
+	Freed     uint64 // ns since time zero; 0 if it is live
+	Thread    uint64 // the thread index that first allocated it; 0 if inherited
+	Reallocs  uint64
+	Site      int    // index in Process.Sites of its latest block's stack
+	API       trace.API
+}
+
+// Age returns how long o lived: until it was freed, or until end.
+func (o *HeapObject) Age(end uint64) uint64 {
+	if o.Freed != 0 {
+		end = o.Freed
+	}
+	if end < o.Allocated {
+		return 0
+	}
+	return end - o.Allocated
 }
 
 // RunTime returns how long the process ran, in ns.
@@ -115,6 +233,14 @@ type Site struct {
 	InUseAtExitBytes  uint64
 	InUseAtExitBlocks uint64
 	Temporary         uint64
+	// BySize breaks the allocations down by mprof's size categories.
+	BySize [SizeCategories]SizeCount
+	// Lifetimes counts the objects from here that were freed by how long
+	// they lived (see LifetimeBucket), and LifetimeAllocs by how many
+	// allocations of the process came between their allocation and their
+	// free (0: a temporary allocation; see AllocsBucket).
+	Lifetimes      [LifetimeBuckets]uint64
+	LifetimeAllocs [LifetimeBuckets]uint64
 
 	// Replay state. live* are the bytes and blocks from here live now;
 	// epoch is the process's peak epoch when PeakBytes was last saved.
@@ -128,7 +254,7 @@ type Site struct {
 // could not in its Warnings. The error is for a trace that cannot be read
 // at all.
 func Analyze(r *trace.Reader, opts Options) (*Model, error) {
-	a := newAnalyzer()
+	a := newAnalyzer(opts)
 	for {
 		rec, err := r.Next()
 		if err == nil {
@@ -161,6 +287,7 @@ func (a *analyzer) damage(err error) error {
 
 // analyzer holds the state of one analysis while the trace is read.
 type analyzer struct {
+	opts  Options
 	model *Model
 	syms  *symbols
 	procs map[uint64]*replay // by process ID
@@ -168,8 +295,9 @@ type analyzer struct {
 	last  *replay            // the process of the previous event: events come in runs
 }
 
-func newAnalyzer() *analyzer {
+func newAnalyzer(opts Options) *analyzer {
 	return &analyzer{
+		opts:  opts,
 		model: &Model{},
 		syms:  newSymbols(),
 		procs: make(map[uint64]*replay),
@@ -192,7 +320,7 @@ func (a *analyzer) record(rec trace.Record) {
 	case trace.KindProcessEnd:
 		a.endProcess(rec.ProcessEnd)
 	case trace.KindThread:
-		a.process(rec.Thread.Process).proc.Threads++
+		a.process(rec.Thread.Process).thread(rec.Thread.Index).TID = rec.Thread.TID
 	case trace.KindModule:
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
 	case trace.KindStackNode:
@@ -225,7 +353,11 @@ func (a *analyzer) process(id uint64) *replay {
 		rp.forkOnly = false // something of its own
 		return rp
 	}
-	rp := newReplay(&Process{ID: id, stacks: newStackTree(a.syms)})
+	var unit uint64
+	if a.model.Info != nil {
+		unit = a.model.Info.TimeUnit
+	}
+	rp := newReplay(&Process{ID: id, stacks: newStackTree(a.syms)}, &a.opts, unit)
 	a.procs[id] = rp
 	a.order = append(a.order, rp)
 	return rp

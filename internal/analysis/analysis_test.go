@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,8 +31,9 @@ func TestTraces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := analyzeText(t, string(text))
-			if got, want := facts(m), wantedFacts(string(text)); got != want {
+			opts, extra := testOptions(t, string(text))
+			m := analyzeTextWith(t, string(text), opts)
+			if got, want := facts(m, extra...), wantedFacts(string(text)); got != want {
 				t.Errorf("facts differ (-want +got):\n%s", lineDiff(want, got))
 			}
 		})
@@ -40,25 +42,79 @@ func TestTraces(t *testing.T) {
 
 // analyzeText encodes a trace in text form and analyzes it.
 func analyzeText(t testing.TB, text string) *analysis.Model {
+	return analyzeTextWith(t, text, analysis.Options{})
+}
+
+func analyzeTextWith(t testing.TB, text string, opts analysis.Options) *analysis.Model {
 	t.Helper()
 	data, err := tracetext.Encode(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return analyzeBytes(t, data)
+	return analyzeBytesWith(t, data, opts)
 }
 
 func analyzeBytes(t testing.TB, data []byte) *analysis.Model {
+	return analyzeBytesWith(t, data, analysis.Options{})
+}
+
+func analyzeBytesWith(t testing.TB, data []byte, opts analysis.Options) *analysis.Model {
 	t.Helper()
 	r, err := trace.NewReader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := analysis.Analyze(r, analysis.Options{})
+	m, err := analysis.Analyze(r, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// testOptions reads the options a trace of testdata asks to be analyzed
+// with, from a line "# options from=N to=N threads=I,J objects=N", and
+// the kinds of facts it checks beyond the common ones, from a line
+// "# facts KIND...": thread, bin, size, sizecat, lifetimes, objects,
+// timeline, window.
+func testOptions(t *testing.T, text string) (analysis.Options, []string) {
+	var opts analysis.Options
+	var extra []string
+	for line := range strings.Lines(text) {
+		if rest, ok := strings.CutPrefix(line, "# facts "); ok {
+			extra = append(extra, strings.Fields(rest)...)
+		}
+		rest, ok := strings.CutPrefix(line, "# options ")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Fields(rest) {
+			key, val, _ := strings.Cut(kv, "=")
+			switch key {
+			case "from":
+				opts.From = mustUint(t, val)
+			case "to":
+				opts.To = mustUint(t, val)
+			case "threads":
+				for _, th := range strings.Split(val, ",") {
+					opts.Threads = append(opts.Threads, mustUint(t, th))
+				}
+			case "objects":
+				opts.Objects = int(mustUint(t, val))
+			default:
+				t.Fatalf("unknown option %q", key)
+			}
+		}
+	}
+	return opts, extra
+}
+
+func mustUint(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // wantedFacts returns the "# want " lines of a trace, without the prefix.
@@ -82,9 +138,10 @@ func wantedFacts(text string) string {
 //	warning TEXT
 //
 // with a site line for each site and a problem line for each problem of
-// the process above them. end is "none" for a process whose end is not in
+// the process above them, and after them the facts of the extra kinds
+// asked for (see extraFacts). end is "none" for a process whose end is not in
 // the trace.
-func facts(m *analysis.Model) string {
+func facts(m *analysis.Model, extra ...string) string {
 	var b strings.Builder
 	for _, p := range m.Processes {
 		end := "none"
@@ -92,7 +149,7 @@ func facts(m *analysis.Model) string {
 			end = fmt.Sprintf("%s/%d", howName(p.How), p.Code)
 		}
 		fmt.Fprintf(&b, "process %d pid=%d forked=%v threads=%d lost=%d end=%s start=%d run=%d\n",
-			p.ID, p.PID, p.Forked, p.Threads, p.Lost, end, p.Start, p.RunTime())
+			p.ID, p.PID, p.Forked, len(p.Threads), p.Lost, end, p.Start, p.RunTime())
 		s := p.Summary
 		fmt.Fprintf(&b, "summary allocs=%d frees=%d bytes=%d peak=%d@%d exit=%d/%d temporary=%d invalid=%d replaced=%d\n",
 			s.Allocations, s.Frees, s.BytesAllocated, s.PeakBytes, s.PeakTime, s.InUseAtExitBytes,
@@ -110,6 +167,9 @@ func facts(m *analysis.Model) string {
 			fmt.Fprintf(&b, "problem %s x%d size=%d alloc=%s@%d free=%s@%d first-free=%d\n",
 				strings.ReplaceAll(pr.Kind.String(), " ", "-"), pr.Count, pr.Size,
 				apiName(pr.AllocAPI), pr.AllocStack, apiName(pr.FreeAPI), pr.FreeStack, pr.FirstFreeStack)
+		}
+		for _, kind := range extra {
+			extraFacts(&b, p, kind)
 		}
 	}
 	for _, w := range m.Warnings {
@@ -214,4 +274,85 @@ func scaledWidgets(t testing.TB, n int) string {
 	}
 	b.WriteString("process-end id=1 time=1300000 how=exited code=0\nend time=1300000 events=0\n")
 	return b.String()
+}
+
+// extraFacts writes the facts of one kind of a process, those a trace of
+// testdata asks for on a "# facts" line:
+//
+//	window from=N to=N
+//	thread INDEX tid=T allocs=N bytes=N frees=N peak=BYTES@TIME exit=BYTES
+//	bin SIZE allocs=N bytes=N frees=N kept=BYTES/BLOCKS      (bins that are not empty)
+//	size BUCKET allocs=N bytes=N                               (buckets that are not empty)
+//	sizecat STACK CAT allocs=N bytes=N kept=BYTES/BLOCKS       (categories that are not empty)
+//	lifetimes STACK time=BUCKET:N,... allocs=BUCKET:N,...      (sites that freed objects)
+//	object LIST addr=A size=N allocated=T freed=T thread=N reallocs=N stack=STACK
+//	timeline start=T step=S points=N
+//	point I peak=BYTES/BLOCKS end=BYTES/BLOCKS allocs=N bytes=N frees=N freed=BYTES
+func extraFacts(b *strings.Builder, p *analysis.Process, kind string) {
+	switch kind {
+	case "window":
+		fmt.Fprintf(b, "window from=%d to=%d\n", p.Window.From, p.Window.To)
+	case "thread":
+		for _, th := range p.Threads {
+			fmt.Fprintf(b, "thread %d tid=%d allocs=%d bytes=%d frees=%d peak=%d@%d exit=%d\n",
+				th.Index, th.TID, th.Allocations, th.BytesAllocated, th.Frees, th.PeakBytes, th.PeakTime, th.InUseAtExitBytes)
+		}
+	case "bin":
+		for size, bin := range p.Bins {
+			if bin != (analysis.Bin{}) {
+				fmt.Fprintf(b, "bin %d allocs=%d bytes=%d frees=%d kept=%d/%d\n",
+					size, bin.Allocations, bin.Bytes, bin.Frees, bin.KeptBytes, bin.KeptBlocks)
+			}
+		}
+	case "size":
+		for i, sb := range p.Sizes {
+			if sb != (analysis.SizeBucket{}) {
+				fmt.Fprintf(b, "size %d allocs=%d bytes=%d\n", i, sb.Allocations, sb.Bytes)
+			}
+		}
+	case "sizecat":
+		for _, s := range p.Sites {
+			for c, n := range s.BySize {
+				if n != (analysis.SizeCount{}) {
+					fmt.Fprintf(b, "sizecat %d %s allocs=%d bytes=%d kept=%d/%d\n",
+						s.Stack, analysis.SizeCategory(c).Letter(), n.Allocations, n.Bytes, n.KeptBytes, n.KeptBlocks)
+				}
+			}
+		}
+	case "lifetimes":
+		for _, s := range p.Sites {
+			if s.Lifetimes != ([analysis.LifetimeBuckets]uint64{}) {
+				fmt.Fprintf(b, "lifetimes %d time=%s allocs=%s\n", s.Stack, buckets(s.Lifetimes[:]), buckets(s.LifetimeAllocs[:]))
+			}
+		}
+	case "objects":
+		for _, list := range []struct {
+			name string
+			objs []analysis.HeapObject
+		}{{"live", p.LiveObjects}, {"oldest", p.OldestObjects}, {"freed", p.FreedObjects}} {
+			for _, o := range list.objs {
+				fmt.Fprintf(b, "object %s addr=%#x size=%d allocated=%d freed=%d thread=%d reallocs=%d stack=%d\n",
+					list.name, o.Addr, o.Size, o.Allocated, o.Freed, o.Thread, o.Reallocs, p.Sites[o.Site].Stack)
+			}
+		}
+	case "timeline":
+		tl := p.Timeline
+		fmt.Fprintf(b, "timeline start=%d step=%d points=%d\n", tl.Start, tl.Step, len(tl.Points))
+		for i, pt := range tl.Points {
+			fmt.Fprintf(b, "point %d peak=%d/%d end=%d/%d allocs=%d bytes=%d frees=%d freed=%d\n", i,
+				pt.PeakBytes, pt.PeakBlocks, pt.EndBytes, pt.EndBlocks, pt.Allocations, pt.BytesAllocated, pt.Frees, pt.BytesFreed)
+		}
+	}
+}
+
+// buckets writes the buckets of a histogram that are not empty, as
+// BUCKET:COUNT pairs.
+func buckets(h []uint64) string {
+	var parts []string
+	for i, n := range h {
+		if n != 0 {
+			parts = append(parts, fmt.Sprintf("%d:%d", i, n))
+		}
+	}
+	return strings.Join(parts, ",")
 }

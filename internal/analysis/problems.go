@@ -59,6 +59,9 @@ func (rp *replay) badFree(e *trace.Event, addr uint64) {
 	if e.Kind == trace.KindRealloc {
 		kind = InvalidRealloc
 	}
+	if !rp.windowOpen {
+		return
+	}
 	f, wasFreed := rp.freed.lookup(addr)
 	switch {
 	case wasFreed && kind == InvalidFree:
@@ -74,11 +77,15 @@ func (rp *replay) badFree(e *trace.Event, addr uint64) {
 // release block b.
 func (rp *replay) checkFamily(b block, e *trace.Event) {
 	have, want := e.API.Family(), b.api.Family()
-	if have == want || have == trace.FamilyUnknown || want == trace.FamilyUnknown {
+	if have == want || have == trace.FamilyUnknown || want == trace.FamilyUnknown || !rp.windowOpen {
 		return
 	}
+	var allocStack uint64
+	if b.site != uncounted {
+		allocStack = rp.proc.Sites[b.site].Stack
+	}
 	k := problemKey{kind: MismatchedFree, allocAPI: b.api, freeAPI: e.API,
-		allocStack: rp.proc.Sites[b.site].Stack, freeStack: e.Stack}
+		allocStack: allocStack, freeStack: e.Stack}
 	rp.problem(k, b.size, e.Time)
 }
 

@@ -9,6 +9,8 @@ import (
 // replay is the state of one process while its events are replayed.
 type replay struct {
 	proc     *Process
+	opts     *Options
+	unit     uint64 // the trace's time unit, ns
 	started  bool   // its start record was read
 	finished bool   // its end record was read, and its replay state dropped
 	late     uint64 // events that came after its end, ignored
@@ -19,8 +21,12 @@ type replay struct {
 
 	live       addrMap[block]   // the blocks live now, by address
 	siteOf     map[uint64]int32 // index in proc.Sites by stack ID
-	liveBytes  uint64
+	liveBytes  uint64           // of the blocks that count (Options.Threads)
 	liveBlocks uint64
+
+	// windowOpen says that the window of Options has begun: totals count,
+	// and the peak moves.
+	windowOpen bool
 
 	// epoch counts the peaks reached so far: every time the live bytes
 	// exceed the peak, the peak moves and the epoch goes up. See touch.
@@ -29,9 +35,15 @@ type replay struct {
 	// lastAlloc is the address of the latest allocation. A free of it is
 	// the free of a temporary allocation: no other allocation came between.
 	lastAlloc uint64
+	// allocClock counts the process's allocations: the clock that
+	// lifetimes in allocations are read on.
+	allocClock uint64
 
 	freed    freedBlocks
 	problems map[problemKey]int // index in proc.Problems
+
+	timeline    timelineBuilder
+	freedLonger topObjects // the objects freed in the window that lived longest
 
 	lastTime  uint64 // of the latest event
 	lostSum   uint64 // of the process's lost records
@@ -42,16 +54,37 @@ type replay struct {
 // need not scan the map of live blocks, by far the largest thing here.
 type block struct {
 	size uint64
-	site int32 // index in proc.Sites
-	api  trace.API
+	// born and bornClock are when the object this block holds was first
+	// allocated (a realloc moves an object to a new block), in ns since
+	// time zero and on the allocation clock.
+	born, bornClock uint64
+	reallocs        uint32
+	site            int32  // index in proc.Sites; uncounted if the thread was filtered out
+	thread          uint32 // the thread index that first allocated it; 0 if inherited
+	api             trace.API
 }
 
-func newReplay(p *Process) *replay {
+// uncounted marks a block that Options.Threads leaves out: it is kept only
+// so that its free is not taken for an invalid one.
+const uncounted = -1
+
+func newReplay(p *Process, opts *Options, unit uint64) *replay {
 	return &replay{
-		proc:     p,
-		siteOf:   make(map[uint64]int32),
-		problems: make(map[problemKey]int),
+		proc:        p,
+		opts:        opts,
+		unit:        max(unit, 1),
+		siteOf:      make(map[uint64]int32),
+		problems:    make(map[problemKey]int),
+		freedLonger: topObjects{n: opts.objects(), key: func(o *HeapObject) uint64 { return o.Age(0) }},
 	}
+}
+
+// sinceStart returns t, ns since time zero, in ns since the process began.
+func (rp *replay) sinceStart(t uint64) uint64 {
+	if t < rp.proc.Start {
+		return 0
+	}
+	return t - rp.proc.Start
 }
 
 func (rp *replay) event(e *trace.Event) {
@@ -60,9 +93,16 @@ func (rp *replay) event(e *trace.Event) {
 		return
 	}
 	rp.lastTime = max(rp.lastTime, e.Time)
+	t := rp.sinceStart(e.Time)
+	if rp.opts.afterWindow(t) {
+		return
+	}
+	if !rp.windowOpen && t >= rp.opts.From {
+		rp.openWindow()
+	}
 	switch e.Kind {
 	case trace.KindAlloc:
-		rp.alloc(e.Addr, e.Size, e.API, e.Stack, e.Time)
+		rp.alloc(e, e.Addr, nil)
 	case trace.KindFree:
 		rp.free(e)
 	case trace.KindRealloc:
@@ -70,32 +110,101 @@ func (rp *replay) event(e *trace.Event) {
 	}
 }
 
-// alloc adds a block of size bytes at addr, allocated from stack.
-func (rp *replay) alloc(addr, size uint64, api trace.API, stack, time uint64) {
-	sum := &rp.proc.Summary
+// openWindow starts counting: what is live now is the first candidate for
+// the peak, at the window's start.
+func (rp *replay) openWindow() {
+	rp.windowOpen = true
+	p := rp.proc
+	at := p.Start + rp.opts.From
+	if rp.epoch == 0 || rp.opts.From > 0 || rp.liveBytes > p.Summary.PeakBytes {
+		p.Summary.PeakBytes, p.Summary.PeakTime = rp.liveBytes, at
+		rp.epoch++
+	}
+	for i := range p.Threads {
+		th := &p.Threads[i]
+		th.PeakBytes, th.PeakTime = th.liveBytes, at
+	}
+	rp.timeline.start(at, max(rp.unit, 1000))
+	rp.timeline.live(at, rp.liveBytes, rp.liveBlocks)
+}
+
+// thread returns the summary of thread index i (from 1), adding it.
+func (rp *replay) thread(i uint64) *ThreadSummary {
+	p := rp.proc
+	for uint64(len(p.Threads)) < i {
+		p.Threads = append(p.Threads, ThreadSummary{Index: uint64(len(p.Threads) + 1)})
+	}
+	return &p.Threads[i-1]
+}
+
+// alloc allocates a block at addr for event e: a new object, or the next
+// block of the object whose previous block was prev (a realloc).
+func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
+	p := rp.proc
+	sum := &p.Summary
 	if old, ok := rp.live.get(addr); ok {
 		rp.release(old)
 		sum.ReplacedBlocks++
 	}
-	i := rp.site(stack)
-	s := &rp.proc.Sites[i]
-	rp.touch(s)
-	s.Allocations++
-	s.BytesAllocated += size
-	s.liveBytes += size
-	s.liveBlocks++
-	sum.Allocations++
-	sum.BytesAllocated += size
-
-	rp.live.put(addr, block{size: size, site: i, api: api})
+	rp.allocClock++
+	b := block{size: e.Size, api: e.API, born: e.Time, bornClock: rp.allocClock, thread: uint32(e.Thread)}
+	if prev != nil {
+		b.born, b.bornClock, b.reallocs, b.thread = prev.born, prev.bornClock, prev.reallocs+1, prev.thread
+	}
 	rp.freed.forget(addr)
 	rp.lastAlloc = addr
-	rp.liveBytes += size
+	if (prev != nil && prev.site == uncounted) || (prev == nil && !rp.opts.countsThread(e.Thread)) {
+		b.site = uncounted
+		rp.live.put(addr, b)
+		return
+	}
+	b.site = rp.site(e.Stack)
+	s := &p.Sites[b.site]
+	rp.touch(s)
+	s.liveBytes += e.Size
+	s.liveBlocks++
+	rp.liveBytes += e.Size
 	rp.liveBlocks++
+	var th *ThreadSummary
+	if b.thread != 0 {
+		th = rp.thread(uint64(b.thread))
+		th.liveBytes += e.Size
+	}
+	rp.live.put(addr, b)
+	if !rp.windowOpen {
+		return
+	}
+	s.Allocations++
+	s.BytesAllocated += e.Size
+	cat := &s.BySize[CategoryOf(e.Size)]
+	cat.Allocations++
+	cat.Bytes += e.Size
+	sum.Allocations++
+	sum.BytesAllocated += e.Size
+	if p.Bins == nil {
+		p.Bins = make([]Bin, BinCount)
+	}
+	bin := &p.Bins[BinOf(e.Size)]
+	bin.Allocations++
+	bin.Bytes += e.Size
+	sb := &p.Sizes[SizeBucketOf(e.Size)]
+	sb.Allocations++
+	sb.Bytes += e.Size
+	if th != nil {
+		th.Allocations++
+		th.BytesAllocated += e.Size
+		if th.liveBytes > th.PeakBytes {
+			th.PeakBytes, th.PeakTime = th.liveBytes, e.Time
+		}
+	}
 	if rp.liveBytes > sum.PeakBytes {
-		sum.PeakBytes, sum.PeakTime = rp.liveBytes, time
+		sum.PeakBytes, sum.PeakTime = rp.liveBytes, e.Time
 		rp.epoch++
 	}
+	pt := rp.timeline.point(e.Time)
+	pt.Allocations++
+	pt.BytesAllocated += e.Size
+	rp.timeline.live(e.Time, rp.liveBytes, rp.liveBlocks)
 }
 
 // free replays a free event. A realloc to size 0 is one too.
@@ -106,44 +215,85 @@ func (rp *replay) free(e *trace.Event) {
 		return
 	}
 	rp.checkFamily(b, e)
-	rp.freeBlock(e.Addr, b, e.Stack)
+	rp.freeBlock(e, e.Addr, b, true)
 }
 
 // realloc replays a realloc: the free of the old block, then the
 // allocation of the new one. Freeing first keeps the peak from counting
 // both blocks, which would hold only while the data is copied, if at all.
+// The object moves on to the new block.
 func (rp *replay) realloc(e *trace.Event) {
-	if b, ok := rp.live.get(e.OldAddr); ok {
-		rp.checkFamily(b, e)
-		rp.freeBlock(e.OldAddr, b, e.Stack)
-	} else {
+	b, ok := rp.live.get(e.OldAddr)
+	if !ok {
 		rp.badFree(e, e.OldAddr)
+		rp.alloc(e, e.Addr, nil)
+		return
 	}
-	rp.alloc(e.Addr, e.Size, e.API, e.Stack, e.Time)
+	rp.checkFamily(b, e)
+	rp.freeBlock(e, e.OldAddr, b, false)
+	rp.alloc(e, e.Addr, &b)
 }
 
-// freeBlock removes the live block b at addr, freed from freeStack.
-func (rp *replay) freeBlock(addr uint64, b block, freeStack uint64) {
-	s := &rp.proc.Sites[b.site]
+// freeBlock removes the live block b at addr, freed by event e. With
+// dies set, the object ends with it (it is not a realloc that moves it).
+func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
+	p := rp.proc
+	rp.live.remove(addr)
+	if b.site == uncounted {
+		rp.freed.add(addr, freedBlock{freeStack: e.Stack, size: b.size, allocAPI: b.api})
+		return
+	}
+	s := &p.Sites[b.site]
 	rp.release(b)
+	rp.freed.add(addr, freedBlock{allocStack: s.Stack, freeStack: e.Stack, size: b.size, allocAPI: b.api})
+	if !rp.windowOpen {
+		return
+	}
 	s.Frees++
-	rp.proc.Summary.Frees++
+	p.Summary.Frees++
 	if addr == rp.lastAlloc {
 		s.Temporary++
-		rp.proc.Summary.Temporary++
+		p.Summary.Temporary++
 	}
-	rp.live.remove(addr)
-	rp.freed.add(addr, freedBlock{allocStack: s.Stack, freeStack: freeStack, size: b.size, allocAPI: b.api})
+	if p.Bins == nil {
+		p.Bins = make([]Bin, BinCount)
+	}
+	p.Bins[BinOf(b.size)].Frees++
+	if b.thread != 0 {
+		rp.thread(uint64(b.thread)).Frees++
+	}
+	pt := rp.timeline.point(e.Time)
+	pt.Frees++
+	pt.BytesFreed += b.size
+	rp.timeline.live(e.Time, rp.liveBytes, rp.liveBlocks)
+	if dies {
+		s.Lifetimes[LifetimeBucket(e.Time-min(b.born, e.Time))]++
+		s.LifetimeAllocs[AllocsBucket(rp.allocClock-b.bornClock)]++
+		rp.freedLonger.offer(rp.object(addr, b, e.Time))
+	}
+}
+
+// object returns the object held by block b at addr; freed is when it was
+// freed, 0 if it is live.
+func (rp *replay) object(addr uint64, b block, freed uint64) HeapObject {
+	return HeapObject{Addr: addr, Size: b.size, Allocated: b.born, Freed: freed, Thread: uint64(b.thread),
+		Reallocs: uint64(b.reallocs), Site: int(b.site), API: b.api}
 }
 
 // release takes the bytes of block b out of the live counts.
 func (rp *replay) release(b block) {
+	if b.site == uncounted {
+		return
+	}
 	s := &rp.proc.Sites[b.site]
 	rp.touch(s)
 	s.liveBytes -= b.size
 	s.liveBlocks--
 	rp.liveBytes -= b.size
 	rp.liveBlocks--
+	if b.thread != 0 {
+		rp.thread(uint64(b.thread)).liveBytes -= b.size
+	}
 }
 
 // touch is called before a site's live numbers change. It keeps the
@@ -180,7 +330,8 @@ func (rp *replay) site(stack uint64) int32 {
 // inherit makes rp, a fork child that has done nothing yet, start where
 // its parent is: the same live blocks from the same (inherited) sites, and
 // the parent's totals, as valgrind counts a fork child. The peak starts at
-// what is live at the fork.
+// what is live at the fork. The inherited blocks belong to none of the
+// child's threads.
 func (rp *replay) inherit(parent *replay, at uint64) {
 	p := rp.proc
 	p.Forked = true
@@ -193,10 +344,14 @@ func (rp *replay) inherit(parent *replay, at uint64) {
 		p.Sites[i] = s
 	}
 	rp.live = parent.live.clone()
+	rp.live.update(func(b *block) { b.thread = 0 })
 	rp.liveBytes, rp.liveBlocks = parent.liveBytes, parent.liveBlocks
+	rp.allocClock = parent.allocClock
 	ps := parent.proc.Summary
 	p.Summary = Summary{Allocations: ps.Allocations, Frees: ps.Frees, BytesAllocated: ps.BytesAllocated,
 		PeakBytes: rp.liveBytes, PeakTime: at}
+	p.Bins = slices.Clone(parent.proc.Bins)
+	p.Sizes = parent.proc.Sizes
 	rp.epoch = 1
 }
 
@@ -216,6 +371,17 @@ func (rp *replay) finish() {
 		return
 	}
 	p := rp.proc
+	if !p.Ended {
+		p.End = max(p.Start, rp.lastTime)
+	}
+	end := p.End
+	if rp.opts.To != 0 {
+		end = min(end, p.Start+rp.opts.To)
+	}
+	if !rp.windowOpen {
+		rp.openWindow()
+	}
+	p.Window.From, p.Window.To = rp.opts.From, rp.sinceStart(max(end, p.Start+rp.opts.From))
 	for i := range p.Sites {
 		s := &p.Sites[i]
 		if s.epoch != rp.epoch {
@@ -223,7 +389,58 @@ func (rp *replay) finish() {
 		}
 		s.InUseAtExitBytes, s.InUseAtExitBlocks = s.liveBytes, s.liveBlocks
 	}
-	slices.SortFunc(p.Sites, func(a, b Site) int {
+	for i := range p.Threads {
+		p.Threads[i].InUseAtExitBytes = p.Threads[i].liveBytes
+	}
+	p.Summary.InUseAtExitBytes, p.Summary.InUseAtExitBlocks = rp.liveBytes, rp.liveBlocks
+	newIndex := sortSites(p.Sites)
+	rp.keptAndLive(newIndex, end)
+	p.FreedObjects = rp.freedLonger.sorted()
+	for i := range p.FreedObjects {
+		p.FreedObjects[i].Site = int(newIndex[p.FreedObjects[i].Site])
+	}
+	p.Timeline = rp.timeline.finish(end)
+	sortProblems(p.Problems)
+	*rp = replay{proc: p, opts: rp.opts, started: rp.started, finished: true, lostSum: rp.lostSum, lostAtEnd: rp.lostAtEnd}
+}
+
+// keptAndLive goes over the blocks live at the end (end, in ns since time
+// zero): what they keep by size, and the object lists of the live.
+func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
+	p := rp.proc
+	n := rp.opts.objects()
+	bigger := topObjects{n: n, key: func(o *HeapObject) uint64 { return o.Size }}
+	older := topObjects{n: n, key: func(o *HeapObject) uint64 { return o.Age(end) }}
+	rp.live.each(func(addr uint64, b block) {
+		if b.site == uncounted {
+			return
+		}
+		b.site = newIndex[b.site]
+		cat := &p.Sites[b.site].BySize[CategoryOf(b.size)]
+		cat.KeptBytes += b.size
+		cat.KeptBlocks++
+		if p.Bins == nil {
+			p.Bins = make([]Bin, BinCount)
+		}
+		bin := &p.Bins[BinOf(b.size)]
+		bin.KeptBytes += b.size
+		bin.KeptBlocks++
+		o := rp.object(addr, b, 0)
+		bigger.offer(o)
+		older.offer(o)
+	})
+	p.LiveObjects, p.OldestObjects = bigger.sorted(), older.sorted()
+}
+
+// sortSites puts the sites in order — the process's own by stack ID, then
+// the inherited ones — and returns where each one went.
+func sortSites(sites []Site) []int32 {
+	order := make([]int32, len(sites))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		a, b := &sites[i], &sites[j]
 		if a.Inherited != b.Inherited {
 			if a.Inherited {
 				return 1
@@ -232,12 +449,14 @@ func (rp *replay) finish() {
 		}
 		return cmpUint(a.Stack, b.Stack)
 	})
-	p.Summary.InUseAtExitBytes, p.Summary.InUseAtExitBlocks = rp.liveBytes, rp.liveBlocks
-	if !p.Ended {
-		p.End = max(p.Start, rp.lastTime)
+	sorted := make([]Site, len(sites))
+	newIndex := make([]int32, len(sites))
+	for to, from := range order {
+		sorted[to] = sites[from]
+		newIndex[from] = int32(to)
 	}
-	sortProblems(p.Problems)
-	*rp = replay{proc: p, started: rp.started, finished: true, lostSum: rp.lostSum, lostAtEnd: rp.lostAtEnd}
+	copy(sites, sorted)
+	return newIndex
 }
 
 func cmpUint(a, b uint64) int {

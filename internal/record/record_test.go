@@ -175,8 +175,8 @@ func checkCrossThreadOrder(t *testing.T, rec recording) {
 	if p.Summary.Allocations < 4*50000 || p.Summary.Frees < 4*50000 {
 		t.Fatalf("%d allocations, %d frees; want at least %d each", p.Summary.Allocations, p.Summary.Frees, 4*50000)
 	}
-	if p.Threads != 5 {
-		t.Errorf("%d threads, want 5", p.Threads)
+	if len(p.Threads) != 5 {
+		t.Errorf("%d threads, want 5", len(p.Threads))
 	}
 }
 

@@ -1,0 +1,70 @@
+package analysis
+
+import (
+	"container/heap"
+	"slices"
+)
+
+// topObjects keeps the n objects that rank highest by a key, in memory
+// bounded by n however many are offered: a min-heap whose root is the
+// lowest kept, which a better object replaces.
+type topObjects struct {
+	n    int
+	key  func(*HeapObject) uint64
+	objs []HeapObject
+}
+
+func (t *topObjects) Len() int { return len(t.objs) }
+func (t *topObjects) Less(i, j int) bool {
+	return t.before(&t.objs[j], &t.objs[i]) // the root is the one ranked last
+}
+func (t *topObjects) Swap(i, j int) { t.objs[i], t.objs[j] = t.objs[j], t.objs[i] }
+func (t *topObjects) Push(x any)    { t.objs = append(t.objs, x.(HeapObject)) }
+func (t *topObjects) Pop() any {
+	o := t.objs[len(t.objs)-1]
+	t.objs = t.objs[:len(t.objs)-1]
+	return o
+}
+
+// before reports whether a ranks before b: a higher key, then the earlier
+// allocation, then the lower address, so that the lists are the same from
+// run to run.
+func (t *topObjects) before(a, b *HeapObject) bool {
+	if ka, kb := t.key(a), t.key(b); ka != kb {
+		return ka > kb
+	}
+	if a.Allocated != b.Allocated {
+		return a.Allocated < b.Allocated
+	}
+	return a.Addr < b.Addr
+}
+
+// offer keeps o if it ranks among the n best so far.
+func (t *topObjects) offer(o HeapObject) {
+	if t.n <= 0 {
+		return
+	}
+	if len(t.objs) < t.n {
+		heap.Push(t, o)
+		return
+	}
+	if t.before(&o, &t.objs[0]) {
+		t.objs[0] = o
+		heap.Fix(t, 0)
+	}
+}
+
+// sorted returns the objects kept, best first.
+func (t *topObjects) sorted() []HeapObject {
+	objs := slices.Clone(t.objs)
+	slices.SortFunc(objs, func(a, b HeapObject) int {
+		switch {
+		case t.before(&a, &b):
+			return -1
+		case t.before(&b, &a):
+			return 1
+		}
+		return 0
+	})
+	return objs
+}

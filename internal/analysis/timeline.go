@@ -1,0 +1,107 @@
+package analysis
+
+// Timeline samples the heap of a process over the analyzed window in
+// equal steps: at most maxTimelinePoints of them, however long the run.
+type Timeline struct {
+	Start  uint64 // ns since time zero of the first point
+	Step   uint64 // ns between points
+	Points []TimelinePoint
+}
+
+// TimelinePoint is what happened in one step of a timeline.
+type TimelinePoint struct {
+	// PeakBytes and PeakBlocks are the most live at any moment of the step
+	// (or, if nothing happened in it, what was live throughout).
+	PeakBytes, PeakBlocks uint64
+	// EndBytes and EndBlocks are what was live at its end.
+	EndBytes, EndBlocks uint64
+	Allocations         uint64
+	BytesAllocated      uint64
+	Frees               uint64
+	BytesFreed          uint64
+}
+
+// Time returns the start of point i, in ns since time zero.
+func (t *Timeline) Time(i int) uint64 { return t.Start + uint64(i)*t.Step }
+
+// maxTimelinePoints bounds a timeline: enough for a chart as wide as a
+// screen, few enough to cost nothing.
+const maxTimelinePoints = 1024
+
+// timelineBuilder fills a Timeline as events come, in time order. It
+// starts with steps of the trace's time unit and doubles them, merging
+// pairs of points, whenever the run outgrows the points it may have.
+type timelineBuilder struct {
+	tl      Timeline
+	started bool
+	last    int // the point of the latest event
+}
+
+func (b *timelineBuilder) start(at, step uint64) {
+	b.tl = Timeline{Start: at, Step: max(step, 1)}
+	b.started = true
+}
+
+// point returns the point of an event at t (ns since time zero), making
+// the points up to it, which carry over what was live.
+func (b *timelineBuilder) point(t uint64) *TimelinePoint {
+	if t < b.tl.Start {
+		t = b.tl.Start
+	}
+	i := (t - b.tl.Start) / b.tl.Step
+	for i >= maxTimelinePoints {
+		b.coarsen()
+		i = (t - b.tl.Start) / b.tl.Step
+	}
+	for uint64(len(b.tl.Points)) <= i {
+		var carried TimelinePoint
+		if n := len(b.tl.Points); n > 0 {
+			prev := b.tl.Points[n-1]
+			carried = TimelinePoint{PeakBytes: prev.EndBytes, PeakBlocks: prev.EndBlocks, EndBytes: prev.EndBytes, EndBlocks: prev.EndBlocks}
+		}
+		b.tl.Points = append(b.tl.Points, carried)
+	}
+	b.last = int(i)
+	return &b.tl.Points[i]
+}
+
+// coarsen doubles the step, merging the points two by two.
+func (b *timelineBuilder) coarsen() {
+	pts := b.tl.Points
+	n := (len(pts) + 1) / 2
+	for i := range n {
+		merged := pts[2*i]
+		if 2*i+1 < len(pts) {
+			next := pts[2*i+1]
+			if next.PeakBytes > merged.PeakBytes {
+				merged.PeakBytes, merged.PeakBlocks = next.PeakBytes, next.PeakBlocks
+			}
+			merged.EndBytes, merged.EndBlocks = next.EndBytes, next.EndBlocks
+			merged.Allocations += next.Allocations
+			merged.BytesAllocated += next.BytesAllocated
+			merged.Frees += next.Frees
+			merged.BytesFreed += next.BytesFreed
+		}
+		pts[i] = merged
+	}
+	b.tl.Points = pts[:n]
+	b.tl.Step *= 2
+}
+
+// live notes what is live after an event at t.
+func (b *timelineBuilder) live(t, bytes, blocks uint64) {
+	p := b.point(t)
+	if bytes > p.PeakBytes {
+		p.PeakBytes, p.PeakBlocks = bytes, blocks
+	}
+	p.EndBytes, p.EndBlocks = bytes, blocks
+}
+
+// finish extends the timeline to end (ns since time zero), so that it
+// covers the whole window.
+func (b *timelineBuilder) finish(end uint64) Timeline {
+	if b.started && end >= b.tl.Start {
+		b.point(end)
+	}
+	return b.tl
+}
