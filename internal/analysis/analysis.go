@@ -175,7 +175,7 @@ type HeapObject struct {
 	Freed     uint64 // ns since time zero; 0 if it is live
 	Thread    uint64 // the thread index that first allocated it; 0 if inherited
 	Reallocs  uint64
-	Site      int    // index in Process.Sites of its latest block's stack
+	Site      int // index in Process.Sites of its latest block's stack
 	API       trace.API
 }
 
