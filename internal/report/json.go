@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -32,10 +31,7 @@ func JSON(w io.Writer, m *analysis.Model, opts Options) error {
 		Problems:    jsonProblemsOf(p),
 		Warnings:    orEmpty(m.Warnings),
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 type jsonReport struct {

@@ -24,6 +24,33 @@ type Options struct {
 	// Frames is how many frames of each stack the text shows, the
 	// innermost ones; 0 means 8. JSON has them all.
 	Frames int
+	// View is what to show: the name of one of Views; "" is "summary".
+	View string
+	// Cost is what trees and call graphs weigh call stacks by.
+	Cost analysis.Cost
+	// Chain is how many callers the partial call chains of the leak table
+	// have; 0 means 5, as in mprof.
+	Chain int
+	// Filter keeps the call stacks that the views show.
+	Filter analysis.StackFilter
+	// Objects orders the object list.
+	Objects ObjectOrder
+}
+
+// ObjectOrder is an order of the object list.
+type ObjectOrder int
+
+const (
+	BySize     ObjectOrder = iota // the biggest objects live at the end
+	ByAge                         // the oldest objects live at the end
+	ByLifetime                    // the objects freed that lived longest
+)
+
+func (o Options) chain() int {
+	if o.Chain <= 0 {
+		return 5
+	}
+	return o.Chain
 }
 
 func (o Options) top() int {
