@@ -11,7 +11,6 @@ import (
 	"github.com/memtrail/memtrail/internal/demo"
 	"github.com/memtrail/memtrail/internal/record"
 	"github.com/memtrail/memtrail/internal/report"
-	"github.com/memtrail/memtrail/internal/trace"
 )
 
 func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -100,51 +99,6 @@ func printStats(w io.Writer, res *record.Result) {
 		res.Waits, res.WaitTime.Seconds())
 }
 
-// analyzeFile reads and analyzes the trace at path.
-func analyzeFile(path string) (*analysis.Model, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return analysis.Analyze(r, analysis.Options{})
-}
-
-func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("report", "[options] trace", "memtrail report --top 5 prog.mtr", stderr)
-	asJSON := fs.Bool("json", false, "write the report as JSON")
-	pid := fs.Uint64("pid", 0, "report on process `pid` (default: the program itself)")
-	top := fs.Int("top", 10, "show the top `n` call stacks of each table")
-	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
-	if err := parse(fs, args); err != nil {
-		return 2, err
-	}
-	if fs.NArg() != 1 {
-		return 2, usageError{"needs exactly one trace file"}
-	}
-	if *top < 1 || *frames < 1 {
-		return 2, usageError{"-top and -frames must be at least 1"}
-	}
-	m, err := analyzeFile(fs.Arg(0))
-	if err != nil {
-		return 1, err
-	}
-	opts := report.Options{PID: *pid, Top: *top, Frames: *frames}
-	if *asJSON {
-		err = report.JSON(stdout, m, opts)
-	} else {
-		err = report.Text(stdout, m, opts)
-	}
-	if err != nil {
-		return 1, err
-	}
-	return 0, nil
-}
-
 func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("demo", "", "memtrail demo", stderr)
 	if err := parse(fs, args); err != nil {
@@ -163,7 +117,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	m, err := analyzeFile(res.Path)
+	m, err := analyzeFile(res.Path, analysis.Options{})
 	if err != nil {
 		return 1, err
 	}

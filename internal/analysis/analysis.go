@@ -236,7 +236,7 @@ type Site struct {
 	// BySize breaks the allocations down by mprof's size categories.
 	BySize [SizeCategories]SizeCount
 	// Lifetimes counts the objects from here that were freed by how long
-	// they lived (see LifetimeBucket), and LifetimeAllocs by how many
+	// they lived, in time units (see LifetimeBucket), and LifetimeAllocs by how many
 	// allocations of the process came between their allocation and their
 	// free (0: a temporary allocation; see AllocsBucket).
 	Lifetimes      [LifetimeBuckets]uint64

@@ -4,19 +4,22 @@ import "math/bits"
 
 // LifetimeBuckets is the number of buckets of a lifetime histogram.
 //
-// Lifetimes in time: bucket 0 holds the objects freed within the trace's
-// time unit of their allocation (their lifetime reads as 0), bucket i ≥ 1
-// those that lived from 4^(i-1) to 4^i - 1 µs (1–3 µs, 4–15 µs, …, 1–4.2 s
-// for i = 11), and the last bucket everything longer.
+// Lifetimes in time are counted in the trace's time unit (Info.TimeUnit),
+// below which a trace cannot tell times apart: bucket 0 holds the objects
+// freed within one unit of their allocation (their lifetime reads as 0),
+// bucket i ≥ 1 those that lived from 4^(i-1) to 4^i - 1 units (1–3 ms,
+// 4–15 ms, … at the default unit of 1 ms), and the last bucket everything
+// longer.
 //
 // Lifetimes in allocations (how many allocations of the process came in
 // between, a clock that does not depend on the time unit): bucket 0 holds
 // the temporary allocations (none came between), bucket i ≥ 1 those with
 // 4^(i-1) to 4^i - 1 between.
-const LifetimeBuckets = 20
+const LifetimeBuckets = 24
 
-// LifetimeBucket returns the bucket of an object that lived ns nanoseconds.
-func LifetimeBucket(ns uint64) int { return log4Bucket(ns / 1000) }
+// LifetimeBucket returns the bucket of an object that lived ns
+// nanoseconds, in a trace whose time unit is unit ns.
+func LifetimeBucket(ns, unit uint64) int { return log4Bucket(ns / max(unit, 1)) }
 
 // AllocsBucket returns the bucket of an object with n allocations between
 // its allocation and its free.
@@ -31,13 +34,10 @@ func log4Bucket(v uint64) int {
 	return min((bits.Len64(v)+1)/2, LifetimeBuckets-1)
 }
 
-// LifetimeBucketStart returns the shortest lifetime, in ns, of bucket i of
-// a lifetime histogram in time.
-func LifetimeBucketStart(i int) uint64 { return AllocsBucketStart(i) * 1000 }
-
-// AllocsBucketStart returns the fewest allocations between of bucket i of
-// a lifetime histogram in allocations.
-func AllocsBucketStart(i int) uint64 {
+// BucketStart returns the least value of bucket i of a lifetime
+// histogram: in time units for lifetimes in time, in allocations for
+// lifetimes in allocations.
+func BucketStart(i int) uint64 {
 	if i <= 0 {
 		return 0
 	}

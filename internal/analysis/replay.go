@@ -267,7 +267,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
 	pt.BytesFreed += b.size
 	rp.timeline.live(e.Time, rp.liveBytes, rp.liveBlocks)
 	if dies {
-		s.Lifetimes[LifetimeBucket(e.Time-min(b.born, e.Time))]++
+		s.Lifetimes[LifetimeBucket(e.Time-min(b.born, e.Time), rp.unit)]++
 		s.LifetimeAllocs[AllocsBucket(rp.allocClock-b.bornClock)]++
 		rp.freedLonger.offer(rp.object(addr, b, e.Time))
 	}

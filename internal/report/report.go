@@ -86,7 +86,12 @@ func pick(m *analysis.Model, opts Options) (*analysis.Process, error) {
 	if start < 0 {
 		return nil, fmt.Errorf("process %d is not in this trace (processes: %s)", opts.PID, pidList(m))
 	}
-	return lastImage(m, start), nil
+	p := lastImage(m, start)
+	if p.Window.From > p.RunTime() {
+		return nil, fmt.Errorf("the window starts %s after the start of process %d, which ran %s",
+			Duration(p.Window.From), p.PID, Duration(p.RunTime()))
+	}
+	return p, nil
 }
 
 // lastImage follows the process at index i of m through the execs that

@@ -19,6 +19,7 @@ func Text(w io.Writer, m *analysis.Model, opts Options) error {
 	t := &textReport{m: m, p: p, opts: opts}
 	t.warnings()
 	t.header()
+	t.window()
 	t.summary()
 	for _, tab := range siteTables {
 		t.siteTable(tab)
@@ -71,7 +72,7 @@ func (t *textReport) summary() {
 		{"frees", Count(s.Frees)},
 		{"bytes allocated", exactSize(s.BytesAllocated)},
 		{"peak heap", exactSize(s.PeakBytes)},
-		{"in use at exit", exactSize(s.InUseAtExitBytes) + " in " + Plural(s.InUseAtExitBlocks, "block")},
+		{"in use " + t.endLabel(), exactSize(s.InUseAtExitBytes) + " in " + Plural(s.InUseAtExitBlocks, "block")},
 		{"temporary", Plural(s.Temporary, "allocation") + " freed before any other allocation"},
 	}
 	if s.PeakBytes > 0 {
@@ -88,8 +89,12 @@ func (t *textReport) summary() {
 		rows = append(rows, [2]string{"lost events", lost})
 	}
 	t.printf("\nSummary\n")
+	width := 0
 	for _, r := range rows {
-		t.printf("  %-17s %s\n", r[0], r[1])
+		width = max(width, len(r[0]))
+	}
+	for _, r := range rows {
+		t.printf("  %-*s %s\n", max(width, 17), r[0], r[1])
 	}
 }
 
@@ -320,7 +325,10 @@ func (t *textReport) otherProcesses() {
 }
 
 // table writes rows in aligned columns, the numeric ones aligned right.
-func (t *textReport) table(rows [][]string, right []bool) {
+func (t *textReport) table(rows [][]string, right []bool) { t.tableIndented(rows, right, "") }
+
+// tableIndented writes a table further to the right by indent.
+func (t *textReport) tableIndented(rows [][]string, right []bool, indent string) {
 	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
 		for i, cell := range r {
@@ -340,7 +348,7 @@ func (t *textReport) table(rows [][]string, right []bool) {
 			}
 			line.WriteString(" ")
 		}
-		t.printf("%s\n", strings.TrimRight(line.String(), " "))
+		t.printf("%s%s\n", indent, strings.TrimRight(line.String(), " "))
 	}
 }
 

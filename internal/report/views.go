@@ -29,6 +29,11 @@ type viewContext struct {
 func views() []view {
 	return []view{
 		{"summary", "totals, the peak, the call stacks that weigh most, problems (the default)", nil, nil},
+		{"threads", "each thread: what it allocated and its own peak", threadsText, threadsJSON},
+		{"objects", "the object list: the biggest or oldest objects live at the end, or the longest-lived freed", objectsText, objectsJSON},
+		{"lifetimes", "how long the objects of each call stack lived", lifetimesText, lifetimesJSON},
+		{"sizes", "the size histogram", sizesText, sizesJSON},
+		{"timeline", "the heap and the allocation rate over time", timelineText, timelineJSON},
 	}
 }
 
@@ -120,10 +125,24 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// windowed reports whether the report covers only part of the run.
+func (t *textReport) windowed() bool {
+	return t.p.Window.From != 0 || t.p.Window.To < t.p.RunTime()
+}
+
+// endLabel names the end of what the report covers: "at exit", or "at
+// 5.00 ms" when a window ends before the process did.
+func (t *textReport) endLabel() string {
+	if t.p.Window.To < t.p.RunTime() {
+		return "at " + Duration(t.p.Window.To)
+	}
+	return "at exit"
+}
+
 // window says which part of the run the report covers, if not all of it.
 func (t *textReport) window() {
 	p := t.p
-	if p.Window.From == 0 && p.Window.To >= p.RunTime() {
+	if !t.windowed() {
 		return
 	}
 	if p.Window.From == p.Window.To {

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memtrail/memtrail/internal/trace/tracetext"
+)
+
+// A small trace: one process that runs 10 ms, allocates twice from main
+// and frees once.
+const smallTrace = `info time-unit=1000 command=[./prog]
+process id=1 pid=100 time=0 exe=/bin/prog args=[prog] cwd=/tmp
+thread process=1 index=1 tid=100
+object id=1 path=/bin/prog
+module process=1 id=1 object=1 base=0x400000
+string id=1 value=main
+symbol object=1 offset=0x100 frames=1:0:0
+node process=1 id=1 parent=0 module=1 offset=0x100
+alloc process=1 thread=1 time=1000000 api=malloc addr=0x1000 size=16 stack=1
+alloc process=1 thread=1 time=2000000 api=malloc addr=0x2000 size=32 stack=1
+free process=1 thread=1 time=3000000 api=free addr=0x1000 stack=1
+process-end id=1 time=10000000 how=exited code=0
+end time=10000000 events=3
+`
+
+// Only frees, of addresses never allocated.
+const onlyFrees = `info time-unit=1000 command=[./prog]
+process id=1 pid=100 time=0 exe=/bin/prog args=[prog]
+thread process=1 index=1 tid=100
+free process=1 thread=1 time=1000000 api=free addr=0x1000 stack=0
+free process=1 thread=1 time=2000000 api=free addr=0x1000 stack=0
+process-end id=1 time=10000000 how=exited code=0
+end time=10000000 events=2
+`
+
+func writeTrace(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	data, err := tracetext.Encode(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestReportBadInput runs report on mistakes of every kind: each must end
+// with a non-zero status and one line saying what is wrong.
+func TestReportBadInput(t *testing.T) {
+	dir := t.TempDir()
+	small := writeTrace(t, dir, "small.mtr", smallTrace)
+	empty := filepath.Join(dir, "empty.mtr")
+	os.WriteFile(empty, nil, 0o644)
+	notTrace := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notTrace, []byte("hello, this is not a trace\n"), 0o644)
+	headerOnly := filepath.Join(dir, "header.mtr")
+	os.WriteFile(headerOnly, []byte("memtrail\x01\x00\x00\x00\x00\x00\x00\x00"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string // in the error
+	}{
+		{[]string{"report", "-view", "flames", small}, 2, `unknown view "flames"`},
+		{[]string{"report", "-cost", "money", small}, 2, `unknown cost "money"`},
+		{[]string{"report", "-sort", "color", small}, 2, `unknown order "color"`},
+		{[]string{"report", "-colour", small}, 2, "flag provided but not defined: -colour"},
+		{[]string{"report", "-at", "5ms", "-from", "1ms", small}, 2, "-at cannot go with -from or -to"},
+		{[]string{"report", "-from", "5ms", "-to", "1ms", small}, 2, "-to 1ms is before -from 5ms"},
+		{[]string{"report", "-from", "-5ms", small}, 2, "is negative"},
+		{[]string{"report", "-at", "0", small}, 2, "must end after the start"},
+		{[]string{"report", "-from", "1h", small}, 1, "the window starts 3600 s after the start of process 100, which ran 10.0 ms"},
+		{[]string{"report", "-thread", "0", small}, 2, "a thread is a number from 1"},
+		{[]string{"report", "-thread", "one", small}, 2, "a thread is a number from 1"},
+		{[]string{"report", "-function", "(", small}, 2, "-function: error parsing regexp"},
+		{[]string{"report", "-top", "0", small}, 2, "must be at least 1"},
+		{[]string{"report", "-pid", "7", small}, 1, "process 7 is not in this trace (processes: 100)"},
+		{[]string{"report", filepath.Join(dir, "missing.mtr")}, 1, "no such file"},
+		{[]string{"report", empty}, 1, "not a memtrail trace"},
+		{[]string{"report", notTrace}, 1, "not a memtrail trace"},
+		{[]string{"report", headerOnly}, 1, "the trace holds no process"},
+		{[]string{"report", small, small}, 2, "needs exactly one trace file"},
+	} {
+		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code, err := run(c.args, &stdout, &stderr)
+			if code != c.code {
+				t.Errorf("exit status %d, want %d (error: %v)", code, c.code, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error of several lines: %q", err)
+			}
+		})
+	}
+}
+
+// TestReportViews runs every view of report, as text and JSON, on a
+// small trace and on one with only frees of unknown addresses: all must
+// work.
+func TestReportViews(t *testing.T) {
+	dir := t.TempDir()
+	traces := []string{writeTrace(t, dir, "small.mtr", smallTrace), writeTrace(t, dir, "frees.mtr", onlyFrees)}
+	for _, tr := range traces {
+		for _, v := range viewList() {
+			for _, extra := range [][]string{nil, {"-json"}, {"-at", "2ms"}, {"-from", "1500us", "-to", "2500us", "-thread", "1"}} {
+				args := append(append([]string{"report", "-view", v}, extra...), tr)
+				var stdout, stderr bytes.Buffer
+				if code, err := run(args, &stdout, &stderr); code != 0 || err != nil {
+					t.Errorf("%v: status %d, %v", args, code, err)
+				}
+				if stdout.Len() == 0 {
+					t.Errorf("%v wrote nothing", args)
+				}
+			}
+		}
+	}
+}
+
+func viewList() []string { return strings.Split(viewNames(), ", ") }
