@@ -33,6 +33,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	module := fs.String("module", "", "keep only the call stacks with code in an object file matching `regexp`")
 	ignore := fs.String("ignore", "", "leave out the call stacks with a function matching `regexp`")
 	order := fs.String("sort", "size", "order of the object list: size, age (of the objects live at the end) or lifetime (of those freed)")
+	cache := fs.Bool("cache", true, "keep the analysis in TRACE.cache, and read it from there when the trace has not changed")
 	if err := parse(fs, args); err != nil {
 		return 2, err
 	}
@@ -48,7 +49,11 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, err
 	}
 	opts.PID = *pid
-	m, err := analyzeFile(fs.Arg(0), aopts)
+	analyze := analyzeFile
+	if *cache {
+		analyze = analyzeCached
+	}
+	m, err := analyze(fs.Arg(0), aopts)
 	if err != nil {
 		return 1, err
 	}
@@ -173,6 +178,12 @@ func viewNames() string {
 		names = append(names, v[0])
 	}
 	return strings.Join(names, ", ")
+}
+
+// analyzeCached analyzes the trace at path through its cache.
+func analyzeCached(path string, opts analysis.Options) (*analysis.Model, error) {
+	m, _, err := analysis.AnalyzeFile(path, opts)
+	return m, err
 }
 
 // analyzeFile reads and analyzes the trace at path.

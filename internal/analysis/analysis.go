@@ -357,7 +357,7 @@ func (a *analyzer) process(id uint64) *replay {
 	if a.model.Info != nil {
 		unit = a.model.Info.TimeUnit
 	}
-	rp := newReplay(&Process{ID: id, stacks: newStackTree(a.syms)}, &a.opts, unit)
+	rp := newReplay(&Process{ID: id, stacks: newStackTree(a.syms, id)}, &a.opts, unit)
 	a.procs[id] = rp
 	a.order = append(a.order, rp)
 	return rp

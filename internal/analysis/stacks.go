@@ -79,6 +79,7 @@ const maxDepth = 4096
 // stacks into frames. Symbols come at the end of a trace, so stacks are
 // resolved only when they are asked for, once the trace has been read.
 type stackTree struct {
+	owner   uint64 // the ID of the process it belongs to
 	nodes   map[uint64]stackNode
 	modules map[uint64]uint64 // object ID by module ID
 	syms    *symbols
@@ -88,8 +89,8 @@ type stackNode struct {
 	parent, module, offset uint64
 }
 
-func newStackTree(syms *symbols) *stackTree {
-	return &stackTree{nodes: make(map[uint64]stackNode), modules: make(map[uint64]uint64), syms: syms}
+func newStackTree(syms *symbols, owner uint64) *stackTree {
+	return &stackTree{owner: owner, nodes: make(map[uint64]stackNode), modules: make(map[uint64]uint64), syms: syms}
 }
 
 func (t *stackTree) frames(id uint64) []Frame {

@@ -1,0 +1,308 @@
+package analysis
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// The analysis of a trace is kept beside it, so that a second look at the
+// same trace (the same report again, another view of it) takes no replay.
+// The cache file, TRACE.cache, holds the models of the latest few sets of
+// Options; it is valid while the trace is the same file unchanged: the
+// same size, modification time, and first and last bytes. When the
+// trace's directory cannot be written, the cache goes to the user's cache
+// directory instead, named after the trace's absolute path.
+
+// cacheVersion changes whenever the model or its encoding changes, so
+// that caches written by other versions are ignored.
+const cacheVersion = 1
+
+// cacheMagic starts every cache file.
+const cacheMagic = "memtrail analysis cache\n"
+
+// cacheEntries is how many analyses a cache file keeps: the latest.
+const cacheEntries = 8
+
+// AnalyzeFile analyzes the trace at path with opts, reading the model from
+// the trace's cache if it holds it, and writing it there if not. A cache
+// that cannot be read or written is no error: the trace is analyzed.
+// fromCache says whether the model came from the cache.
+func AnalyzeFile(path string, opts Options) (m *Model, fromCache bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	id, err := identify(f)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	key := optionsKey(opts)
+	cache := cachePaths(path)
+	entries := readCache(cache, id)
+	for _, e := range entries {
+		if e.Key == key {
+			if m, err := e.Model.model(); err == nil {
+				return m, true, nil
+			}
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, false, err
+	}
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if m, err = Analyze(r, opts); err != nil {
+		return nil, false, err
+	}
+	entries = append(entries, cacheEntry{Key: key, Model: encodeModel(m)})
+	if len(entries) > cacheEntries {
+		entries = entries[len(entries)-cacheEntries:]
+	}
+	writeCache(cache, cacheFile{Trace: id, Entries: entries})
+	return m, false, nil
+}
+
+// traceID tells a trace file from any other, and from itself changed.
+type traceID struct {
+	Size    int64
+	ModTime int64 // ns since the epoch
+	Sum     [32]byte
+}
+
+// identify returns the ID of the open trace f: its size and modification
+// time, and a hash of its first and last 64 KiB (which hold its header,
+// the first block, and the end of the last).
+func identify(f *os.File) (traceID, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return traceID{}, err
+	}
+	id := traceID{Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}
+	h := sha256.New()
+	const part = 64 << 10
+	buf := make([]byte, part)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return traceID{}, err
+	}
+	h.Write(buf[:n])
+	if fi.Size() > part {
+		n, err = f.ReadAt(buf, max(part, fi.Size()-part))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return traceID{}, err
+		}
+		h.Write(buf[:n])
+	}
+	copy(id.Sum[:], h.Sum(nil))
+	return id, nil
+}
+
+// optionsKey names a set of options in a cache.
+func optionsKey(o Options) string {
+	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d", o.From, o.To, o.Threads, o.objects())
+}
+
+// cachePaths returns where the cache of the trace at path may be: beside
+// it, then in the user's cache directory.
+func cachePaths(path string) []string {
+	paths := []string{path + ".cache"}
+	abs, err1 := filepath.Abs(path)
+	dir, err2 := os.UserCacheDir()
+	if err1 == nil && err2 == nil {
+		sum := sha256.Sum256([]byte(abs))
+		paths = append(paths, filepath.Join(dir, "memtrail", "analysis", fmt.Sprintf("%x.cache", sum[:12])))
+	}
+	return paths
+}
+
+type cacheFile struct {
+	Trace   traceID
+	Entries []cacheEntry
+}
+
+type cacheEntry struct {
+	Key   string
+	Model *cachedModel
+}
+
+// readCache returns the entries of the first cache of paths that is about
+// trace id; none if there is none.
+func readCache(paths []string, id traceID) []cacheEntry {
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		rest, ok := bytes.CutPrefix(data, []byte(cacheMagic))
+		if !ok || len(rest) < 1 || rest[0] != cacheVersion {
+			continue
+		}
+		var cf cacheFile
+		if gob.NewDecoder(bytes.NewReader(rest[1:])).Decode(&cf) != nil || cf.Trace != id {
+			continue
+		}
+		return cf.Entries
+	}
+	return nil
+}
+
+// writeCache writes cf to the first of paths where it can, replacing what
+// was there at once (a reader never sees half a file).
+func writeCache(paths []string, cf cacheFile) {
+	var buf bytes.Buffer
+	buf.WriteString(cacheMagic)
+	buf.WriteByte(cacheVersion)
+	if gob.NewEncoder(&buf).Encode(cf) != nil {
+		return
+	}
+	for _, p := range paths {
+		if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
+			continue
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".*")
+		if err != nil {
+			continue
+		}
+		_, err = tmp.Write(buf.Bytes())
+		if err == nil {
+			err = tmp.Chmod(0o644) // CreateTemp makes it private; a trace is not
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), p)
+		}
+		if err == nil {
+			return
+		}
+		os.Remove(tmp.Name())
+	}
+}
+
+// cachedModel is a Model as the cache holds it: the model's own fields,
+// and what its unexported parts hold (the stack trees and the symbols)
+// spelled out.
+type cachedModel struct {
+	Model   Model
+	Stacks  []cachedStacks // one per process, in the order of Model.Processes
+	Symbols cachedSymbols
+}
+
+type cachedStacks struct {
+	Nodes   []cachedNode
+	Modules map[uint64]uint64
+	// SiteTrees holds, for each inherited site (in the order of Sites),
+	// the ID of the process whose stack tree its stack is in.
+	SiteTrees []uint64
+}
+
+type cachedNode struct {
+	ID, Parent, Module, Offset uint64
+}
+
+type cachedSymbols struct {
+	Objects []Object
+	Strings map[uint64]string
+	Frames  []cachedFrames
+}
+
+type cachedFrames struct {
+	Object, Offset uint64
+	Frames         []trace.Frame
+}
+
+func encodeModel(m *Model) *cachedModel {
+	c := &cachedModel{Model: *m}
+	var syms *symbols
+	for _, p := range m.Processes {
+		cs := cachedStacks{}
+		if p.stacks != nil {
+			syms = p.stacks.syms
+			cs.Modules = p.stacks.modules
+			for id, n := range p.stacks.nodes {
+				cs.Nodes = append(cs.Nodes, cachedNode{ID: id, Parent: n.parent, Module: n.module, Offset: n.offset})
+			}
+			slices.SortFunc(cs.Nodes, func(a, b cachedNode) int { return cmpUint(a.ID, b.ID) })
+		}
+		for _, s := range p.Sites {
+			if s.Inherited {
+				var owner uint64
+				if s.tree != nil {
+					owner = s.tree.owner
+				}
+				cs.SiteTrees = append(cs.SiteTrees, owner)
+			}
+		}
+		c.Stacks = append(c.Stacks, cs)
+	}
+	if syms != nil {
+		c.Symbols.Strings = syms.strings
+		for _, o := range syms.objects {
+			c.Symbols.Objects = append(c.Symbols.Objects, *o)
+		}
+		slices.SortFunc(c.Symbols.Objects, func(a, b Object) int { return cmpUint(a.ID, b.ID) })
+		for at, frames := range syms.frames {
+			c.Symbols.Frames = append(c.Symbols.Frames, cachedFrames{Object: at.object, Offset: at.offset, Frames: frames})
+		}
+	}
+	return c
+}
+
+// model rebuilds the Model.
+func (c *cachedModel) model() (*Model, error) {
+	m := c.Model
+	if len(c.Stacks) != len(m.Processes) {
+		return nil, errors.New("cache: processes and stack trees differ")
+	}
+	syms := newSymbols()
+	for i := range c.Symbols.Objects {
+		o := c.Symbols.Objects[i]
+		syms.objects[o.ID] = &o
+	}
+	if c.Symbols.Strings != nil {
+		syms.strings = c.Symbols.Strings
+	}
+	for _, f := range c.Symbols.Frames {
+		syms.frames[codeAddr{f.Object, f.Offset}] = f.Frames
+	}
+	trees := make(map[uint64]*stackTree)
+	for i, p := range m.Processes {
+		t := newStackTree(syms, p.ID)
+		for _, n := range c.Stacks[i].Nodes {
+			t.nodes[n.ID] = stackNode{parent: n.Parent, module: n.Module, offset: n.Offset}
+		}
+		for k, v := range c.Stacks[i].Modules {
+			t.modules[k] = v
+		}
+		p.stacks = t
+		trees[p.ID] = t
+	}
+	for i, p := range m.Processes {
+		owners := c.Stacks[i].SiteTrees
+		for j := range p.Sites {
+			s := &p.Sites[j]
+			if !s.Inherited {
+				continue
+			}
+			if len(owners) == 0 {
+				return nil, errors.New("cache: an inherited site without its tree")
+			}
+			s.tree, owners = trees[owners[0]], owners[1:]
+		}
+	}
+	return &m, nil
+}
