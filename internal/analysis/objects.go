@@ -10,8 +10,25 @@ import (
 // lowest kept, which a better object replaces.
 type topObjects struct {
 	n    int
-	key  func(*HeapObject) uint64
+	by   objectKey
+	end  uint64 // for byAge: the time ages are counted to
 	objs []HeapObject
+}
+
+// objectKey is what topObjects ranks objects by. (A key function would
+// make every object offered escape to the heap: a free is offered one.)
+type objectKey int
+
+const (
+	bySize objectKey = iota
+	byAge            // how long it lived, or has lived by end
+)
+
+func (t *topObjects) key(o *HeapObject) uint64 {
+	if t.by == bySize {
+		return o.Size
+	}
+	return o.Age(t.end)
 }
 
 func (t *topObjects) Len() int { return len(t.objs) }

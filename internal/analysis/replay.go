@@ -75,7 +75,7 @@ func newReplay(p *Process, opts *Options, unit uint64) *replay {
 		unit:        max(unit, 1),
 		siteOf:      make(map[uint64]int32),
 		problems:    make(map[problemKey]int),
-		freedLonger: topObjects{n: opts.objects(), key: func(o *HeapObject) uint64 { return o.Age(0) }},
+		freedLonger: topObjects{n: opts.objects(), by: byAge},
 	}
 }
 
@@ -409,8 +409,8 @@ func (rp *replay) finish() {
 func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 	p := rp.proc
 	n := rp.opts.objects()
-	bigger := topObjects{n: n, key: func(o *HeapObject) uint64 { return o.Size }}
-	older := topObjects{n: n, key: func(o *HeapObject) uint64 { return o.Age(end) }}
+	bigger := topObjects{n: n, by: bySize}
+	older := topObjects{n: n, by: byAge, end: end}
 	rp.live.each(func(addr uint64, b block) {
 		if b.site == uncounted {
 			return
