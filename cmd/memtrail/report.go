@@ -108,6 +108,7 @@ func reportOptions(set map[string]bool, f reportFlags) (report.Options, analysis
 	if opts.Filter, err = stackFilter(f); err != nil {
 		return opts, aopts, err
 	}
+	aopts.Filter = opts.Filter
 	return opts, aopts, nil
 }
 

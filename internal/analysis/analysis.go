@@ -45,6 +45,13 @@ type Options struct {
 	// Objects is how many objects each of the object lists keeps (see
 	// Process.LiveObjects): 0 means DefaultObjects, -1 none.
 	Objects int
+	// Filter, if set, keeps only the blocks allocated from the call stacks
+	// it passes, as Threads keeps those of some threads: every total, the
+	// peak and every list count those alone. Symbols come at the end of a
+	// trace, so the stacks are read in Stacks, an analysis of the same
+	// trace made before (with any options); AnalyzeFile makes one.
+	Filter StackFilter
+	Stacks *Model
 }
 
 // DefaultObjects is how many objects the object lists keep by default.
@@ -254,6 +261,9 @@ type Site struct {
 // could not in its Warnings. The error is for a trace that cannot be read
 // at all.
 func Analyze(r *trace.Reader, opts Options) (*Model, error) {
+	if !opts.Filter.IsZero() && opts.Stacks == nil {
+		return nil, errors.New("a stack filter needs the stacks of an analysis of the trace made before")
+	}
 	a := newAnalyzer(opts)
 	for {
 		rec, err := r.Next()
@@ -358,9 +368,36 @@ func (a *analyzer) process(id uint64) *replay {
 		unit = a.model.Info.TimeUnit
 	}
 	rp := newReplay(&Process{ID: id, stacks: newStackTree(a.syms, id)}, &a.opts, unit)
+	if !a.opts.Filter.IsZero() {
+		rp.passes = a.stackPredicate(id)
+	}
 	a.procs[id] = rp
 	a.order = append(a.order, rp)
 	return rp
+}
+
+// stackPredicate returns whether a stack of process id passes the
+// filter, as the stacks of the earlier analysis say. A stack it does not
+// know (the process is not in it) passes nothing.
+func (a *analyzer) stackPredicate(id uint64) func(stack uint64) bool {
+	var known *Process
+	for _, p := range a.opts.Stacks.Processes {
+		if p.ID == id {
+			known = p
+		}
+	}
+	memo := make(map[uint64]bool)
+	return func(stack uint64) bool {
+		if known == nil {
+			return false
+		}
+		pass, ok := memo[stack]
+		if !ok {
+			pass = a.opts.Filter.Pass(known.Stack(stack))
+			memo[stack] = pass
+		}
+		return pass
+	}
 }
 
 func (a *analyzer) startProcess(tp *trace.Process) {

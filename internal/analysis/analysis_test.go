@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +33,9 @@ func TestTraces(t *testing.T) {
 				t.Fatal(err)
 			}
 			opts, extra := testOptions(t, string(text))
+			if !opts.Filter.IsZero() {
+				opts.Stacks = analyzeText(t, string(text))
+			}
 			m := analyzeTextWith(t, string(text), opts)
 			if got, want := facts(m, extra...), wantedFacts(string(text)); got != want {
 				t.Errorf("facts differ (-want +got):\n%s", lineDiff(want, got))
@@ -100,6 +104,10 @@ func testOptions(t *testing.T, text string) (analysis.Options, []string) {
 				}
 			case "objects":
 				opts.Objects = int(mustUint(t, val))
+			case "function":
+				opts.Filter.Function = regexp.MustCompile(val)
+			case "ignore":
+				opts.Filter.Ignore = regexp.MustCompile(val)
 			default:
 				t.Fatalf("unknown option %q", key)
 			}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 
 	"github.com/memtrail/memtrail/internal/trace"
@@ -46,6 +47,13 @@ func AnalyzeFile(path string, opts Options) (m *Model, fromCache bool, err error
 	id, err := identify(f)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if !opts.Filter.IsZero() && opts.Stacks == nil {
+		// The filter reads the stacks and symbols of an unfiltered
+		// analysis: most often in the cache already.
+		if opts.Stacks, _, err = AnalyzeFile(path, Options{Objects: -1}); err != nil {
+			return nil, false, err
+		}
 	}
 	key := optionsKey(opts)
 	cache := cachePaths(path)
@@ -112,7 +120,15 @@ func identify(f *os.File) (traceID, error) {
 
 // optionsKey names a set of options in a cache.
 func optionsKey(o Options) string {
-	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d", o.From, o.To, o.Threads, o.objects())
+	re := func(r *regexp.Regexp) string {
+		if r == nil {
+			return ""
+		}
+		return r.String()
+	}
+	f := o.Filter
+	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d function=%q file=%q module=%q ignore=%q",
+		o.From, o.To, o.Threads, o.objects(), re(f.Function), re(f.File), re(f.Module), re(f.Ignore))
 }
 
 // cachePaths returns where the cache of the trace at path may be: beside

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -100,6 +101,17 @@ func TestCacheInvalid(t *testing.T) {
 	}
 	if !analyze(analysis.Options{}) || !analyze(analysis.Options{From: 35000, To: 65000}) {
 		t.Error("the cache does not keep both analyses")
+	}
+
+	// A stack filter: the analysis reads the stacks of an unfiltered one.
+	beta := analysis.Options{Filter: analysis.StackFilter{Function: regexp.MustCompile("^beta$")}}
+	filtered := writeTextTrace(t, dir, "testdata/filter.txt")
+	m, cached, err := analysis.AnalyzeFile(filtered, beta)
+	if err != nil || cached || m.Processes[0].Summary.Allocations != 2 {
+		t.Fatalf("filtered analysis: cached %v, %v, %+v", cached, err, m)
+	}
+	if m, cached, _ = analysis.AnalyzeFile(filtered, beta); !cached || m.Processes[0].Summary.Allocations != 2 {
+		t.Errorf("filtered analysis again: cached %v, %d allocations", cached, m.Processes[0].Summary.Allocations)
 	}
 
 	// The trace changes, its size and time the same.

@@ -20,7 +20,8 @@ type replay struct {
 	forkedBy uint64
 
 	live       addrMap[block]   // the blocks live now, by address
-	siteOf     map[uint64]int32 // index in proc.Sites by stack ID
+	siteOf     map[uint64]int32 // index in proc.Sites by stack ID; uncounted if filtered out
+	passes     func(stack uint64) bool // Options.Filter on this process's stacks; nil: no filter
 	liveBytes  uint64           // of the blocks that count (Options.Threads)
 	liveBlocks uint64
 
@@ -153,12 +154,17 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	}
 	rp.freed.forget(addr)
 	rp.lastAlloc = addr
-	if (prev != nil && prev.site == uncounted) || (prev == nil && !rp.opts.countsThread(e.Thread)) {
+	// A block counts if its object's thread and its own stack pass the
+	// filters (an inherited object has no thread of the process).
+	if b.thread != 0 && !rp.opts.countsThread(uint64(b.thread)) {
 		b.site = uncounted
+	} else {
+		b.site = rp.site(e.Stack)
+	}
+	if b.site == uncounted {
 		rp.live.put(addr, b)
 		return
 	}
-	b.site = rp.site(e.Stack)
 	s := &p.Sites[b.site]
 	rp.touch(s)
 	s.liveBytes += e.Size
@@ -314,10 +320,15 @@ func (rp *replay) touch(s *Site) {
 	}
 }
 
-// site returns the index of the site of stack, adding it if it is new.
+// site returns the index of the site of stack, adding it if it is new,
+// or uncounted if the stack filter leaves it out.
 func (rp *replay) site(stack uint64) int32 {
 	if i, ok := rp.siteOf[stack]; ok {
 		return i
+	}
+	if rp.passes != nil && !rp.passes(stack) {
+		rp.siteOf[stack] = uncounted
+		return uncounted
 	}
 	i := int32(len(rp.proc.Sites))
 	// A new site had nothing live at any earlier peak: its saved peak
