@@ -19,10 +19,10 @@ type replay struct {
 	forkOnly bool
 	forkedBy uint64
 
-	live       addrMap[block]   // the blocks live now, by address
-	siteOf     map[uint64]int32 // index in proc.Sites by stack ID; uncounted if filtered out
+	live       addrMap[block]          // the blocks live now, by address
+	siteOf     map[uint64]int32        // index in proc.Sites by stack ID; uncounted if filtered out
 	passes     func(stack uint64) bool // Options.Filter on this process's stacks; nil: no filter
-	liveBytes  uint64           // of the blocks that count (Options.Threads)
+	liveBytes  uint64                  // of the blocks that count (Options.Threads)
 	liveBlocks uint64
 
 	// windowOpen says that the window of Options has begun: totals count,
