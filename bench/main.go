@@ -4,6 +4,7 @@
 //
 //	go run ./bench                 # all workloads, 5 runs each
 //	go run ./bench -runs 3 -only dense,sqlite3
+//	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
 //
 // The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
 //
@@ -119,14 +120,15 @@ type sample struct {
 func main() {
 	runs := flag.Int("runs", 5, "runs of each workload under each tool")
 	only := flag.String("only", "", "comma-separated workloads to run (default all)")
+	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
 	flag.Parse()
-	if err := run(*runs, *only); err != nil {
+	if err := run(*runs, *only, *reading); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs int, only string) error {
+func run(runs int, only string, reading bool) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
 	}
@@ -149,6 +151,10 @@ func run(runs int, only string) error {
 	memtrail, err := build(dir)
 	if err != nil {
 		return err
+	}
+	if reading {
+		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
+		return analysisBench(memtrail, dir, runs, only)
 	}
 	ts := tools(memtrail)
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
