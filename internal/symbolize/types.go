@@ -144,13 +144,9 @@ type typeLevel struct {
 // scanUnit collects the types of the unit with header h.
 func (s *typeScanner) scanUnit(h *unitHeader) error {
 	x := s.x
-	abbrevs, ok := x.abbrevs[h.abbrevOff]
-	if !ok {
-		var err error
-		if abbrevs, err = parseAbbrevs(x.abbrev, h.abbrevOff); err != nil {
-			return err
-		}
-		x.abbrevs[h.abbrevOff] = abbrevs
+	abbrevs, err := x.abbrevsOf(h)
+	if err != nil {
+		return err
 	}
 	var levels []typeLevel
 	b := &scanBuf{data: x.info[:h.end], pos: h.dieOffset, order: x.order}
@@ -186,17 +182,7 @@ func (s *typeScanner) scanUnit(h *unitHeader) error {
 			continue
 		}
 		parent := &levels[len(levels)-1]
-		switch {
-		case a.tag == dwarf.TagMember && !a.declared:
-			parent.hasData = true
-		case a.tag == dwarf.TagTypedef && a.named && !parent.inType:
-			s.typedefAt(dwarf.Offset(off), parent.prefix)
-		case isRecordType(a.tag) && a.named && !a.children && !a.declared:
-			// A struct without members: in C++ an empty class, of size 1.
-			if name, size, ok := s.recordAt(dwarf.Offset(off), parent.prefix); ok && size > 1 {
-				s.add(name, size)
-			}
-		}
+		s.visit(a, dwarf.Offset(off), parent)
 		if !a.children {
 			continue
 		}
@@ -211,6 +197,22 @@ func (s *typeScanner) scanUnit(h *unitHeader) error {
 		levels = append(levels, s.level(a, dwarf.Offset(off), parent.prefix))
 	}
 	return nil
+}
+
+// visit takes in the DIE at off, with abbreviation a, a child of the DIE
+// of level parent; DIEs with children are taken in by level too.
+func (s *typeScanner) visit(a *abbrev, off dwarf.Offset, parent *typeLevel) {
+	switch {
+	case a.tag == dwarf.TagMember && !a.declared:
+		parent.hasData = true
+	case a.tag == dwarf.TagTypedef && a.named && !parent.inType:
+		s.typedefAt(off, parent.prefix)
+	case isRecordType(a.tag) && a.named && !a.children && !a.declared:
+		// No members: in C++ an empty class, of size 1.
+		if name, size, ok := s.recordAt(off, parent.prefix); ok && size > 1 {
+			s.add(name, size)
+		}
+	}
 }
 
 // level returns the level of the children of the DIE at off, which has
