@@ -71,6 +71,17 @@ func (p *Process) Objects() []*Object {
 	return p.stacks.objects()
 }
 
+// TypeNames returns the names of the types of exactly size bytes that the
+// trace gives for the objects mapped into p (its program's own: the
+// recorder writes no types for system libraries), sorted, each once. They
+// are what a block of that size may hold, as in mprof's allocation bins.
+func (p *Process) TypeNames(size uint64) []string {
+	if p.stacks == nil {
+		return nil
+	}
+	return p.stacks.typeNames(size)
+}
+
 // maxDepth bounds the walk from a node to its root, in case damage made
 // the tree a graph with a cycle.
 const maxDepth = 4096
@@ -123,12 +134,26 @@ func (t *stackTree) objects() []*Object {
 	return objs
 }
 
-// symbols holds what the trace says about objects and their code,
-// shared by all processes.
+func (t *stackTree) typeNames(size uint64) []string {
+	var names []string
+	seen := make(map[uint64]bool, len(t.modules))
+	for _, obj := range t.modules {
+		if !seen[obj] {
+			seen[obj] = true
+			names = append(names, t.syms.types[obj][size]...)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// symbols holds what the trace says about objects, their code and their
+// types, shared by all processes.
 type symbols struct {
 	objects map[uint64]*Object
 	strings map[uint64]string
 	frames  map[codeAddr][]trace.Frame
+	types   map[uint64]map[uint64][]string // type names by object, then size
 }
 
 type codeAddr struct{ object, offset uint64 }
@@ -138,6 +163,7 @@ func newSymbols() *symbols {
 		objects: make(map[uint64]*Object),
 		strings: make(map[uint64]string),
 		frames:  make(map[codeAddr][]trace.Frame),
+		types:   make(map[uint64]map[uint64][]string),
 	}
 }
 
@@ -153,6 +179,13 @@ func (s *symbols) record(rec trace.Record) {
 	case trace.KindObjectStatus:
 		o := s.object(rec.ObjectStatus.Object)
 		o.Status, o.StatusMessage, o.HasStatus = rec.ObjectStatus.Status, rec.ObjectStatus.Message, true
+	case trace.KindType:
+		bySize := s.types[rec.Type.Object]
+		if bySize == nil {
+			bySize = make(map[uint64][]string)
+			s.types[rec.Type.Object] = bySize
+		}
+		bySize[rec.Type.Size] = append(bySize[rec.Type.Size], rec.Type.Name)
 	}
 }
 

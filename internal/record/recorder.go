@@ -913,10 +913,20 @@ func (r *Recorder) module(p *process, w []uint64) {
 		r.symbols.addObject(obj, m.path, m.buildID)
 	}
 	p.modules[uint32(m.id)] = obj
+	if r.programObject(p, m.path) {
+		r.symbols.wantTypes(obj)
+	}
 	r.write(r.w.Module(trace.Module{Process: p.id, ID: m.id, Object: obj, Base: m.base, Time: r.clock.ns(m.tsc), Segments: m.segments}))
 }
 
 func (r *Recorder) wantSymbol(obj, offset uint64) { r.symbols.want(obj, offset) }
+
+// programObject reports whether the object at path, mapped into p, is the
+// program's own: its executable, or a library that is neither one of the
+// system's (see isSystemLibrary) nor memtrail's agent.
+func (r *Recorder) programObject(p *process, path string) bool {
+	return path == p.start.Exe || path != r.opts.AgentPath && !isSystemLibrary(path)
+}
 
 // finish symbolizes, completes the trace and closes the file.
 func (r *Recorder) finish() {

@@ -3,8 +3,10 @@ package record
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +25,9 @@ import (
 // thread of the lowest priority, so that it overlaps the program's run
 // without stalling the recording loop; the addresses are looked up at the
 // end.
+//
+// It also lists the named types of the program's objects (see wantTypes),
+// read in the background too, for the trace's Type records.
 type symbolTable struct {
 	objects map[uint64]*objectSymbols
 	order   []uint64
@@ -61,11 +66,27 @@ type objectSymbols struct {
 	wanted  []uint64
 	taken   bool
 	early   map[uint64][]symbolize.Frame
+
+	// wantTypes says that the object's types go into the trace: set
+	// under mu, since the preload goroutine reads it. types holds them
+	// once typesRead.
+	wantTypes bool
+	typesRead bool
+	types     []symbolize.Type
 }
 
 // preloadQueue bounds the objects waiting to be opened in the background;
 // when it is full, the others are opened at the end.
 const preloadQueue = 1024
+
+// maxTypesPerObject bounds the types written for one object. A C program,
+// even a big one, has a few hundred to a few thousand named types, and
+// they all fit; a big C++ program's DWARF has tens of thousands, most of
+// them template instantiations whose names run to hundreds of bytes. The
+// bin table and the type guesses need a few names for each size, and the
+// bound keeps such a program's Type records to a few hundred KiB of the
+// trace: symbolize keeps the shortest names.
+const maxTypesPerObject = 4096
 
 func newSymbolTable() *symbolTable {
 	t := &symbolTable{objects: map[uint64]*objectSymbols{}, strings: map[string]uint64{},
@@ -82,16 +103,25 @@ func preloadSymbols(objects <-chan *objectSymbols) {
 		o.open()
 		if o.obj != nil {
 			o.mu.Lock()
-			wanted := o.wanted
+			wanted, wantTypes := o.wanted, o.wantTypes
 			o.wanted, o.taken = nil, true
 			o.mu.Unlock()
 			o.early = make(map[uint64][]symbolize.Frame, len(wanted))
 			for _, off := range wanted {
 				o.early[off] = o.lookup(off)
 			}
+			if wantTypes {
+				o.readTypes()
+			}
 		}
 		close(o.opened)
 	}
+}
+
+// readTypes lists the object's types.
+func (o *objectSymbols) readTypes() {
+	o.types = o.obj.Types(maxTypesPerObject)
+	o.typesRead = true
 }
 
 // lookup returns the source frames of the return address at offset.
@@ -119,15 +149,7 @@ func (t *symbolTable) want(obj, offset uint64) {
 	if offset == 0 {
 		return
 	}
-	if !o.queued && !t.preloadDone {
-		o.opened = make(chan struct{})
-		select {
-		case t.preload <- o:
-			o.queued = true
-		default:
-			o.opened = nil
-		}
-	}
+	t.queue(o)
 	if o.queued {
 		o.mu.Lock()
 		if !o.taken {
@@ -135,6 +157,57 @@ func (t *symbolTable) want(obj, offset uint64) {
 		}
 		o.mu.Unlock()
 	}
+}
+
+// wantTypes says that the types of object obj go into the trace. The
+// recorder asks for those of the program's own objects (see
+// Recorder.programObject): not those of the C library and its kin, whose
+// hundreds of internal structs say nothing of the program, and whose DWARF
+// would take longer to scan than most programs take to run.
+func (t *symbolTable) wantTypes(obj uint64) {
+	o := t.objects[obj]
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.wantTypes = true
+	o.mu.Unlock()
+	t.queue(o)
+}
+
+// queue sends o to be opened in the background, unless it went already,
+// the preload goroutine is done, or its queue is full.
+func (t *symbolTable) queue(o *objectSymbols) {
+	if o.queued || t.preloadDone {
+		return
+	}
+	o.opened = make(chan struct{})
+	select {
+	case t.preload <- o:
+		o.queued = true
+	default:
+		o.opened = nil
+	}
+}
+
+// systemLibraryDirs hold the system's libraries: the C library, the C++
+// runtime and the other distribution packages a program links with.
+var systemLibraryDirs = []string{"/lib/", "/lib32/", "/lib64/", "/libx32/",
+	"/usr/lib/", "/usr/lib32/", "/usr/lib64/", "/usr/libx32/"}
+
+// isSystemLibrary reports whether the object at path is one of the
+// system's libraries, or the dynamic linker wherever it is. Libraries in
+// /usr/local/lib, /opt or the program's own directories are not.
+func isSystemLibrary(path string) bool {
+	if strings.HasPrefix(filepath.Base(path), "ld-linux") {
+		return true
+	}
+	for _, dir := range systemLibraryDirs {
+		if strings.HasPrefix(path, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolve symbolizes every object's addresses, objects in parallel.
@@ -192,7 +265,13 @@ func (o *objectSymbols) resolve() {
 	} else {
 		o.open()
 	}
-	if o.obj == nil || len(o.offsets) == 0 {
+	if o.obj == nil {
+		return
+	}
+	if o.wantTypes && !o.typesRead {
+		o.readTypes()
+	}
+	if len(o.offsets) == 0 {
 		return
 	}
 	offsets := make([]uint64, 0, len(o.offsets))
@@ -216,7 +295,8 @@ func (o *objectSymbols) resolve() {
 	}
 }
 
-// write symbolizes and writes strings, symbols and each object's status.
+// write symbolizes and writes strings, symbols, each object's status and
+// its types.
 func (t *symbolTable) write(w *trace.Writer, report func(error)) {
 	t.resolve()
 	for _, id := range t.order {
@@ -234,6 +314,9 @@ func (t *symbolTable) write(w *trace.Writer, report func(error)) {
 				})
 			}
 			report(w.Symbol(sym))
+		}
+		for _, ty := range o.types {
+			report(w.Type(trace.Type{Object: id, Size: ty.Size, Name: ty.Name}))
 		}
 	}
 }

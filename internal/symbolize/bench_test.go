@@ -94,3 +94,24 @@ func reportRate(b *testing.B, addresses, known int) {
 	b.ReportMetric(float64(addresses), "addrs")
 	b.ReportMetric(float64(known)/float64(addresses)*100, "%known")
 }
+
+// BenchmarkTypes collects the types of the C library's DWARF (which the
+// recorder does not do: it is a system library, but the biggest DWARF at
+// hand), reporting the rate in MiB of .debug_info a second.
+func BenchmarkTypes(b *testing.B) {
+	path := "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	o, err := Open(path, nil)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer o.Close()
+	if o.dwarf == nil {
+		b.Skip("no DWARF for ", path)
+	}
+	types := 0
+	for b.Loop() {
+		types = len(o.Types(0))
+	}
+	b.ReportMetric(float64(len(o.dwarf.info))*float64(b.N)/(1<<20)/b.Elapsed().Seconds(), "MiB/s")
+	b.ReportMetric(float64(types), "types")
+}

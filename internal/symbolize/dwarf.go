@@ -253,12 +253,9 @@ func (x *dwarfInfo) load(u *compUnit) error {
 	if h == nil {
 		return fmt.Errorf("compilation unit at %#x: no header", u.offset)
 	}
-	abbrevs, ok := x.abbrevs[h.abbrevOff]
-	if !ok {
-		if abbrevs, err = parseAbbrevs(x.abbrev, h.abbrevOff); err != nil {
-			return err
-		}
-		x.abbrevs[h.abbrevOff] = abbrevs
+	abbrevs, err := x.abbrevsOf(h)
+	if err != nil {
+		return err
 	}
 
 	var funcSpans []span
@@ -347,6 +344,20 @@ func (x *dwarfInfo) load(u *compUnit) error {
 	}
 	u.scopes = slices.Clip(u.scopes)
 	return nil
+}
+
+// abbrevsOf returns the abbreviation table of the unit with header h,
+// parsing it the first time a unit asks for it.
+func (x *dwarfInfo) abbrevsOf(h *unitHeader) (abbrevTable, error) {
+	if abbrevs, ok := x.abbrevs[h.abbrevOff]; ok {
+		return abbrevs, nil
+	}
+	abbrevs, err := parseAbbrevs(x.abbrev, h.abbrevOff)
+	if err != nil {
+		return abbrevTable{}, err
+	}
+	x.abbrevs[h.abbrevOff] = abbrevs
+	return abbrevs, nil
 }
 
 // DWARF tags that debug/dwarf does not name.

@@ -74,6 +74,8 @@ type abbrev struct {
 	tag      dwarf.Tag
 	children bool
 	hasCode  bool // has DW_AT_low_pc or DW_AT_ranges
+	named    bool // has DW_AT_name
+	declared bool // has DW_AT_declaration as DW_FORM_flag_present: a declaration for sure
 	forms    []uint64
 	sibling  int // index in forms of DW_AT_sibling, or -1
 }
@@ -115,6 +117,10 @@ func parseAbbrevs(data []byte, off uint64) (abbrevTable, error) {
 				a.hasCode = true
 			case dwarf.AttrSibling:
 				a.sibling = len(a.forms)
+			case dwarf.AttrName:
+				a.named = true
+			case dwarf.AttrDeclaration:
+				a.declared = form == formFlagPresent
 			}
 			a.forms = append(a.forms, form)
 		}

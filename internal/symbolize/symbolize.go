@@ -31,6 +31,12 @@
 //     copy's DW_AT_call_file and DW_AT_call_line are those of the frame
 //     around it.
 //
+// # Types
+//
+// [Object.Types] lists the named types of the program's DWARF with their
+// sizes, so that a block of the heap can be given the names of the types
+// of its size, as mprof's allocation bins are.
+//
 // Known limits: the .dwo files of split DWARF are not read (lines and
 // symbol names still are), nor is MiniDebugInfo (.gnu_debugdata).
 package symbolize

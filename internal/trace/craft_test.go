@@ -62,6 +62,13 @@ func rec(k Kind, fields ...any) []byte {
 	return b
 }
 
+// skippable encodes a skippable record: its kind, the length of its body,
+// and its body, of fields encoded as rec encodes them.
+func skippable(k Kind, fields ...any) []byte {
+	body := rec(k, fields...)[1:]
+	return append(rec(k, len(body)), body...)
+}
+
 func crc32Of(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 func uvs(vs ...uint64) []byte {
@@ -247,10 +254,20 @@ func runCrafted(t *testing.T, cases []craftCase) {
 func TestCraftedRecords(t *testing.T) {
 	a := alloc(16, step(0x1000))
 	runCrafted(t, []craftCase{
-		{"skippable kind", []streamSet{block(recs(infoRec, rec(0x40, 3, []byte{1, 2, 3}), events(1), rec(0x7f, 0), endRec), a)},
+		{"skippable kind", []streamSet{block(recs(infoRec, rec(0x41, 3, []byte{1, 2, 3}), events(1), rec(0x7f, 0), endRec), a)},
 			"info alloc(0,0)@0x1000 end", ""},
 		{"skippable kind too long", []streamSet{block(recs(infoRec, rec(0x41, 100, []byte{1}))), block(recs(events(1), endRec), a)},
 			"info damage@B0+3 alloc(0,0)@0x1000 end", "length 100 runs past"},
+		{"type", []streamSet{block(recs(infoRec, skippable(KindType, 1, 204, "widget"), events(1), endRec), a)},
+			"info type alloc(0,0)@0x1000 end", ""},
+		{"type with a field of a later version", []streamSet{block(recs(infoRec, skippable(KindType, 1, 204, "widget", 7, "more"), endRec))},
+			"info type end", ""},
+		{"type fields past its length", []streamSet{block(recs(infoRec, rec(KindType, 3, 1, 204, "widget"), events(1)), a), block(recs(events(1), endRec), a)},
+			"info damage@B0+" + itoa(len(rec(KindType, 3, 1, 204, "widget"))+2+5) + " alloc(0,0)@0x1000 end", "type record at byte 7 of the records stream: its fields do not fit in its length of 3 bytes"},
+		{"type fields over 64 bits", []streamSet{block(recs(infoRec, rec(KindType, 11, bytes.Repeat([]byte{0xff}, 10), byte(1)))), block(infoEnd)},
+			"info damage@B0+13 info end", "its fields do not fit in its length of 11 bytes"},
+		{"type longer than the block", []streamSet{block(recs(infoRec, rec(KindType, 100, 1, 2, "x"))), block(infoEnd)},
+			"info damage@B0+" + itoa(len(rec(KindType, 100, 1, 2, "x"))) + " info end", "length 100 runs past"},
 		{"unknown fixed kind", []streamSet{block(recs(infoRec, rec(0x20, 1), events(1)), a), block(recs(events(1), endRec), a)},
 			"info damage@B0+9 alloc(0,0)@0x1000 end", "kind(0x20) record"}, // 2+2 bytes of records, 5 of a
 		{"retired free kind", []streamSet{block(recs(infoRec, rec(0x12, 5, byte(5), int64(16), int64(1)))), block(infoEnd)},
@@ -294,6 +311,38 @@ func TestCraftedRecords(t *testing.T) {
 		{"empty blocks", []streamSet{{}, block(recs(infoRec)), {}, block(recs(endRec))},
 			"info end", ""},
 	})
+}
+
+// TestCraftedType checks the fields of Type records, one with bytes after
+// its fields that a later version may have added.
+func TestCraftedType(t *testing.T) {
+	data := craftFile(block(recs(infoRec,
+		skippable(KindType, 1, 204, "widget", 7, "more"),
+		skippable(KindType, uint64(1)<<63, uint64(1)<<40, ""),
+		rec(0x41, 0),
+		skippable(KindType, 3, 1, "ns::Box<char>"),
+		endRec)))
+	want := []Type{{Object: 1, Size: 204, Name: "widget"}, {Object: 1 << 63, Size: 1 << 40}, {Object: 3, Size: 1, Name: "ns::Box<char>"}}
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Type
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Kind == KindType {
+			got = append(got, *rec.Type)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("read types %+v, want %+v", got, want)
+	}
 }
 
 // TestCraftedTime checks Time records: they move the time of the events

@@ -97,6 +97,19 @@ func (d *decoder) bytes() []byte {
 
 func (d *decoder) str() string { return string(d.bytes()) }
 
+// body reads the length of a skippable record and returns a decoder of
+// the body that follows, moving d past it.
+func (d *decoder) body() decoder {
+	n := d.uv()
+	if n > uint64(len(d.p)-d.i) {
+		d.fail(fmt.Sprintf("length %d %s", n, errPastEnd))
+		return decoder{}
+	}
+	body := decoder{p: d.p[d.i : d.i+int(n)]}
+	d.i += int(n)
+	return body
+}
+
 // bytesCopy reads a length-prefixed byte string into memory of its own; an
 // empty one is nil.
 func (d *decoder) bytesCopy() []byte {

@@ -72,6 +72,50 @@ func TestFormatDocExample(t *testing.T) {
 	}
 }
 
+// TestFormatDocTypeExample checks the bytes of the Type record that
+// docs/format.md gives as an example: the first column of the table after
+// "The Type record of the type `widget`".
+func TestFormatDocTypeExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/format.md")
+	if err != nil {
+		t.Fatalf("reading the format document: %v", err)
+	}
+	_, example, ok := strings.Cut(string(doc), "The Type record of the type `widget`")
+	example, _, _ = strings.Cut(example, "\n\n###")
+	var want []byte
+	for _, line := range strings.Split(example, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		b, err := hex.DecodeString(strings.ReplaceAll(strings.Trim(strings.TrimSpace(cells[1]), "`"), " ", ""))
+		if err != nil {
+			t.Fatalf("bad bytes in %q: %v", line, err)
+		}
+		want = append(want, b...)
+	}
+	if !ok || len(want) == 0 {
+		t.Fatal("docs/format.md has no example of a Type record")
+	}
+
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Info{TimeUnit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Uncompressed = true
+	if err := w.Type(trace.Type{Object: 1, Size: 204, Name: "widget"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	records := blockStreams(t, buf.Bytes(), blockOffsets(t, buf.Bytes())[0]).stored[0]
+	if !bytes.HasSuffix(records, want) {
+		t.Errorf("the Type record in docs/format.md is % x; the Writer writes the records % x", want, records)
+	}
+}
+
 // docExampleBytes returns the bytes of the hex dump in the Example section.
 func docExampleBytes(t *testing.T, doc string) []byte {
 	_, example, ok := strings.Cut(doc, "\n## Example\n")

@@ -551,6 +551,8 @@ func (r *Reader) other(k Kind) Record {
 		rec.Symbol = r.coded.symbol(d)
 	case KindObjectStatus:
 		rec.ObjectStatus = &ObjectStatus{Object: d.uv(), Status: SymbolStatus(d.enum()), Message: d.str()}
+	case KindType:
+		rec.Type = readType(d)
 	case KindLost:
 		rec.Lost = &Lost{Process: d.uv(), Count: d.uv(), Reason: d.str()}
 	case KindFork:
@@ -590,6 +592,17 @@ func (r *Reader) module() *Module {
 	return m
 }
 
+// readType decodes a Type record. Bytes of its body after its fields are
+// for fields a later version adds: they are skipped.
+func readType(d *decoder) *Type {
+	body := d.body()
+	t := &Type{Object: body.uv(), Size: body.uv(), Name: body.str()}
+	if body.bad != "" {
+		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
+	}
+	return t
+}
+
 // skip skips a record of a kind this reader does not know, if its kind says
 // it may be skipped.
 func (r *Reader) skip(k Kind) {
@@ -598,12 +611,7 @@ func (r *Reader) skip(k Kind) {
 		d.fail("unknown record kind")
 		return
 	}
-	n := d.uv()
-	if n > uint64(len(d.p)-d.i) {
-		d.fail(fmt.Sprintf("length %d %s", n, errPastEnd))
-		return
-	}
-	d.i += int(n)
+	d.body()
 }
 
 // damaged reports damage in the current block, at byte start of its

@@ -31,6 +31,11 @@ symbol object=1 offset=0x1149 frames=1:2:10
 symbol object=2 offset=0x9a0c1 frames=3:0:0;1:2:11
 object-status object=1 status=full
 object-status object=2 status=no-debug message="no DWARF in /lib/x86_64-linux-gnu/libc.so.6"
+type object=1 size=204 name=widget
+type object=1 size=24 name=node
+type object=1 size=24 name=node_t
+type object=1 size=1099511627776 name="ns::Box<int, long>"
+type object=2 size=0 name=""
 alloc process=1 thread=1 time=10 api=malloc addr=0x5555555592a0 size=16 stack=2
 alloc process=1 thread=2 time=11 api=new[] addr=0x555555559000 size=1048576 stack=1
 realloc process=1 thread=1 time=12 api=realloc old=0x5555555592a0 addr=0x7ffff0000b70 size=4096 stack=2

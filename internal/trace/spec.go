@@ -126,6 +126,7 @@ const (
 	KindEnd          Kind = 0x1f // the trace was completed; last record of the file
 
 	KindFirstSkippable Kind = 0x40
+	KindType           Kind = 0x40 // skippable: a named type of an object's program, and its size
 	kindLastSkippable  Kind = 0x7f
 )
 
@@ -151,7 +152,7 @@ var kindNames = map[Kind]string{
 	KindModule: "module", KindModuleUnload: "module-unload", KindStackNode: "stack-node",
 	KindString: "string", KindSymbol: "symbol", KindObjectStatus: "object-status",
 	KindContext: "context", KindAlloc: "alloc", KindFree: "free", KindRealloc: "realloc",
-	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end",
+	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end", KindType: "type",
 }
 
 func (k Kind) String() string {
@@ -445,6 +446,16 @@ type ObjectStatus struct {
 	Message string
 }
 
+// Type is a named type of the program an object holds, with its size, as
+// the object's debug info describes it: a block of Size bytes may be one.
+// An object may have several types of one size, and a name may come with
+// several sizes (compilation units that define it differently).
+type Type struct {
+	Object uint64
+	Size   uint64 // in bytes
+	Name   string // a struct, class, union or typedef name, qualified in C++ ("ns::Shape")
+}
+
 // Event is a memory event. Addr is the block's address (the new address for
 // a realloc); OldAddr is the address a realloc was given; Size is the
 // requested size (0 for frees). Thread is the thread index of its process.
@@ -506,6 +517,7 @@ type Record struct {
 	String       *String
 	Symbol       *Symbol
 	ObjectStatus *ObjectStatus
+	Type         *Type
 	Lost         *Lost
 	Fork         *Fork
 	End          *End

@@ -402,6 +402,16 @@ func (w *Writer) ObjectStatus(s ObjectStatus) error {
 	return w.finish(b, 0)
 }
 
+// Type writes a named type of an object's program. Its record is
+// skippable: a reader that does not know it passes over it by its length.
+func (w *Writer) Type(t Type) error {
+	b := w.begin(KindType)
+	body := uvarintLen(t.Object) + uvarintLen(t.Size) + uvarintLen(uint64(len(t.Name))) + len(t.Name)
+	b = appendUvarints(b, uint64(body), t.Object, t.Size)
+	b = appendString(b, t.Name)
+	return w.finish(b, 0)
+}
+
 // Lost writes that events of a process are known to be missing.
 func (w *Writer) Lost(l Lost) error {
 	b := w.begin(KindLost)
@@ -447,6 +457,8 @@ func (w *Writer) Write(r Record) error {
 		return writeValue(w.Symbol, r.Kind, r.Symbol)
 	case KindObjectStatus:
 		return writeValue(w.ObjectStatus, r.Kind, r.ObjectStatus)
+	case KindType:
+		return writeValue(w.Type, r.Kind, r.Type)
 	case KindLost:
 		return writeValue(w.Lost, r.Kind, r.Lost)
 	case KindFork:
@@ -768,6 +780,9 @@ func appendUvarints(b []byte, vs ...uint64) []byte {
 	}
 	return b
 }
+
+// uvarintLen returns how many bytes v takes as a uv.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))

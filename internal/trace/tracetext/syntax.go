@@ -61,6 +61,8 @@ var syntaxes = []syntax{
 		req("object", "Object"), hexField("offset", "Offset"), req("frames", "Frames")}},
 	{"object-status", trace.KindObjectStatus, "ObjectStatus", []field{
 		req("object", "Object"), req("status", "Status"), opt("message", "Message")}},
+	{"type", trace.KindType, "Type", []field{
+		req("object", "Object"), req("size", "Size"), req("name", "Name")}},
 	{"alloc", trace.KindAlloc, "", eventFields(addrField, sizeField)},
 	{"free", trace.KindFree, "", eventFields(addrField)},
 	{"realloc", trace.KindRealloc, "", eventFields(oldField, addrField, sizeField)},

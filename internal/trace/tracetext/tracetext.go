@@ -14,6 +14,7 @@
 //	string id=1 value=main
 //	node process=1 id=1 parent=0 module=1 offset=0x1234
 //	symbol object=1 offset=0x1234 frames=1:2:10
+//	type object=1 size=16 name=node
 //	alloc process=1 thread=1 time=10 api=malloc addr=0x1000 size=16 stack=1
 //	free process=1 thread=1 time=20 api=free addr=0x1000 stack=1
 //	process-end id=1 time=30 how=exited code=0
