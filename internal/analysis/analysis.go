@@ -340,7 +340,7 @@ func (a *analyzer) record(rec trace.Record) {
 		a.process(rec.Lost.Process).lost(rec.Lost)
 	case trace.KindFork:
 		a.fork(rec.Fork)
-	case trace.KindObject, trace.KindString, trace.KindSymbol, trace.KindObjectStatus:
+	case trace.KindObject, trace.KindString, trace.KindSymbol, trace.KindObjectStatus, trace.KindType:
 		a.syms.record(rec)
 	case trace.KindEnd:
 		a.model.Complete = true

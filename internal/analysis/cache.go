@@ -26,7 +26,7 @@ import (
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 1
+const cacheVersion = 2
 
 // cacheMagic starts every cache file.
 const cacheMagic = "memtrail analysis cache\n"
@@ -234,6 +234,7 @@ type cachedSymbols struct {
 	Objects []Object
 	Strings map[uint64]string
 	Frames  []cachedFrames
+	Types   map[uint64]map[uint64][]string
 }
 
 type cachedFrames struct {
@@ -266,7 +267,7 @@ func encodeModel(m *Model) *cachedModel {
 		c.Stacks = append(c.Stacks, cs)
 	}
 	if syms != nil {
-		c.Symbols.Strings = syms.strings
+		c.Symbols.Strings, c.Symbols.Types = syms.strings, syms.types
 		for _, o := range syms.objects {
 			c.Symbols.Objects = append(c.Symbols.Objects, *o)
 		}
@@ -291,6 +292,9 @@ func (c *cachedModel) model() (*Model, error) {
 	}
 	if c.Symbols.Strings != nil {
 		syms.strings = c.Symbols.Strings
+	}
+	if c.Symbols.Types != nil {
+		syms.types = c.Symbols.Types
 	}
 	for _, f := range c.Symbols.Frames {
 		syms.frames[codeAddr{f.Object, f.Offset}] = f.Frames

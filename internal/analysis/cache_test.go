@@ -26,6 +26,11 @@ func everything(m *analysis.Model) string {
 		for _, o := range p.Objects() {
 			fmt.Fprintf(&b, "object %+v\n", *o)
 		}
+		for size := range uint64(4096) {
+			if names := p.TypeNames(size); names != nil {
+				fmt.Fprintf(&b, "types %d %v\n", size, names)
+			}
+		}
 	}
 	return b.String()
 }

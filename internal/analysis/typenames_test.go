@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 // object no process maps has a type of a size the others have too.
 const typesTrace = `
 info time-unit=1
+process id=1 pid=10 exe=/home/me/prog
+process id=2 pid=20 exe=/home/me/other
 object id=1 path=/home/me/prog
 object id=2 path=/home/me/libshapes.so
 object id=3 path=/lib/x86_64-linux-gnu/libc.so.6
@@ -33,22 +36,24 @@ type object=4 size=204 name=gadget
 type object=5 size=204 name=plugin_state
 `
 
-// TestTypeNames reads the trace's records as the analysis does: Module
-// records into each process's stack tree, the others into the shared
-// symbols.
+// TestTypeNames analyzes the trace: Module records say which objects each
+// process maps, Type records what types each object has.
 func TestTypeNames(t *testing.T) {
-	recs, err := tracetext.Parse(typesTrace)
+	data, err := tracetext.Encode(typesTrace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	syms := newSymbols()
-	procs := map[uint64]*Process{1: {ID: 1, stacks: newStackTree(syms)}, 2: {ID: 2, stacks: newStackTree(syms)}}
-	for _, rec := range recs {
-		if rec.Kind == trace.KindModule {
-			procs[rec.Module.Process].stacks.modules[rec.Module.ID] = rec.Module.Object
-		} else {
-			syms.record(rec)
-		}
+	r, err := trace.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Analyze(r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := map[uint64]*Process{}
+	for _, p := range m.Processes {
+		procs[p.ID] = p
 	}
 	for _, tc := range []struct {
 		process, size uint64

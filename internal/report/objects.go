@@ -44,7 +44,11 @@ func objectsText(t *textReport) {
 // objectHeadline says what an object is: where, how big, when it was
 // allocated and freed, by which thread.
 func objectHeadline(p *analysis.Process, o *analysis.HeapObject, end uint64) string {
-	line := fmt.Sprintf("%s at %#x, allocated %s after start", Size(o.Size), o.Addr, Duration(sinceStart(p, o.Allocated)))
+	line := fmt.Sprintf("%s at %#x", Size(o.Size), o.Addr)
+	if types := p.TypeNames(o.Size); len(types) > 0 {
+		line += " (" + strings.Join(types, " or ") + "?)"
+	}
+	line += fmt.Sprintf(", allocated %s after start", Duration(sinceStart(p, o.Allocated)))
 	if o.Freed != 0 {
 		line += fmt.Sprintf(", freed %s later", Duration(o.Age(end)))
 	} else {
@@ -67,6 +71,7 @@ type jsonObjects struct {
 type jsonObject struct {
 	Address     string      `json:"address"`
 	Size        uint64      `json:"size"`
+	Types       []string    `json:"types"`        // the program's types of that size: a guess at what it is
 	AllocatedNS uint64      `json:"allocated_ns"` // since the process started
 	Live        bool        `json:"live"`
 	FreedNS     uint64      `json:"freed_ns"` // 0 if live
@@ -84,8 +89,9 @@ func objectsJSON(c *viewContext) any {
 	list := make([]jsonObject, 0, len(objs))
 	for _, o := range objs {
 		s := &p.Sites[o.Site]
-		jo := jsonObject{Address: fmt.Sprintf("%#x", o.Addr), Size: o.Size, AllocatedNS: sinceStart(p, o.Allocated),
-			Live: o.Freed == 0, AgeNS: o.Age(end), Thread: o.Thread, Reallocs: o.Reallocs, API: o.API.String(),
+		jo := jsonObject{Address: fmt.Sprintf("%#x", o.Addr), Size: o.Size, Types: orEmpty(p.TypeNames(o.Size)),
+			AllocatedNS: sinceStart(p, o.Allocated),
+			Live:        o.Freed == 0, AgeNS: o.Age(end), Thread: o.Thread, Reallocs: o.Reallocs, API: o.API.String(),
 			StackID: s.Stack, Stack: jsonFrames(p.SiteStack(s))}
 		if o.Freed != 0 {
 			jo.FreedNS = sinceStart(p, o.Freed)
