@@ -29,6 +29,10 @@ type viewContext struct {
 func views() []view {
 	return []view{
 		{"summary", "totals, the peak, the call stacks that weigh most, problems (the default)", nil, nil},
+		{"leaks", "blocks never freed, by the last functions of their call stacks (mprof's leak table; --chain)", (*textReport).leaks, jsonLeaksOf},
+		{"bins", "allocations by size, 0 to 1024 bytes and larger, with the types of that size (mprof's bins)", (*textReport).bins, jsonBinsOf},
+		{"direct", "the functions that called the allocator, with sizes and bytes kept (mprof's direct allocations)", (*textReport).direct, jsonDirectOf},
+		{"callgraph", "bytes by function, with callers and callees, cycles merged (mprof's call graph, gprof's layout)", (*textReport).callGraph, jsonCallGraphOf},
 	}
 }
 
