@@ -24,13 +24,17 @@ var viewGoldens = []struct {
 	input string
 	opts  report.Options
 }{
-	// The widgets of mprof's paper: its four tables.
+	// The widgets of mprof's paper: its four tables, and heaptrack's views.
 	{"widget", report.Options{View: "leaks"}},
 	{"widget", report.Options{View: "leaks", Chain: 1}},
 	{"widget", report.Options{View: "leaks", Chain: 2}},
 	{"widget", report.Options{View: "bins"}},
 	{"widget", report.Options{View: "direct"}},
 	{"widget", report.Options{View: "callgraph"}},
+	{"widget", report.Options{View: "top-down"}},
+	{"widget", report.Options{View: "top-down", Cost: leaked}},
+	{"widget", report.Options{View: "bottom-up", Cost: allocated}},
+	{"widget", report.Options{View: "callers", Cost: allocated}},
 	{"widget", report.Options{View: "leaks", Filter: analysis.StackFilter{Function: regexp.MustCompile("blue")}}},
 	{"widget", report.Options{View: "direct", Filter: analysis.StackFilter{Ignore: regexp.MustCompile("red")}}},
 	{"widget", report.Options{View: "bins", Filter: analysis.StackFilter{Function: regexp.MustCompile("blue")}}},
@@ -43,15 +47,27 @@ var viewGoldens = []struct {
 	{"recursion", report.Options{View: "callgraph"}},
 	{"recursion", report.Options{View: "leaks"}},
 	{"recursion", report.Options{View: "direct"}},
+	{"recursion", report.Options{View: "top-down", Cost: allocated}},
+	{"recursion", report.Options{View: "top-down", Cost: allocated, Top: 1, Frames: 3}},
+	{"recursion", report.Options{View: "bottom-up", Cost: allocated}},
+	{"recursion", report.Options{View: "callers", Cost: allocated}},
+	{"recursion", report.Options{View: "callers", Cost: allocated, Top: 2}},
 	{"recursion", report.Options{View: "callgraph", Filter: analysis.StackFilter{Function: regexp.MustCompile("^load$")}}},
 	// Inlined frames.
 	{"inlined", report.Options{View: "direct"}},
 	{"inlined", report.Options{View: "leaks"}},
 	{"inlined", report.Options{View: "callgraph"}},
+	{"inlined", report.Options{View: "top-down", Cost: allocated}},
+	{"inlined", report.Options{View: "bottom-up", Cost: allocated}},
+	{"inlined", report.Options{View: "callers", Cost: allocated}},
 	// A bit of everything: stacks without symbols, deep recursion, an
 	// inherited heap, and filters of each kind.
 	{"server", report.Options{View: "callgraph"}},
+	{"server", report.Options{View: "top-down", Cost: allocated}},
+	{"server", report.Options{View: "bottom-up", Cost: analysis.CostPeak}},
+	{"server", report.Options{View: "callers", Cost: analysis.CostTemporary}},
 	{"server", report.Options{View: "leaks", PID: 301}},
+	{"server", report.Options{View: "top-down", Cost: allocated, Filter: analysis.StackFilter{File: regexp.MustCompile("cache")}}},
 	{"server", report.Options{View: "direct", Filter: analysis.StackFilter{Module: regexp.MustCompile("libfilter")}}},
 	{"server", report.Options{View: "callgraph", Filter: analysis.StackFilter{Ignore: regexp.MustCompile("walk")}}},
 }
