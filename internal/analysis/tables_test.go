@@ -137,3 +137,29 @@ func TestBinTable(t *testing.T) {
 		t.Errorf("types %v without a way to name them", rows[1].Types)
 	}
 }
+
+// Allocations without a call stack still count, under a function of
+// their own.
+func TestNoCallStack(t *testing.T) {
+	p := analyzeText(t, `
+info time-unit=1
+process id=1 pid=100 exe=/bin/prog args=[prog]
+alloc process=1 thread=1 time=1 api=malloc addr=0x1000 size=10 stack=0
+process-end id=1 time=2 how=exited
+end time=2 events=1
+`).Processes[0]
+	sites := allSites(p)
+	const name = "(no call stack)"
+	if rows := p.DirectTable(sites).Functions; len(rows) != 1 || rows[0].Function != name || rows[0].Bytes != 10 {
+		t.Errorf("direct table %+v", rows)
+	}
+	if chains := p.LeakTable(sites, 5); len(chains) != 1 || chains[0].Functions[0] != name {
+		t.Errorf("leak table %+v", chains)
+	}
+	if root := p.TopDown(sites, analysis.CostAllocated); root.Cost != 10 || root.Children[0].Frame.Function != name {
+		t.Errorf("top-down tree of %d bytes, first %+v", root.Cost, root.Children)
+	}
+	if g := p.CallGraph(sites); len(g.Nodes) != 1 || g.Nodes[0].Function != name || g.Nodes[0].SelfBytes != 10 {
+		t.Errorf("call graph %+v", g.Nodes)
+	}
+}

@@ -92,6 +92,9 @@ type jsonTree struct {
 	jsonTreeChildren
 }
 
+// jsonTreeNode is a function of a tree. Its frame has the file, line and
+// address of the frames merged into it if they all have the same, else ""
+// and 0.
 type jsonTreeNode struct {
 	jsonFrame
 	Cost uint64 `json:"cost"` // of the stacks through the node
