@@ -84,6 +84,9 @@ type Model struct {
 	Processes []*Process  // in the order they started
 	Warnings  []string    // what was wrong with the trace itself
 	Complete  bool        // the trace has its end record
+	// Filtered says that the analysis kept only the blocks of the call
+	// stacks that Options.Filter passed.
+	Filtered bool
 }
 
 // Process is the analysis of one process: one program image, from its
@@ -265,6 +268,7 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 		return nil, errors.New("a stack filter needs the stacks of an analysis of the trace made before")
 	}
 	a := newAnalyzer(opts)
+	a.model.Filtered = !opts.Filter.IsZero()
 	for {
 		rec, err := r.Next()
 		if err == nil {

@@ -111,7 +111,7 @@ func timelineText(t *textReport) {
 	p := t.p
 	tl := p.Timeline
 	t.printf("\nHeap over time\n")
-	if len(tl.Points) == 0 {
+	if len(tl.Points) == 0 || p.Summary.PeakBytes == 0 && p.Summary.Allocations == 0 && p.Summary.Frees == 0 {
 		t.printf("  none\n")
 		return
 	}

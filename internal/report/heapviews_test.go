@@ -42,7 +42,7 @@ func TestHeapViews(t *testing.T) {
 		m := analyzeWith(t, encode(t, readInput(t, g.input)), g.analysis)
 		for _, asJSON := range []bool{false, true} {
 			format := map[bool]string{false: "text", true: "json"}[asJSON]
-			name := g.input + viewSuffix(g.opts, g.analysis) + "." + format
+			name := g.input + heapViewSuffix(g.opts, g.analysis) + "." + format
 			t.Run(name, func(t *testing.T) {
 				var out bytes.Buffer
 				if err := report.Write(&out, m, g.opts, asJSON); err != nil {
@@ -57,7 +57,7 @@ func TestHeapViews(t *testing.T) {
 	}
 }
 
-func viewSuffix(o report.Options, a analysis.Options) string {
+func heapViewSuffix(o report.Options, a analysis.Options) string {
 	s := ""
 	if o.View != "" {
 		s += ".view=" + o.View

@@ -29,6 +29,13 @@ type viewContext struct {
 func views() []view {
 	return []view{
 		{"summary", "totals, the peak, the call stacks that weigh most, problems (the default)", nil, nil},
+		{"leaks", "blocks never freed, by the last functions of their call stacks (mprof's leak table; -chain)", (*textReport).leaks, jsonLeaksOf},
+		{"bins", "allocations by size, 0 to 1024 bytes and larger, with the types of that size (mprof's bins)", (*textReport).bins, jsonBinsOf},
+		{"direct", "the functions that called the allocator, with sizes and bytes kept (mprof's direct allocations)", (*textReport).direct, jsonDirectOf},
+		{"callgraph", "bytes by function, with callers and callees, cycles merged (mprof's call graph, gprof's layout)", (*textReport).callGraph, jsonCallGraphOf},
+		{"top-down", "call tree from main inward, weighed by -cost (heaptrack's top-down tree)", (*textReport).topDown, jsonTopDownOf},
+		{"bottom-up", "call tree from the allocating functions outward, weighed by -cost (heaptrack's bottom-up tree)", (*textReport).bottomUp, jsonBottomUpOf},
+		{"callers", "each function's cost with and without its callees, its callers and callees, by -cost (heaptrack's caller/callee view)", (*textReport).callers, jsonCallersOf},
 		{"threads", "each thread: what it allocated and its own peak", threadsText, threadsJSON},
 		{"objects", "the object list: the biggest or oldest objects live at the end, or the longest-lived freed", objectsText, objectsJSON},
 		{"lifetimes", "how long the objects of each call stack lived", lifetimesText, lifetimesJSON},
