@@ -22,7 +22,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	pid := fs.Uint64("pid", 0, "report on process `pid` (default: the program itself)")
 	top := fs.Int("top", 10, "show the top `n` call stacks (or objects) of each table")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
-	cost := fs.String("cost", "peak", "what trees and call graphs weigh stacks by: allocations, allocated, peak, leaked or temporary")
+	cost := fs.String("cost", "peak", "what the trees (top-down, bottom-up, callers) weigh stacks by: allocations, allocated, peak, leaked or temporary")
 	chain := fs.Int("chain", 5, "callers in the partial call chains of the leak table")
 	from := fs.Duration("from", 0, "analyze from `time` after the start of the process (e.g. 1.5s, 200ms)")
 	to := fs.Duration("to", 0, "analyze up to `time` after the start of the process (default: its end)")

@@ -26,7 +26,8 @@ type Options struct {
 	Frames int
 	// View is what to show: the name of one of Views; "" is "summary".
 	View string
-	// Cost is what trees and call graphs weigh call stacks by.
+	// Cost is what the trees (top-down, bottom-up, callers) weigh call
+	// stacks by. The call graph is in bytes allocated, as mprof's.
 	Cost analysis.Cost
 	// Chain is how many callers the partial call chains of the leak table
 	// have; 0 means 5, as in mprof.
