@@ -23,22 +23,40 @@ func (m *addrMap[V]) slot(addr uint64) uint64 {
 	return (addr * 0x9e3779b97f4a7c15) >> 32 & m.mask
 }
 
-// get returns the value of addr.
-func (m *addrMap[V]) get(addr uint64) (V, bool) {
+// find returns the value of addr in the map, or nil; it is valid until
+// the map changes.
+func (m *addrMap[V]) find(addr uint64) *V {
 	if m.n > 0 {
 		for i := m.slot(addr); ; i = (i + 1) & m.mask {
 			e := &m.entries[i]
 			switch e.key {
 			case addr:
-				return e.val, true
+				return &e.val
 			case 0:
-				var zero V
-				return zero, false
+				return nil
 			}
 		}
 	}
-	var zero V
-	return zero, false
+	return nil
+}
+
+// entry returns the value of addr in the map, adding a zero one if there
+// is none (existed is false then); it is valid until the map changes.
+func (m *addrMap[V]) entry(addr uint64) (v *V, existed bool) {
+	if (m.n+1)*4 > len(m.entries)*3 {
+		m.grow()
+	}
+	for i := m.slot(addr); ; i = (i + 1) & m.mask {
+		e := &m.entries[i]
+		switch e.key {
+		case addr:
+			return &e.val, true
+		case 0:
+			e.key = addr
+			m.n++
+			return &e.val, false
+		}
+	}
 }
 
 // put sets the value of addr.

@@ -14,11 +14,19 @@ func TestAddrMap(t *testing.T) {
 	for i := range 200000 {
 		// Few distinct keys, multiples of 16 like heap addresses.
 		addr := uint64(r.Intn(3000)+1) * 16
-		switch r.Intn(3) {
-		case 0, 1:
+		switch r.Intn(4) {
+		case 0:
 			m.put(addr, i)
 			want[addr] = i
-		case 2:
+		case 1:
+			// entry adds a zero value when the key is new.
+			v, existed := m.entry(addr)
+			if _, had := want[addr]; existed != had {
+				t.Fatalf("entry(%#x) existed %v, want %v", addr, existed, had)
+			}
+			*v = i
+			want[addr] = i
+		case 2, 3:
 			m.remove(addr)
 			delete(want, addr)
 		}
@@ -27,8 +35,8 @@ func TestAddrMap(t *testing.T) {
 				t.Fatalf("after %d operations: %d entries, want %d", i, m.len(), len(want))
 			}
 			for k, v := range want {
-				if got, ok := m.get(k); !ok || got != v {
-					t.Fatalf("after %d operations: get(%#x) = %d, %v; want %d", i, k, got, ok, v)
+				if got := m.find(k); got == nil || *got != v {
+					t.Fatalf("after %d operations: find(%#x) = %v; want %d", i, k, got, v)
 				}
 			}
 		}
@@ -43,7 +51,7 @@ func TestAddrMap(t *testing.T) {
 	if n != len(want) {
 		t.Errorf("each saw %d entries, want %d", n, len(want))
 	}
-	if _, ok := m.get(0x7777770); ok {
-		t.Error("get of a key never put")
+	if m.find(0x7777770) != nil {
+		t.Error("find of a key never put")
 	}
 }

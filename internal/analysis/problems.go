@@ -53,24 +53,29 @@ type problemKey struct {
 	allocStack, freeStack, firstStack uint64
 }
 
-// badFree replays a free or realloc (e) of addr, which is not a live block.
-func (rp *replay) badFree(e *trace.Event, addr uint64) {
-	kind := InvalidFree
-	if e.Kind == trace.KindRealloc {
-		kind = InvalidRealloc
-	}
+// badFree replays a free or realloc (e) of an address that is not a live
+// block: a block freed before (earlier, if wasFreed), or an address the
+// process never allocated that it remembers.
+func (rp *replay) badFree(e *trace.Event, earlier freedBlock, wasFreed bool) {
 	if !rp.windowOpen {
 		return
 	}
-	f, wasFreed := rp.freed.lookup(addr)
-	switch {
-	case wasFreed && kind == InvalidFree:
-		kind = DoubleFree
+	k := problemKey{kind: InvalidFree, freeAPI: e.API, freeStack: e.Stack}
+	if e.Kind == trace.KindRealloc {
+		k.kind = InvalidRealloc
+	}
+	var size uint64
+	if wasFreed {
+		if k.kind == InvalidFree {
+			k.kind = DoubleFree
+		}
+		k.allocAPI, k.firstStack, size = earlier.api, earlier.freeStack, earlier.size
+		if earlier.site != uncounted {
+			k.allocStack = rp.proc.Sites[earlier.site].Stack
+		}
 	}
 	rp.proc.Summary.InvalidFrees++
-	k := problemKey{kind: kind, allocAPI: f.allocAPI, freeAPI: e.API,
-		allocStack: f.allocStack, freeStack: e.Stack, firstStack: f.freeStack}
-	rp.problem(k, f.size, e.Time)
+	rp.problem(k, size, e.Time)
 }
 
 // checkFamily reports a mismatched free if the free or realloc e may not
@@ -111,51 +116,4 @@ func sortProblems(ps []Problem) {
 		}
 		return cmpUint(b.Count, a.Count)
 	})
-}
-
-// maxFreed bounds how many freed blocks a process remembers.
-const maxFreed = 1 << 16
-
-// freedBlocks remembers the blocks freed last, so that a second free of one
-// can be told from the free of an address never allocated, and can show
-// where the first free was. It forgets an address when it is allocated
-// again, and the oldest one when it is full: like valgrind, whose queue of
-// freed blocks is bounded too, it takes a free long after the first for an
-// invalid free.
-type freedBlocks struct {
-	byAddr addrMap[freedBlock]
-	ring   []uint64 // addresses in the order they were freed
-	next   int      // the oldest slot of ring, once it is full
-}
-
-type freedBlock struct {
-	allocStack, freeStack uint64
-	size                  uint64
-	allocAPI              trace.API
-	slot                  int32 // the ring slot of this entry; others holding its address are stale
-}
-
-func (f *freedBlocks) add(addr uint64, b freedBlock) {
-	if len(f.ring) < maxFreed {
-		b.slot = int32(len(f.ring))
-		f.ring = append(f.ring, addr)
-	} else {
-		old := f.ring[f.next]
-		if e, ok := f.byAddr.get(old); ok && int(e.slot) == f.next {
-			f.byAddr.remove(old)
-		}
-		b.slot = int32(f.next)
-		f.ring[f.next] = addr
-		f.next = (f.next + 1) % maxFreed
-	}
-	f.byAddr.put(addr, b)
-}
-
-func (f *freedBlocks) lookup(addr uint64) (freedBlock, bool) {
-	return f.byAddr.get(addr)
-}
-
-// forget is called when addr is allocated again.
-func (f *freedBlocks) forget(addr uint64) {
-	f.byAddr.remove(addr)
 }

@@ -19,7 +19,7 @@ type replay struct {
 	forkOnly bool
 	forkedBy uint64
 
-	live       addrMap[block]          // the blocks live now, by address
+	heap       heapTable               // the blocks live now and freed lately, by address
 	siteOf     map[uint64]int32        // index in proc.Sites by stack ID; uncounted if filtered out
 	passes     func(stack uint64) bool // Options.Filter on this process's stacks; nil: no filter
 	liveBytes  uint64                  // of the blocks that count (Options.Threads)
@@ -40,7 +40,6 @@ type replay struct {
 	// lifetimes in allocations are read on.
 	allocClock uint64
 
-	freed    freedBlocks
 	problems map[problemKey]int // index in proc.Problems
 
 	timeline    timelineBuilder
@@ -63,7 +62,14 @@ type block struct {
 	site            int32  // index in proc.Sites; uncounted if the thread was filtered out
 	thread          uint32 // the thread index that first allocated it; 0 if inherited
 	api             trace.API
+	// freed says that the block was freed, and heapTable remembers it a
+	// while. Its object has ended: bornClock holds its slot in the ring
+	// of frees.
+	freed bool
 }
+
+func (b *block) ringSlot() int     { return int(b.bornClock) }
+func (b *block) setRingSlot(s int) { b.bornClock = uint64(s) }
 
 // uncounted marks a block that Options.Threads leaves out: it is kept only
 // so that its free is not taken for an invalid one.
@@ -143,16 +149,11 @@ func (rp *replay) thread(i uint64) *ThreadSummary {
 func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	p := rp.proc
 	sum := &p.Summary
-	if old, ok := rp.live.get(addr); ok {
-		rp.release(old)
-		sum.ReplacedBlocks++
-	}
 	rp.allocClock++
 	b := block{size: e.Size, api: e.API, born: e.Time, bornClock: rp.allocClock, thread: uint32(e.Thread)}
 	if prev != nil {
 		b.born, b.bornClock, b.reallocs, b.thread = prev.born, prev.bornClock, prev.reallocs+1, prev.thread
 	}
-	rp.freed.forget(addr)
 	rp.lastAlloc = addr
 	// A block counts if its object's thread and its own stack pass the
 	// filters (an inherited object has no thread of the process).
@@ -161,8 +162,11 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	} else {
 		b.site = rp.site(e.Stack)
 	}
+	if old, replaced := rp.heap.put(addr, b); replaced {
+		rp.release(old)
+		sum.ReplacedBlocks++
+	}
 	if b.site == uncounted {
-		rp.live.put(addr, b)
 		return
 	}
 	s := &p.Sites[b.site]
@@ -176,7 +180,6 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 		th = rp.thread(uint64(b.thread))
 		th.liveBytes += e.Size
 	}
-	rp.live.put(addr, b)
 	if !rp.windowOpen {
 		return
 	}
@@ -215,9 +218,9 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 
 // free replays a free event. A realloc to size 0 is one too.
 func (rp *replay) free(e *trace.Event) {
-	b, ok := rp.live.get(e.Addr)
-	if !ok {
-		rp.badFree(e, e.Addr)
+	b, live, earlier, wasFreed := rp.heap.free(e.Addr, e.Stack)
+	if !live {
+		rp.badFree(e, earlier, wasFreed)
 		return
 	}
 	rp.checkFamily(b, e)
@@ -229,9 +232,9 @@ func (rp *replay) free(e *trace.Event) {
 // both blocks, which would hold only while the data is copied, if at all.
 // The object moves on to the new block.
 func (rp *replay) realloc(e *trace.Event) {
-	b, ok := rp.live.get(e.OldAddr)
-	if !ok {
-		rp.badFree(e, e.OldAddr)
+	b, live, earlier, wasFreed := rp.heap.free(e.OldAddr, e.Stack)
+	if !live {
+		rp.badFree(e, earlier, wasFreed)
 		rp.alloc(e, e.Addr, nil)
 		return
 	}
@@ -240,18 +243,16 @@ func (rp *replay) realloc(e *trace.Event) {
 	rp.alloc(e, e.Addr, &b)
 }
 
-// freeBlock removes the live block b at addr, freed by event e. With
-// dies set, the object ends with it (it is not a realloc that moves it).
+// freeBlock takes the block b at addr, freed by event e (and marked freed
+// in the heap table already), out of the counts. With dies set, the
+// object ends with it (it is not a realloc that moves it).
 func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
 	p := rp.proc
-	rp.live.remove(addr)
 	if b.site == uncounted {
-		rp.freed.add(addr, freedBlock{freeStack: e.Stack, size: b.size, allocAPI: b.api})
 		return
 	}
 	s := &p.Sites[b.site]
 	rp.release(b)
-	rp.freed.add(addr, freedBlock{allocStack: s.Stack, freeStack: e.Stack, size: b.size, allocAPI: b.api})
 	if !rp.windowOpen {
 		return
 	}
@@ -354,8 +355,8 @@ func (rp *replay) inherit(parent *replay, at uint64) {
 		s.epoch = 0
 		p.Sites[i] = s
 	}
-	rp.live = parent.live.clone()
-	rp.live.update(func(b *block) { b.thread = 0 })
+	rp.heap = parent.heap.clone()
+	rp.heap.update(func(b *block) { b.thread = 0 })
 	rp.liveBytes, rp.liveBlocks = parent.liveBytes, parent.liveBlocks
 	rp.allocClock = parent.allocClock
 	ps := parent.proc.Summary
@@ -422,7 +423,7 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 	n := rp.opts.objects()
 	bigger := topObjects{n: n, by: bySize}
 	older := topObjects{n: n, by: byAge, end: end}
-	rp.live.each(func(addr uint64, b block) {
+	rp.heap.each(func(addr uint64, b block) {
 		if b.site == uncounted {
 			return
 		}

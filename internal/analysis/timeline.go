@@ -34,7 +34,11 @@ const maxTimelinePoints = 1024
 type timelineBuilder struct {
 	tl      Timeline
 	started bool
-	last    int // the point of the latest event
+	// last is the point of the latest event, and lastEnd the time its step
+	// ends: events come in time order, most in the step of the one
+	// before.
+	last    int
+	lastEnd uint64
 }
 
 func (b *timelineBuilder) start(at, step uint64) {
@@ -45,6 +49,9 @@ func (b *timelineBuilder) start(at, step uint64) {
 // point returns the point of an event at t (ns since time zero), making
 // the points up to it, which carry over what was live.
 func (b *timelineBuilder) point(t uint64) *TimelinePoint {
+	if t < b.lastEnd && len(b.tl.Points) > 0 {
+		return &b.tl.Points[b.last]
+	}
 	if t < b.tl.Start {
 		t = b.tl.Start
 	}
@@ -62,6 +69,7 @@ func (b *timelineBuilder) point(t uint64) *TimelinePoint {
 		b.tl.Points = append(b.tl.Points, carried)
 	}
 	b.last = int(i)
+	b.lastEnd = b.tl.Time(b.last) + b.tl.Step
 	return &b.tl.Points[i]
 }
 
@@ -86,6 +94,7 @@ func (b *timelineBuilder) coarsen() {
 	}
 	b.tl.Points = pts[:n]
 	b.tl.Step *= 2
+	b.lastEnd = 0 // the latest point moved
 }
 
 // live notes what is live after an event at t.
