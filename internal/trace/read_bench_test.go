@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync/atomic"
 	"testing"
 )
 
@@ -24,6 +25,37 @@ func BenchmarkReadTrace(b *testing.B) {
 		}
 		reportEvents(b, events, len(data), cpuTime()-cpu)
 	})
+	b.Run("batch", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		cpu := cpuTime()
+		for b.Loop() {
+			readBatches(b, data, events)
+		}
+		reportEvents(b, events, len(data), cpuTime()-cpu)
+	})
+}
+
+// readBatches reads a trace of the given number of events with NextBatch.
+func readBatches(b *testing.B, data []byte, events int) {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for {
+		batch, _, err := r.NextBatch()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(batch)
+	}
+	if n != events {
+		b.Fatalf("read %d events, want %d", n, events)
+	}
 }
 
 // benchTrace returns the bytes of the trace named by MEMTRAIL_BENCH_TRACE,
@@ -60,4 +92,43 @@ func countTraceEvents(b *testing.B, data []byte) int {
 			n++
 		}
 	}
+}
+
+// BenchmarkDecodeBlocks decodes the blocks of the trace named by
+// MEMTRAIL_BENCH_TRACE, decompressed beforehand, on one goroutine: what
+// decoding events costs, without reading, decompressing or handing over.
+func BenchmarkDecodeBlocks(b *testing.B) {
+	data := benchTrace(b)
+	src := &source{r: bytes.NewReader(data[fileHeaderSize:]), offset: fileHeaderSize}
+	var blocks []fetched
+	for {
+		f := src.next(nil)
+		if f.found {
+			blocks = append(blocks, f)
+		}
+		if f.atEnd || f.err != nil {
+			break
+		}
+	}
+	var hint atomic.Uint64
+	var out batch
+	events := 0
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		events = 0
+		for i := range blocks {
+			d := newBlockDecoder(&blocks[i], uint32(i+1), &hint)
+			for more := true; more; {
+				out.reset()
+				more = d.fill(&out)
+				events += len(out.events)
+				if len(out.others) > 0 && out.others[len(out.others)-1].err != nil {
+					b.Fatal(out.others[len(out.others)-1].err)
+				}
+			}
+			d.heaps.recycle()
+		}
+	}
+	reportEvents(b, events, len(data), cpuTime()-cpu)
 }
