@@ -14,7 +14,7 @@ type blockDecoder struct {
 	d      decoder      // the records stream
 	cols   eventStreams // and the event streams
 	offset int64        // file offset of the block
-	block  uint32       // its number among the sound blocks of the file, from 1
+	block  uint32       // its number among the sound blocks of the file, from 1: Event.Block
 
 	process, thread    uint64
 	time               uint64 // in units, as the block's Time records have moved it
@@ -315,7 +315,7 @@ func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
 	// Every field is set once, on its own: e is in a batch that held
 	// another event before, and a struct literal is built on the stack
 	// and copied, which costs more than the decoding of most events.
-	e.API = API(op & apiMask)
+	e.API, e.Block = API(op&apiMask), r.block
 	e.Process, e.Thread, e.Time = r.process, r.thread, r.eventTime
 	switch op >> opShift {
 	case opAlloc:
@@ -325,17 +325,17 @@ func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
 			size = c.uvLong(streamSize)
 		}
 		e.Size = size
-		e.Addr = r.addr(h, ti, size)
-		e.OldAddr = 0
+		e.Addr, e.Handle = r.addr(h, ti, size)
+		e.OldAddr, e.OldHandle = 0, 0
 	case opFree:
 		e.Kind = KindFree
-		e.Addr = r.ref(h, ti)
-		e.OldAddr, e.Size = 0, 0
+		e.Addr, e.Handle = r.ref(h, ti)
+		e.OldAddr, e.OldHandle, e.Size = 0, 0, 0
 	case opRealloc:
 		e.Kind = KindRealloc
-		e.OldAddr = r.ref(h, ti)
+		e.OldAddr, e.OldHandle = r.ref(h, ti)
 		e.Size = c.uv(streamSize)
-		e.Addr = r.addr(h, ti, e.Size)
+		e.Addr, e.Handle = r.addr(h, ti, e.Size)
 	default:
 		r.why = fmt.Sprintf("op byte 0x%02x has no event kind", op)
 		return false
@@ -356,8 +356,8 @@ func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
 }
 
 // addr decodes the address of a new block of size bytes that thread ti
-// allocates.
-func (r *blockDecoder) addr(h *heapState, ti uint32, size uint64) uint64 {
+// allocates, and gives the block its handle.
+func (r *blockDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uint32) {
 	var addr uint64
 	c := sizeClass(size)
 	t := &h.threads[ti]
@@ -375,20 +375,19 @@ func (r *blockDecoder) addr(h *heapState, ti uint32, size uint64) uint64 {
 		d := r.cols.uv(streamAddr)
 		if addr, ok = h.takeAt(t.source, c, d); !ok {
 			r.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, missing(&h.threads[t.source], c)))
-			return 0
+			return 0, 0
 		}
 	case code&1 == 1:
 		d := (code - addrDepth) / 2
 		if addr, ok = h.takeAt(ti, c, d); !ok {
 			r.fail(fmt.Sprintf("address code %d for size %d: %s", code, size, missing(t, c)))
-			return 0
+			return 0, 0
 		}
 	default:
 		addr = t.next + stepOf((code-addrStep)/2)
 		t.fresh(addr, size)
 	}
-	h.allocate(ti, addr, c)
-	return addr
+	return addr, h.allocate(ti, addr, c)
 }
 
 // missing says why a class list has no address at the depth a code names.
@@ -402,8 +401,9 @@ func missing(t *threadState, c uint8) string {
 	return "deeper than its class list"
 }
 
-// ref decodes the address of a block that thread ti releases.
-func (r *blockDecoder) ref(h *heapState, ti uint32) uint64 {
+// ref decodes the address of a block that thread ti releases, and returns
+// it with the block's handle, 0 if it has none.
+func (r *blockDecoder) ref(h *heapState, ti uint32) (uint64, uint32) {
 	code, ok := r.cols.c[streamRef].small()
 	if !ok {
 		code = r.cols.uvLong(streamRef)
@@ -411,16 +411,16 @@ func (r *blockDecoder) ref(h *heapState, ti uint32) uint64 {
 	if code == refEscape {
 		addr := r.rawAddr()
 		h.lastFreed = addr
-		return addr
+		return addr, 0
 	}
 	num := h.handleOf(&h.threads[ti], code)
 	if !h.live(num) {
 		r.fail(fmt.Sprintf("handle %d is not live (reference code %d)", num, code))
-		return 0
+		return 0, 0
 	}
 	addr := h.handles[num].addr
 	h.release(ti, uint32(num))
-	return addr
+	return addr, uint32(num)
 }
 
 func (r *blockDecoder) rawAddr() uint64 {
