@@ -320,9 +320,9 @@ func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
 	switch op >> opShift {
 	case opAlloc:
 		e.Kind = KindAlloc
-		size, ok := c.c[streamSize].small()
+		size, ok := c.decoded(streamSize).take()
 		if !ok {
-			size = c.uvLong(streamSize)
+			size = c.decodeAhead(streamSize)
 		}
 		e.Size = size
 		e.Addr, e.Handle = r.addr(h, ti, size)
@@ -334,15 +334,15 @@ func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
 	case opRealloc:
 		e.Kind = KindRealloc
 		e.OldAddr, e.OldHandle = r.ref(h, ti)
-		e.Size = c.uv(streamSize)
+		e.Size = c.value(streamSize)
 		e.Addr, e.Handle = r.addr(h, ti, e.Size)
 	default:
 		r.why = fmt.Sprintf("op byte 0x%02x has no event kind", op)
 		return false
 	}
-	stack, ok := c.c[streamStack].small()
+	stack, ok := c.decoded(streamStack).take()
 	if !ok {
-		stack = c.uvLong(streamStack)
+		stack = c.decodeAhead(streamStack)
 	}
 	if c.bad || r.why != "" {
 		if c.bad {
@@ -361,9 +361,9 @@ func (r *blockDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uint3
 	var addr uint64
 	c := sizeClass(size)
 	t := &h.threads[ti]
-	code, ok := r.cols.c[streamAddr].small()
+	code, ok := r.cols.decoded(streamAddr).take()
 	if !ok {
-		code = r.cols.uvLong(streamAddr)
+		code = r.cols.decodeAhead(streamAddr)
 	}
 	switch {
 	case code == addrEscape:
@@ -372,7 +372,7 @@ func (r *blockDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uint3
 	case code == addrLastFreed:
 		addr = h.lastFreed
 	case code == addrSource:
-		d := r.cols.uv(streamAddr)
+		d := r.cols.value(streamAddr)
 		if addr, ok = h.takeAt(t.source, c, d); !ok {
 			r.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, missing(&h.threads[t.source], c)))
 			return 0, 0
@@ -404,9 +404,9 @@ func missing(t *threadState, c uint8) string {
 // ref decodes the address of a block that thread ti releases, and returns
 // it with the block's handle, 0 if it has none.
 func (r *blockDecoder) ref(h *heapState, ti uint32) (uint64, uint32) {
-	code, ok := r.cols.c[streamRef].small()
+	code, ok := r.cols.decoded(streamRef).take()
 	if !ok {
-		code = r.cols.uvLong(streamRef)
+		code = r.cols.decodeAhead(streamRef)
 	}
 	if code == refEscape {
 		addr := r.rawAddr()
@@ -424,7 +424,7 @@ func (r *blockDecoder) ref(h *heapState, ti uint32) (uint64, uint32) {
 }
 
 func (r *blockDecoder) rawAddr() uint64 {
-	r.prevRaw += unzigzag(r.cols.uv(streamRawAddr))
+	r.prevRaw += unzigzag(r.cols.value(streamRawAddr))
 	return r.prevRaw
 }
 
@@ -452,121 +452,4 @@ func (r *blockDecoder) eventDamaged() error {
 	why := r.why
 	r.run, r.why = 0, ""
 	return r.damaged(r.d.i, fmt.Sprintf("events record at byte %d of the records stream: event %d of %d: %s", r.runAt, n, r.runLen, why))
-}
-
-// eventStreams are the event streams of a block and how far each has been
-// decoded.
-type eventStreams struct {
-	c   [numStreams]column // c[streamRecords] is not used here
-	bad bool               // a read ran past the end of a stream or over 64 bits
-}
-
-// column is an event stream and how far it has been decoded.
-type column struct {
-	p []byte
-	i int
-}
-
-// small reads the next value of the column if it fits in its one byte,
-// which most do: small is cheap enough to be inlined, and the caller
-// calls eventStreams.uvLong for the others.
-func (c *column) small() (uint64, bool) {
-	if i := c.i; i < len(c.p) && c.p[i] < 0x80 {
-		c.i = i + 1
-		return uint64(c.p[i]), true
-	}
-	return 0, false
-}
-
-// left returns how many bytes of the stream are left.
-func (c *column) left() int { return max(0, len(c.p)-c.i) }
-
-// uv reads a value of the varint column k.
-func (s *eventStreams) uv(k int) uint64 {
-	if v, ok := s.c[k].small(); ok {
-		return v
-	}
-	return s.uvLong(k)
-}
-
-// uvLong reads a value of column k that goes on in its tails, or fails. A
-// failure leaves the position of the stream at fault past its end, for
-// overrun to find.
-func (s *eventStreams) uvLong(k int) uint64 {
-	c, tails := &s.c[k], &s.c[k+tailStreams]
-	if c.i >= len(c.p) {
-		c.i, s.bad = len(c.p)+1, true
-		return 0
-	}
-	low := uint64(c.p[c.i] & 0x7f)
-	c.i++
-	if j := tails.i; j < len(tails.p) && tails.p[j] < 0x80 {
-		// A tail of one byte, as most are: a value below 2^14.
-		tails.i = j + 1
-		return low | uint64(tails.p[j])<<7
-	}
-	tail, j := uvarint(tails.p, tails.i)
-	if j > len(tails.p) || tail >= 1<<(64-7) {
-		tails.i, s.bad = len(tails.p)+1, true
-		return 0
-	}
-	tails.i = j
-	return low | tail<<7
-}
-
-// skipEvent moves past an event that decoded without damage before.
-func (s *eventStreams) skipEvent() {
-	ops := &s.c[streamOps]
-	op := ops.p[ops.i]
-	ops.i++
-	kind := op >> opShift
-	if kind == opFree || kind == opRealloc {
-		if s.uv(streamRef) == 0 {
-			s.uv(streamRawAddr)
-		}
-	}
-	if kind == opAlloc || kind == opRealloc {
-		s.uv(streamSize)
-		switch s.uv(streamAddr) {
-		case addrEscape:
-			s.uv(streamRawAddr)
-		case addrSource:
-			s.uv(streamAddr)
-		}
-	}
-	s.uv(streamStack)
-}
-
-// overrun says which stream a failed read ran past the end of.
-func (s *eventStreams) overrun() string {
-	for k := streamOps; k < numStreams; k++ {
-		if s.c[k].i > len(s.c[k].p) {
-			return fmt.Sprintf("the %s stream runs out or holds a varint of more than 64 bits", streamNames[k])
-		}
-	}
-	return ""
-}
-
-// unread returns how many bytes of the event streams are left.
-func (s *eventStreams) unread() int {
-	n := 0
-	for k := streamOps; k < numStreams; k++ {
-		n += s.c[k].left()
-	}
-	return n
-}
-
-// skip gives up on the rest of the event streams.
-func (s *eventStreams) skip() {
-	for k := range s.c {
-		s.c[k].i = len(s.c[k].p)
-	}
-}
-
-// rewind goes back to the start of the streams.
-func (s *eventStreams) rewind() {
-	for k := range s.c {
-		s.c[k].i = 0
-	}
-	s.bad = false
 }
