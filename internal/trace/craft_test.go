@@ -428,6 +428,10 @@ func TestCraftedEvents(t *testing.T) {
 			"info alloc(1,1)@0x1000 damage@B0+3 alloc(0,0)@0x1000 end", "handle 1 is not live"},
 		{"events left over", []streamSet{block(recs(infoRec, events(1)), a, part{streamStack: {7}, streamRawAddr: {1, 2}}), after},
 			"info alloc(0,0)@0x1000 damage@B0+3 alloc(0,0)@0x1000 end", "3 bytes of the event streams belong to no events record"},
+		// The Reader decodes values ahead: those left over, tails and all,
+		// are counted all the same.
+		{"values with tails left over", []streamSet{block(recs(infoRec, events(1)), alloc(200, step(0x1000)), col(streamSize, 300, 5), col(streamStack, 200)), after},
+			"info alloc(0,0)@0x1000 damage@B0+5 alloc(0,0)@0x1000 end", "5 bytes of the event streams belong to no events record"},
 		{"damage in a later run", []streamSet{block(recs(infoRec, events(1), rec(KindTime, 3), events(2)), a, alloc(16, step(0)), free(7)), after},
 			"info alloc(0,0)@0x1000 alloc(0,0)@0x1020 damage@B0+3 alloc(0,0)@0x1000 end", "events record at byte 11 of the records stream: event 2 of 2: handle 7 is not live"},
 		{"damage after some events", []streamSet{block(recs(infoRec, events(2), rec(KindString, 1, "x")), a, free(7)), after},

@@ -301,7 +301,7 @@ func TestCorruptMiddleBlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rec.Kind.IsEvent() {
-			got = append(got, rec.Event)
+			got = append(got, asWritten(rec.Event))
 		}
 	}
 	want := &trace.DamageError{Offset: int64(offsets[2]), BytesSkipped: int64(offsets[3] - offsets[2]), Reason: "crc mismatch"}

@@ -163,13 +163,20 @@ func TestPredictorRoundTrip(t *testing.T) {
 					t.Fatalf("read %d records, want %d events", len(got), len(events))
 				}
 				for i := range events {
-					if got[i].Kind != events[i].Kind || got[i].Event != events[i] {
+					if got[i].Kind != events[i].Kind || asWritten(got[i].Event) != events[i] {
 						t.Fatalf("event %d read as %+v, want %+v", i, got[i], events[i])
 					}
 				}
 			})
 		}
 	}
+}
+
+// asWritten returns an event the Reader read without the fields that
+// the Writer ignores: what the predictors of its block knew of it.
+func asWritten(e Event) Event {
+	e.Handle, e.OldHandle, e.Block = 0, 0, 0
+	return e
 }
 
 // blockOf writes events in one block and returns its streams.

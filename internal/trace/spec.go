@@ -459,16 +459,46 @@ type Type struct {
 // Event is a memory event. Addr is the block's address (the new address for
 // a realloc); OldAddr is the address a realloc was given; Size is the
 // requested size (0 for frees). Thread is the thread index of its process.
+//
+// Handle, OldHandle and Block tell the Reader's events apart without their
+// addresses, so that a caller can keep the blocks of a trace in a table by
+// handle rather than in a map by address. They are what the predictors of
+// the block the event was decoded from know (docs/format.md, Block state):
+// the Writer ignores them.
+//
+//   - Block numbers the sound blocks of the file from 1, in order: the
+//     events of one block have the same Block, those of another a
+//     different one.
+//   - Handle is, for an alloc or a realloc, the handle number its block
+//     got: from 1, unique among the live blocks of its process in its
+//     Block, and given again once that block is released. For a free, it
+//     is the handle of the block it releases (and OldHandle of a realloc,
+//     that of its old block) if the trace names the block by its handle,
+//     else 0. The Go writer does whenever the block was allocated in the
+//     same Block by the same process: 0 says that the block comes from an
+//     earlier block of the trace (a fork child's blocks from its parent's
+//     included) or from before the trace. A realloc that has an OldHandle
+//     has the same Handle: its block keeps its number.
+//
+// Handles are comparable only between events with the same Process and
+// Block. A handle names a block from its allocation to its release even if
+// another block is allocated at the same address in between (its free was
+// lost): a free of that address then names the handle given last.
 type Event struct {
-	Kind    Kind // KindAlloc, KindFree or KindRealloc
-	API     API
-	Process uint64
-	Thread  uint64
-	Time    uint64 // ns since time zero, rounded down to Info.TimeUnit; never decreasing
-	Addr    uint64
-	OldAddr uint64
-	Size    uint64
-	Stack   uint64 // StackNode ID of its process; 0 if no stack was taken
+	Kind Kind // KindAlloc, KindFree or KindRealloc
+	API  API
+	// Handle, OldHandle and Block come here, before the 64-bit fields, to
+	// fill the room there: the Reader hands out events in arrays.
+	Handle    uint32
+	OldHandle uint32
+	Block     uint32
+	Process   uint64
+	Thread    uint64
+	Time      uint64 // ns since time zero, rounded down to Info.TimeUnit; never decreasing
+	Addr      uint64
+	OldAddr   uint64
+	Size      uint64
+	Stack     uint64 // StackNode ID of its process; 0 if no stack was taken
 }
 
 // Lost says that Count events of a process are known to be missing.

@@ -1,0 +1,455 @@
+package trace
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// blockDecoder decodes the records and events of one sound block into
+// batches (see batch). Every block decodes on its own, since all of the
+// state below starts afresh in it (docs/format.md, Block state): the
+// Reader runs a blockDecoder per block, each on a goroutine of its own
+// (see readAhead), and takes their batches in order.
+type blockDecoder struct {
+	d      decoder      // the records stream
+	cols   eventStreams // and the event streams
+	offset int64        // file offset of the block
+	block  uint32       // its number among the sound blocks of the file, from 1: Event.Block
+
+	process, thread    uint64
+	time               uint64 // in units, as the block's Time records have moved it
+	eventTime          uint64 // time × unit: the time of the events, in ns
+	run                uint64 // events left in the current Events record
+	runAt, runLen      uint64 // where that record is, and its count
+	why                string // why the event being decoded is damaged
+	heaps              heapStates
+	heap               *heapState // of process, if not nil
+	ti                 uint32     // the index of thread in heap.threads, if haveThread
+	haveThread         bool
+	prevStack, prevRaw uint64
+	coded              recordState // for StackNode and Symbol records
+
+	// unit is Info.TimeUnit: that of the latest Info of the block or,
+	// while the block has had none (inherited), the unit of the blocks
+	// before it as far as the decoder can know: unitHint. The Reader
+	// corrects the times of inherited events if that was wrong.
+	unit      uint64
+	inherited bool
+	unitHint  *atomic.Uint64 // the TimeUnit of the latest Info any block decoded
+	sawEnd    bool
+
+	out *batch // the batch being filled
+}
+
+// batchEvents is how many events a batch holds at most: small enough
+// that the batches of a few blocks in flight take a few MiB, big enough
+// that handing one over costs nothing next to decoding it.
+const batchEvents = 2048
+
+// batch is a stretch of a block, decoded: its events, and the other
+// records and the damage among them, in order. A batch also says what the
+// Reader needs to correct the times of events decoded before the unit of
+// their time was known (see blockDecoder.unit).
+type batch struct {
+	events []Event
+	others []placed
+
+	// The first inherited events were decoded with the time unit
+	// assumedUnit, and marks says where their time moves on, in units.
+	inherited   int
+	assumedUnit uint64
+	marks       []timeMark
+	unitSet     uint64 // the TimeUnit an Info of the batch set last, 0 if none
+}
+
+// placed is a record or damage of a batch, and where it comes among the
+// batch's events: before events[at].
+type placed struct {
+	at  int
+	rec Record // if err is nil
+	err error
+}
+
+// timeMark says that from events[at] of a batch on, events were at units
+// time units.
+type timeMark struct {
+	at    int
+	units uint64
+}
+
+func (b *batch) reset() {
+	b.events = b.events[:0]
+	clear(b.others) // the records' pointers are the caller's now
+	b.others = b.others[:0]
+	b.marks = b.marks[:0]
+	b.inherited, b.assumedUnit, b.unitSet = 0, 0, 0
+}
+
+// setUnit corrects the times of the inherited events of b, which were
+// decoded with b.assumedUnit, to unit.
+func (b *batch) setUnit(unit uint64) {
+	for i, m := range b.marks {
+		end := b.inherited
+		if i+1 < len(b.marks) {
+			end = b.marks[i+1].at
+		}
+		ns := m.units * unit
+		for j := m.at; j < end; j++ {
+			b.events[j].Time = ns
+		}
+	}
+	b.assumedUnit = unit
+}
+
+// newBlockDecoder returns a decoder of the block f, the block-th sound
+// block of the file.
+func newBlockDecoder(f *fetched, block uint32, unitHint *atomic.Uint64) *blockDecoder {
+	r := &blockDecoder{
+		d:         decoder{p: f.streams[streamRecords]},
+		offset:    f.offset,
+		block:     block,
+		unit:      unitHint.Load(),
+		inherited: true,
+		unitHint:  unitHint,
+	}
+	for k := range f.streams {
+		r.cols.c[k].p = f.streams[k]
+	}
+	return r
+}
+
+// fill decodes the next records and events of the block into b, which is
+// empty, until b holds batchEvents events or the block ends. It reports
+// whether the block has more to decode. A block ends with its records
+// stream, with damage, which skips the rest of it, or with End.
+func (r *blockDecoder) fill(b *batch) bool {
+	r.out = b
+	if r.inherited {
+		b.assumedUnit = r.unit
+		b.marks = append(b.marks, timeMark{at: 0, units: r.time})
+	}
+	defer r.endBatch(b)
+	for len(b.events) < batchEvents {
+		switch {
+		case r.run > 0:
+			r.decodeRun(b)
+		case r.sawEnd:
+			return false
+		case r.d.i >= len(r.d.p):
+			r.endBlock(b)
+			return false
+		default:
+			r.nextRecord(b)
+		}
+	}
+	return true
+}
+
+func (r *blockDecoder) endBatch(b *batch) {
+	if r.inherited {
+		b.inherited = len(b.events)
+	}
+	r.out = nil
+}
+
+// nextRecord decodes the record at the current position of the records
+// stream into b. Events and Time records come every few events: they,
+// and Context records, are decoded without a Record.
+func (r *blockDecoder) nextRecord(b *batch) {
+	if k := Kind(r.d.p[r.d.i]); k == kindEvents || k == KindTime || k == KindContext {
+		if err := r.control(); err != nil {
+			b.others = append(b.others, placed{at: len(b.events), err: err})
+		}
+		return
+	}
+	rec, err := r.record()
+	if err != nil || rec.Kind != KindInvalid { // KindInvalid: skipped
+		b.others = append(b.others, placed{at: len(b.events), rec: rec, err: err})
+	}
+}
+
+// endBlock checks that the records of the block used all of its events.
+func (r *blockDecoder) endBlock(b *batch) {
+	if n := r.cols.unread(); n > 0 {
+		r.cols.skip()
+		err := &DamageError{Offset: r.offset, BytesSkipped: int64(n),
+			Reason: fmt.Sprintf("%d bytes of the event streams belong to no events record", n)}
+		b.others = append(b.others, placed{at: len(b.events), err: err})
+	}
+}
+
+// control decodes the Context, Time or Events record at the current
+// position of the records stream, and those that follow it up to the next
+// events: records that only change the state of the decoder.
+func (r *blockDecoder) control() error {
+	d := &r.d
+	for {
+		start := d.i
+		k := Kind(d.p[d.i])
+		d.i++
+		switch k {
+		case KindContext:
+			process := d.uv()
+			if process != r.process {
+				r.heap = nil
+			}
+			r.process, r.thread = process, d.uv()
+			r.haveThread = false
+		case KindTime:
+			r.time += d.uv()
+			r.eventTime = r.time * r.unit
+			if r.inherited {
+				r.out.marks = append(r.out.marks, timeMark{at: len(r.out.events), units: r.time})
+			}
+		case kindEvents:
+			// Every event has an op byte: a count the ops stream cannot
+			// back is damage now rather than many events later.
+			n := d.uv()
+			if left := r.cols.c[streamOps].left(); n > uint64(left) {
+				d.fail(fmt.Sprintf("count %d is more than the %d events left in the ops stream", n, left))
+			}
+			r.run, r.runAt, r.runLen = n, uint64(start), n
+		}
+		if d.bad != "" {
+			return r.recordDamaged(k, start)
+		}
+		if r.run > 0 || d.i >= len(d.p) {
+			return nil
+		}
+		if k := Kind(d.p[d.i]); k != kindEvents && k != KindTime && k != KindContext {
+			return nil
+		}
+	}
+}
+
+// setUnit takes in the time unit of an Info record of the block.
+func (r *blockDecoder) setUnit(unit uint64) {
+	r.unit = unit
+	r.eventTime = r.time * r.unit
+	if r.inherited {
+		r.out.inherited = len(r.out.events)
+		r.inherited = false
+	}
+	r.out.unitSet = unit
+	r.unitHint.Store(unit)
+}
+
+// record decodes the record at the current position of the records stream,
+// one that control does not. It returns a record of KindInvalid for records
+// that are skipped.
+func (r *blockDecoder) record() (Record, error) {
+	d := &r.d
+	start := d.i
+	k := Kind(d.p[d.i])
+	d.i++
+	rec := r.other(k)
+	if d.bad != "" {
+		return Record{}, r.recordDamaged(k, start)
+	}
+	return rec, nil
+}
+
+// recordDamaged reports that the record of kind k at byte start of the
+// records stream is damaged.
+func (r *blockDecoder) recordDamaged(k Kind, start int) error {
+	r.run = 0
+	return r.damaged(start, fmt.Sprintf("%s record at byte %d of the records stream: %s", wireName(k), start, r.d.bad))
+}
+
+// damaged reports damage in the block, at byte start of its records
+// stream. The rest of the block is skipped: without the record's length
+// nothing after it can be found, and the events after it may depend on
+// it.
+func (r *blockDecoder) damaged(start int, reason string) error {
+	err := &DamageError{
+		Offset:       r.offset,
+		BytesSkipped: int64(len(r.d.p)-start) + int64(r.cols.unread()),
+		Reason:       reason,
+	}
+	r.d.i, r.d.bad = len(r.d.p), ""
+	r.cols.skip()
+	return err
+}
+
+// decodeRun decodes events of the current Events record into b, as many
+// as b has room for.
+//
+// This is the hot loop of every analysis. The events of a run share their
+// process and thread, so their states are looked up once. The Events
+// record checked that the ops stream has a byte for each event, and reads
+// past the end of the other streams are checked for once an event is
+// decoded.
+func (r *blockDecoder) decodeRun(b *batch) {
+	n := int(min(r.run, uint64(batchEvents-len(b.events))))
+	start := len(b.events)
+	if cap(b.events)-start < n {
+		b.events = append(b.events[:cap(b.events)], make([]Event, start+n-cap(b.events))...)
+	}
+	b.events = b.events[:start+n]
+	if r.heap == nil {
+		r.heap = r.heaps.get(r.process)
+	}
+	if !r.haveThread {
+		r.ti, r.haveThread = r.heap.thread(r.thread), true
+	}
+	h, ti := r.heap, r.ti
+	for i := range b.events[start:] {
+		if !r.event(&b.events[start+i], h, ti) {
+			b.events = b.events[:start+i]
+			r.run -= uint64(i)
+			b.others = append(b.others, placed{at: len(b.events), err: r.eventDamaged()})
+			return
+		}
+	}
+	r.run -= uint64(n)
+}
+
+// event decodes the next event of the current run into e, for thread ti
+// of the process whose heap state is h. If the event is damaged, it notes
+// why in r.why and returns false.
+func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
+	c := &r.cols
+	ops := &c.c[streamOps]
+	op := ops.p[ops.i]
+	ops.i++
+	// Every field is set once, on its own: e is in a batch that held
+	// another event before, and a struct literal is built on the stack
+	// and copied, which costs more than the decoding of most events.
+	e.API, e.Block = API(op&apiMask), r.block
+	e.Process, e.Thread, e.Time = r.process, r.thread, r.eventTime
+	switch op >> opShift {
+	case opAlloc:
+		e.Kind = KindAlloc
+		size, ok := c.decoded(streamSize).take()
+		if !ok {
+			size = c.decodeAhead(streamSize)
+		}
+		e.Size = size
+		e.Addr, e.Handle = r.addr(h, ti, size)
+		e.OldAddr, e.OldHandle = 0, 0
+	case opFree:
+		e.Kind = KindFree
+		e.Addr, e.Handle = r.ref(h, ti)
+		e.OldAddr, e.OldHandle, e.Size = 0, 0, 0
+	case opRealloc:
+		e.Kind = KindRealloc
+		e.OldAddr, e.OldHandle = r.ref(h, ti)
+		e.Size = c.value(streamSize)
+		e.Addr, e.Handle = r.addr(h, ti, e.Size)
+	default:
+		r.why = fmt.Sprintf("op byte 0x%02x has no event kind", op)
+		return false
+	}
+	stack, ok := c.decoded(streamStack).take()
+	if !ok {
+		stack = c.decodeAhead(streamStack)
+	}
+	if c.bad || r.why != "" {
+		if c.bad {
+			r.why = c.overrun()
+		}
+		return false
+	}
+	r.prevStack += unzigzag(stack)
+	e.Stack = r.prevStack
+	return true
+}
+
+// addr decodes the address of a new block of size bytes that thread ti
+// allocates, and gives the block its handle.
+func (r *blockDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uint32) {
+	var addr uint64
+	c := sizeClass(size)
+	t := &h.threads[ti]
+	code, ok := r.cols.decoded(streamAddr).take()
+	if !ok {
+		code = r.cols.decodeAhead(streamAddr)
+	}
+	switch {
+	case code == addrEscape:
+		addr = r.rawAddr()
+		t.fresh(addr, size)
+	case code == addrLastFreed:
+		addr = h.lastFreed
+	case code == addrSource:
+		d := r.cols.value(streamAddr)
+		if addr, ok = h.takeAt(t.source, c, d); !ok {
+			r.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, missing(&h.threads[t.source], c)))
+			return 0, 0
+		}
+	case code&1 == 1:
+		d := (code - addrDepth) / 2
+		if addr, ok = h.takeAt(ti, c, d); !ok {
+			r.fail(fmt.Sprintf("address code %d for size %d: %s", code, size, missing(t, c)))
+			return 0, 0
+		}
+	default:
+		addr = t.next + stepOf((code-addrStep)/2)
+		t.fresh(addr, size)
+	}
+	return addr, h.allocate(ti, addr, c)
+}
+
+// missing says why a class list has no address at the depth a code names.
+func missing(t *threadState, c uint8) string {
+	switch {
+	case c == 0:
+		return "a size with no class list"
+	case t.list(c) == nil:
+		return "its class list is empty"
+	}
+	return "deeper than its class list"
+}
+
+// ref decodes the address of a block that thread ti releases, and returns
+// it with the block's handle, 0 if it has none.
+func (r *blockDecoder) ref(h *heapState, ti uint32) (uint64, uint32) {
+	code, ok := r.cols.decoded(streamRef).take()
+	if !ok {
+		code = r.cols.decodeAhead(streamRef)
+	}
+	if code == refEscape {
+		addr := r.rawAddr()
+		h.lastFreed = addr
+		return addr, 0
+	}
+	num := h.handleOf(&h.threads[ti], code)
+	if !h.live(num) {
+		r.fail(fmt.Sprintf("handle %d is not live (reference code %d)", num, code))
+		return 0, 0
+	}
+	addr := h.handles[num].addr
+	h.release(ti, uint32(num))
+	return addr, uint32(num)
+}
+
+func (r *blockDecoder) rawAddr() uint64 {
+	r.prevRaw += unzigzag(r.cols.value(streamRawAddr))
+	return r.prevRaw
+}
+
+// fail notes why the event being decoded is damaged, unless that is known
+// already.
+func (r *blockDecoder) fail(why string) {
+	if r.why == "" {
+		r.why = why
+	}
+}
+
+// eventDamaged reports the damaged event of the current run that event
+// failed on. To say exactly how much is skipped, it finds where the event
+// starts by going through the events of the block before it again: as
+// many as the op bytes before the one event read, each event having one.
+// (Noting where each run starts would cost every run; damage is rare.)
+func (r *blockDecoder) eventDamaged() error {
+	c := &r.cols
+	before := c.c[streamOps].i - 1
+	c.rewind()
+	for range before {
+		c.skipEvent()
+	}
+	n := r.runLen - r.run + 1
+	why := r.why
+	r.run, r.why = 0, ""
+	return r.damaged(r.d.i, fmt.Sprintf("events record at byte %d of the records stream: event %d of %d: %s", r.runAt, n, r.runLen, why))
+}

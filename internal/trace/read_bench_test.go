@@ -1,0 +1,134 @@
+package trace
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkReadTrace reads every record of the trace named by
+// MEMTRAIL_BENCH_TRACE (for example bench/'s dense workload recorded with
+// memtrail run), from memory so that the disk does not count: the
+// Reader's cost on a real program's events. Run it with -cpu 1,2 to see
+// what a second core adds.
+func BenchmarkReadTrace(b *testing.B) {
+	data := benchTrace(b)
+	events := countTraceEvents(b, data)
+	b.Run("next", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		cpu := cpuTime()
+		for b.Loop() {
+			readBench(b, data, events)
+		}
+		reportEvents(b, events, len(data), cpuTime()-cpu)
+	})
+	b.Run("batch", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		cpu := cpuTime()
+		for b.Loop() {
+			readBatches(b, data, events)
+		}
+		reportEvents(b, events, len(data), cpuTime()-cpu)
+	})
+}
+
+// readBatches reads a trace of the given number of events with NextBatch.
+func readBatches(b *testing.B, data []byte, events int) {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for {
+		batch, _, err := r.NextBatch()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(batch)
+	}
+	if n != events {
+		b.Fatalf("read %d events, want %d", n, events)
+	}
+}
+
+// benchTrace returns the bytes of the trace named by MEMTRAIL_BENCH_TRACE,
+// or skips the benchmark if there is none.
+func benchTrace(b *testing.B) []byte {
+	path := os.Getenv("MEMTRAIL_BENCH_TRACE")
+	if path == "" {
+		b.Skip("MEMTRAIL_BENCH_TRACE is not set")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// countTraceEvents returns how many events the trace holds, failing on
+// damage: a benchmark of a damaged trace would measure the damage.
+func countTraceEvents(b *testing.B, data []byte) int {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rec.Kind.IsEvent() {
+			n++
+		}
+	}
+}
+
+// BenchmarkDecodeBlocks decodes the blocks of the trace named by
+// MEMTRAIL_BENCH_TRACE, decompressed beforehand, on one goroutine: what
+// decoding events costs, without reading, decompressing or handing over.
+func BenchmarkDecodeBlocks(b *testing.B) {
+	data := benchTrace(b)
+	src := &source{r: bytes.NewReader(data[fileHeaderSize:]), offset: fileHeaderSize}
+	var blocks []fetched
+	for {
+		f := src.next(nil)
+		if f.found {
+			blocks = append(blocks, f)
+		}
+		if f.atEnd || f.err != nil {
+			break
+		}
+	}
+	var hint atomic.Uint64
+	var out batch
+	events := 0
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		events = 0
+		for i := range blocks {
+			d := newBlockDecoder(&blocks[i], uint32(i+1), &hint)
+			for more := true; more; {
+				out.reset()
+				more = d.fill(&out)
+				events += len(out.events)
+				if len(out.others) > 0 && out.others[len(out.others)-1].err != nil {
+					b.Fatal(out.others[len(out.others)-1].err)
+				}
+			}
+			d.heaps.recycle()
+		}
+	}
+	reportEvents(b, events, len(data), cpuTime()-cpu)
+}

@@ -1,0 +1,170 @@
+package trace
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// readAhead reads and decodes the blocks of a trace in the background for
+// a Reader, on every core, and hands them over in file order:
+//
+//  1. One goroutine (run) reads the blocks one after the other, checks
+//     them and decompresses their streams (source.next), and starts a
+//     goroutine for each sound one.
+//  2. That goroutine (decode) decodes its block, batch by batch, while the
+//     Reader takes the batches of the blocks before it: blocks decode on
+//     their own (all their state starts afresh in each), so several can be
+//     decoded at once.
+//  3. The Reader takes the blocks in order from blocks, and the batches
+//     of each block in order from the block's channel.
+//
+// Memory stays bounded: at most maxBlocks blocks are read and not yet
+// taken to their end by the Reader (the slots), and a block's goroutine
+// decodes at most batchesAhead batches ahead of the Reader.
+//
+// No goroutine waits on the Reader once it is dropped: the Reader stops
+// the readAhead when it comes to the end of the trace, and a cleanup stops
+// it when the Reader becomes unreachable before that. (The goroutines hold
+// no reference to the Reader.)
+type readAhead struct {
+	src      *source
+	blocks   chan *blockJob // in file order; closed after the last
+	slots    chan struct{}  // a token for each block read and not yet done with
+	done     chan struct{}  // closed to stop the goroutines
+	stopOnce sync.Once
+	unitHint atomic.Uint64 // see blockDecoder.unit
+	ended    atomic.Bool   // a block held End: what follows does not count
+	buffers  chan []byte   // spare buffers for decoded streams
+}
+
+// blockJob is a block read ahead, and the damage read before it, if any.
+type blockJob struct {
+	fetched
+	batches chan *batch // its batches, in order, if it was found; closed after the last
+}
+
+// batchesAhead is how many batches a block's goroutine decodes ahead of
+// the Reader, at most.
+const batchesAhead = 8
+
+// maxBlocks returns how many blocks may be read and not yet done with: one
+// for the Reader to take batches from and one for each other core to
+// decode, and at least one ahead.
+func maxBlocks() int { return max(2, runtime.GOMAXPROCS(0)) }
+
+func newReadAhead(src *source) *readAhead {
+	n := maxBlocks()
+	p := &readAhead{
+		src:     src,
+		blocks:  make(chan *blockJob, n),
+		slots:   make(chan struct{}, n),
+		done:    make(chan struct{}),
+		buffers: make(chan []byte, n),
+	}
+	p.unitHint.Store(1)
+	go p.run()
+	return p
+}
+
+// stop stops the goroutines, which drop what they hold.
+func (p *readAhead) stop() {
+	p.stopOnce.Do(func() { close(p.done) })
+}
+
+// run reads the blocks of the file one after the other, and starts the
+// decoding of each sound one.
+func (p *readAhead) run() {
+	defer close(p.blocks)
+	var sound uint32
+	for !p.ended.Load() {
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.done:
+			return
+		}
+		job := &blockJob{fetched: p.src.next(p.buffer())}
+		if job.found {
+			sound++
+			job.batches = make(chan *batch, batchesAhead)
+			go p.decode(job, sound)
+		} else {
+			p.putBuffer(job.buf)
+		}
+		select {
+		case p.blocks <- job:
+		case <-p.done:
+			return
+		}
+		if job.err != nil || job.atEnd {
+			return
+		}
+	}
+}
+
+// decode decodes the block of job, the sound-th sound block of the file,
+// batch by batch.
+func (p *readAhead) decode(job *blockJob, sound uint32) {
+	defer close(job.batches)
+	r := newBlockDecoder(&job.fetched, sound, &p.unitHint)
+	for more := true; more; {
+		b := getBatch()
+		more = r.fill(b)
+		if !more {
+			if r.sawEnd {
+				p.ended.Store(true)
+			}
+			// The streams are decoded: their memory can take the next
+			// block's.
+			r.heaps.recycle()
+			p.putBuffer(job.buf)
+			job.buf, job.streams = nil, streamSet{}
+		}
+		select {
+		case job.batches <- b:
+		case <-p.done:
+			return
+		}
+	}
+}
+
+// doneWith says that the Reader has taken all it needs of a block, which
+// lets another block be read.
+func (p *readAhead) doneWith(*blockJob) { <-p.slots }
+
+// buffer returns a buffer to decode a block's streams into.
+func (p *readAhead) buffer() []byte {
+	select {
+	case b := <-p.buffers:
+		return b
+	default:
+		return nil
+	}
+}
+
+func (p *readAhead) putBuffer(b []byte) {
+	if b == nil {
+		return
+	}
+	select {
+	case p.buffers <- b:
+	default:
+	}
+}
+
+// batchPool holds batches the Readers are done with: they hold hundreds of
+// KiB, and allocating them anew for every batch would cost as much as
+// decoding them.
+var batchPool sync.Pool // of *batch
+
+func getBatch() *batch {
+	if b, ok := batchPool.Get().(*batch); ok {
+		return b
+	}
+	return new(batch)
+}
+
+func putBatch(b *batch) {
+	b.reset()
+	batchPool.Put(b)
+}
