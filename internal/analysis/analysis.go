@@ -270,7 +270,15 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 	a := newAnalyzer(opts)
 	a.model.Filtered = !opts.Filter.IsZero()
 	for {
-		rec, err := r.Next()
+		// Events come in runs of thousands: replay them where the Reader
+		// keeps them.
+		events, rec, err := r.NextBatch()
+		if len(events) > 0 {
+			for i := range events {
+				a.event(&events[i])
+			}
+			continue
+		}
 		if err == nil {
 			a.record(rec)
 			continue

@@ -2,13 +2,16 @@ package analysis
 
 import "testing"
 
-// The memory of freed blocks is bounded: once full, it forgets the oldest
-// free, and an address allocated again is forgotten at once.
+// The frees remembered are the latest maxFreed; a second free of an
+// address freed, allocated and freed again names its latest free; an
+// address allocated over a live block replaces it.
 func TestFreedBlocksBounded(t *testing.T) {
 	var h heapTable
 	allocFree := func(addr, freeStack uint64) {
 		t.Helper()
-		h.put(addr, block{size: addr, bornClock: 1})
+		if _, replaced := h.put(addr, block{size: addr}); replaced {
+			t.Fatalf("the block at %d replaced a live one", addr)
+		}
 		if _, live, _, _ := h.free(addr, freeStack); !live {
 			t.Fatalf("the block at %d was not live", addr)
 		}
@@ -16,8 +19,8 @@ func TestFreedBlocksBounded(t *testing.T) {
 	for addr := uint64(1); addr <= maxFreed+10; addr++ {
 		allocFree(addr, addr)
 	}
-	if h.blocks.len() != maxFreed || len(h.ring) != maxFreed {
-		t.Fatalf("remembers %d blocks in a ring of %d, want %d", h.blocks.len(), len(h.ring), maxFreed)
+	if h.live.len() != 0 || len(h.ring) != maxFreed {
+		t.Fatalf("%d live blocks and a ring of %d, want 0 and %d", h.live.len(), len(h.ring), maxFreed)
 	}
 	for _, addr := range []uint64{1, 10} {
 		if _, _, _, wasFreed := h.free(addr, 0); wasFreed {
@@ -27,28 +30,49 @@ func TestFreedBlocksBounded(t *testing.T) {
 	if _, _, b, wasFreed := h.free(11, 0); !wasFreed || b.freeStack != 11 || b.size != 11 {
 		t.Errorf("free(11) = %+v, %v; want the first free of 11", b, wasFreed)
 	}
-
-	// 20 is allocated and freed again. Its new entry takes the oldest
-	// slot; its old slot is stale, and must not make it forgotten when
-	// its turn comes.
-	allocFree(20, 120)
-	for addr := uint64(maxFreed + 11); addr < maxFreed+20; addr++ {
-		allocFree(addr, 0)
+	if _, _, _, wasFreed := h.free(1<<40, 0); wasFreed {
+		t.Errorf("an address never freed was")
 	}
+
+	// 20 is allocated and freed again: a third free names the second.
+	allocFree(20, 120)
 	if _, _, b, wasFreed := h.free(20, 0); !wasFreed || b.freeStack != 120 {
 		t.Errorf("free(20) = %+v, %v; want the second free of 20", b, wasFreed)
 	}
-	if _, _, _, wasFreed := h.free(19, 0); wasFreed {
-		t.Errorf("still remembers 19, freed before 20 was freed again")
+	// Once the ring has gone round again, neither free of 20 is there.
+	for addr := uint64(1 << 20); addr < 1<<20+maxFreed; addr++ {
+		allocFree(addr, 0)
+	}
+	if _, _, _, wasFreed := h.free(20, 0); wasFreed {
+		t.Errorf("still remembers 20 after %d more frees", maxFreed)
 	}
 
-	// A block allocated over a live one replaces it; over a freed one,
-	// it does not.
-	h.put(5, block{size: 5, bornClock: 1})
-	if _, replaced := h.put(11, block{size: 11}); replaced {
-		t.Errorf("put over a freed block replaced it")
-	}
+	h.put(5, block{size: 5})
 	if old, replaced := h.put(5, block{size: 6}); !replaced || old.size != 5 {
 		t.Errorf("put over a live block: %+v, %v; want it replaced", old, replaced)
+	}
+}
+
+// The Bloom filter holds what it is given, and not much else.
+func TestBloom(t *testing.T) {
+	var f bloom
+	var addrs []uint64
+	for i := range uint64(maxFreed) {
+		addrs = append(addrs, 0x7f0000000000+i*48)
+	}
+	f.reset(addrs)
+	for _, a := range addrs {
+		if !f.mayHave(a) {
+			t.Fatalf("lost %#x", a)
+		}
+	}
+	false_ := 0
+	for i := range uint64(100000) {
+		if f.mayHave(0x5500000000 + i*32) {
+			false_++
+		}
+	}
+	if false_ > 2000 {
+		t.Errorf("%d of 100,000 addresses not added seem to be there", false_)
 	}
 }

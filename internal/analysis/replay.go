@@ -62,14 +62,7 @@ type block struct {
 	site            int32  // index in proc.Sites; uncounted if the thread was filtered out
 	thread          uint32 // the thread index that first allocated it; 0 if inherited
 	api             trace.API
-	// freed says that the block was freed, and heapTable remembers it a
-	// while. Its object has ended: bornClock holds its slot in the ring
-	// of frees.
-	freed bool
 }
-
-func (b *block) ringSlot() int     { return int(b.bornClock) }
-func (b *block) setRingSlot(s int) { b.bornClock = uint64(s) }
 
 // uncounted marks a block that Options.Threads leaves out: it is kept only
 // so that its free is not taken for an invalid one.
