@@ -6,7 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 // analysisBench measures how fast the traces of a workload are read:
@@ -67,7 +68,7 @@ func analysisBench(memtrail, dir string, runs int, only string) error {
 		base := median(results[0])
 		for i, c := range commands {
 			m := median(results[i])
-			fmt.Printf("| %s | %s | %s | %.2f s | %.2f s | %.0f MiB | %.3g | %.2f |\n", w.name, count(events), c.name,
+			fmt.Printf("| %s | %s | %s | %.2f s | %.2f s | %.0f MiB | %.3g | %.2f |\n", w.name, report.Count(uint64(events)), c.name,
 				m.wall.Seconds(), m.cpu.Seconds(), float64(m.rssKiB)/1024, float64(events)/m.wall.Seconds(),
 				ratio(base.wall, m.wall))
 		}
@@ -76,40 +77,14 @@ func analysisBench(memtrail, dir string, runs int, only string) error {
 }
 
 // timeCommand runs a command that reads a trace, its output thrown away,
-// and returns its wall and CPU time and peak RSS. (The peak RSS is polled
-// from /proc: the rusage of a child started by a Go program counts the
-// parent's memory, which the child had until it ran exec.)
+// and returns its wall and CPU time and peak RSS.
 func timeCommand(args []string) (sample, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return sample{}, err
-	}
-	peak := make(chan int64)
-	stop := make(chan struct{})
-	go func() { peak <- pollPeakRSS(args[0], cmd.Process.Pid, stop) }()
-	err := cmd.Wait()
-	wall := time.Since(start)
-	close(stop)
-	s := sample{wall: wall, rssKiB: <-peak}
+	s, err := runPolled(cmd, args[0])
 	if err != nil {
 		return s, fmt.Errorf("%v: %v\n%.500s", args, err, out.String())
 	}
-	s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return s, nil
-}
-
-// count writes n with thousands separators.
-func count(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

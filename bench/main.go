@@ -296,21 +296,10 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return sample{}, err
-	}
-	peak := make(chan int64)
-	stop := make(chan struct{})
-	go func() { peak <- pollPeakRSS(args[0], cmd.Process.Pid, stop) }()
-	err := cmd.Wait()
-	wall := time.Since(start)
-	close(stop)
-	s := sample{wall: wall, rssKiB: <-peak}
+	s, err := runPolled(cmd, args[0])
 	if err != nil {
 		return s, err
 	}
-	s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if m := waitsLine.FindStringSubmatch(stderr.String()); m != nil {
 		s.waits, _ = strconv.ParseInt(m[1], 10, 64)
 		sec, _ := strconv.ParseFloat(m[2], 64)
@@ -323,6 +312,30 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 		}
 		s.bytes = fi.Size()
 	}
+	return s, nil
+}
+
+// runPolled runs cmd, and returns its wall and CPU time and the peak RSS
+// of its process running exe (the workload, under a tool that starts it).
+// The peak RSS is polled from /proc: the rusage of a child started by a Go
+// program counts the parent's memory, which the child had until it ran
+// exec.
+func runPolled(cmd *exec.Cmd, exe string) (sample, error) {
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sample{}, err
+	}
+	peak := make(chan int64)
+	stop := make(chan struct{})
+	go func() { peak <- pollPeakRSS(exe, cmd.Process.Pid, stop) }()
+	err := cmd.Wait()
+	s := sample{wall: time.Since(start)}
+	close(stop)
+	s.rssKiB = <-peak
+	if err != nil {
+		return s, err
+	}
+	s.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return s, nil
 }
 

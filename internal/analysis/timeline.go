@@ -73,6 +73,19 @@ func (b *timelineBuilder) point(t uint64) *TimelinePoint {
 	return &b.tl.Points[i]
 }
 
+// Merge returns the point of a step made of p's and the next one's.
+func (p TimelinePoint) Merge(next TimelinePoint) TimelinePoint {
+	if next.PeakBytes > p.PeakBytes {
+		p.PeakBytes, p.PeakBlocks = next.PeakBytes, next.PeakBlocks
+	}
+	p.EndBytes, p.EndBlocks = next.EndBytes, next.EndBlocks
+	p.Allocations += next.Allocations
+	p.BytesAllocated += next.BytesAllocated
+	p.Frees += next.Frees
+	p.BytesFreed += next.BytesFreed
+	return p
+}
+
 // coarsen doubles the step, merging the points two by two.
 func (b *timelineBuilder) coarsen() {
 	pts := b.tl.Points
@@ -80,15 +93,7 @@ func (b *timelineBuilder) coarsen() {
 	for i := range n {
 		merged := pts[2*i]
 		if 2*i+1 < len(pts) {
-			next := pts[2*i+1]
-			if next.PeakBytes > merged.PeakBytes {
-				merged.PeakBytes, merged.PeakBlocks = next.PeakBytes, next.PeakBlocks
-			}
-			merged.EndBytes, merged.EndBlocks = next.EndBytes, next.EndBlocks
-			merged.Allocations += next.Allocations
-			merged.BytesAllocated += next.BytesAllocated
-			merged.Frees += next.Frees
-			merged.BytesFreed += next.BytesFreed
+			merged = merged.Merge(pts[2*i+1])
 		}
 		pts[i] = merged
 	}

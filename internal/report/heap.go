@@ -140,14 +140,7 @@ func timelineText(t *textReport) {
 func mergePoints(pts []analysis.TimelinePoint) analysis.TimelinePoint {
 	m := pts[0]
 	for _, pt := range pts[1:] {
-		if pt.PeakBytes > m.PeakBytes {
-			m.PeakBytes, m.PeakBlocks = pt.PeakBytes, pt.PeakBlocks
-		}
-		m.EndBytes, m.EndBlocks = pt.EndBytes, pt.EndBlocks
-		m.Allocations += pt.Allocations
-		m.BytesAllocated += pt.BytesAllocated
-		m.Frees += pt.Frees
-		m.BytesFreed += pt.BytesFreed
+		m = m.Merge(pt)
 	}
 	return m
 }
