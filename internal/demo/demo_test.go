@@ -10,7 +10,6 @@ import (
 	"github.com/memtrail/memtrail/internal/demo"
 	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/record"
-	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // TestWidgetLeaks records the widget program and checks that mprof's leak
@@ -56,16 +55,7 @@ func TestWidgetLeaks(t *testing.T) {
 
 func analyzeFile(t *testing.T, path string) *analysis.Process {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := analysis.Analyze(r, analysis.Options{})
+	m, _, err := analysis.AnalyzeFile(path, analysis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

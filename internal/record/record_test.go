@@ -61,16 +61,7 @@ func recordArgs(t *testing.T, stdin string, args ...string) recording {
 
 func analyze(t *testing.T, path string) *analysis.Model {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := analysis.Analyze(r, analysis.Options{})
+	m, _, err := analysis.AnalyzeFile(path, analysis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
