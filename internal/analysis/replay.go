@@ -20,7 +20,7 @@ type replay struct {
 	forkedBy uint64
 
 	heap       heapTable               // the blocks live now and freed lately, by address
-	siteOf     map[uint64]int32        // index in proc.Sites by stack ID; uncounted if filtered out
+	sites      siteIndex               // index in proc.Sites by stack ID; uncounted if filtered out
 	passes     func(stack uint64) bool // Options.Filter on this process's stacks; nil: no filter
 	liveBytes  uint64                  // of the blocks that count (Options.Threads)
 	liveBlocks uint64
@@ -73,7 +73,6 @@ func newReplay(p *Process, opts *Options, unit uint64) *replay {
 		proc:        p,
 		opts:        opts,
 		unit:        max(unit, 1),
-		siteOf:      make(map[uint64]int32),
 		problems:    make(map[problemKey]int),
 		freedLonger: topObjects{n: opts.objects(), by: byAge},
 	}
@@ -317,19 +316,56 @@ func (rp *replay) touch(s *Site) {
 // site returns the index of the site of stack, adding it if it is new,
 // or uncounted if the stack filter leaves it out.
 func (rp *replay) site(stack uint64) int32 {
-	if i, ok := rp.siteOf[stack]; ok {
+	if i, ok := rp.sites.get(stack); ok {
 		return i
 	}
 	if rp.passes != nil && !rp.passes(stack) {
-		rp.siteOf[stack] = uncounted
+		rp.sites.set(stack, uncounted)
 		return uncounted
 	}
 	i := int32(len(rp.proc.Sites))
 	// A new site had nothing live at any earlier peak: its saved peak
 	// numbers, zero, are right for the current epoch.
 	rp.proc.Sites = append(rp.proc.Sites, Site{Stack: stack, epoch: rp.epoch})
-	rp.siteOf[stack] = i
+	rp.sites.set(stack, i)
 	return i
+}
+
+// siteIndex maps stack IDs to site indexes. Stack IDs count from 1 in
+// each process, so most are found by indexing a slice, which costs a
+// fraction of a map lookup (one for every allocation); the few above
+// denseStacks (a damaged trace's) go to a map.
+type siteIndex struct {
+	dense  []int32 // index+2 by stack ID (so that uncounted is 1); 0: not seen
+	sparse map[uint64]int32
+}
+
+const denseStacks = 1 << 24
+
+func (x *siteIndex) get(stack uint64) (int32, bool) {
+	if stack < uint64(len(x.dense)) {
+		i := x.dense[stack]
+		return i - 2, i != 0
+	}
+	if stack < denseStacks {
+		return 0, false
+	}
+	i, ok := x.sparse[stack]
+	return i, ok
+}
+
+func (x *siteIndex) set(stack uint64, i int32) {
+	if stack >= denseStacks {
+		if x.sparse == nil {
+			x.sparse = make(map[uint64]int32)
+		}
+		x.sparse[stack] = i
+		return
+	}
+	for uint64(len(x.dense)) <= stack {
+		x.dense = append(x.dense, make([]int32, max(1024, len(x.dense)))...)
+	}
+	x.dense[stack] = i + 2
 }
 
 // inherit makes rp, a fork child that has done nothing yet, start where
