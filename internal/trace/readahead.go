@@ -51,10 +51,12 @@ type blockJob struct {
 // the Reader, at most.
 const batchesAhead = 8
 
-// maxBlocks returns how many blocks may be read and not yet done with: one
-// for the Reader to take batches from and one for each other core to
-// decode, and at least one ahead.
-func maxBlocks() int { return max(2, runtime.GOMAXPROCS(0)) }
+// maxBlocks returns how many blocks may be read and not yet done with: the
+// one the Reader takes batches from, and one for every two other cores to
+// decode (a block keeps two busy), but at least one and at most three
+// ahead. Each takes several MiB, and on a machine of many cores the
+// Reader's caller, not decoding, is what takes the time.
+func maxBlocks() int { return max(2, min(4, runtime.GOMAXPROCS(0)/2+1)) }
 
 func newReadAhead(src *source) *readAhead {
 	n := maxBlocks()
