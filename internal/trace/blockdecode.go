@@ -110,12 +110,13 @@ func (b *batch) reset() {
 }
 
 // setUnit corrects the times of the inherited events of b, which were
-// decoded with b.assumedUnit, to unit.
+// decoded with b.assumedUnit, to unit. (Damage may have cut b short
+// before some of its marks.)
 func (b *batch) setUnit(unit uint64) {
 	for i, m := range b.marks {
 		end := b.inherited
 		if i+1 < len(b.marks) {
-			end = b.marks[i+1].at
+			end = min(end, b.marks[i+1].at)
 		}
 		ns := m.units * unit
 		for j := m.at; j < end; j++ {

@@ -126,3 +126,14 @@ func TestAddressDamageSkipsWhatFollows(t *testing.T) {
 		t.Errorf("read\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestSetUnitOfCutBatch corrects the times of a batch that damage cut
+// short after the first of its marks.
+func TestSetUnitOfCutBatch(t *testing.T) {
+	b := &batch{events: make([]Event, 2), inherited: 2, assumedUnit: 7,
+		marks: []timeMark{{at: 0, units: 1}, {at: 1, units: 2}, {at: 3, units: 5}}}
+	b.setUnit(10)
+	if b.events[0].Time != 10 || b.events[1].Time != 20 {
+		t.Errorf("times %d and %d, want 10 and 20", b.events[0].Time, b.events[1].Time)
+	}
+}
