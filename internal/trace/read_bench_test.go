@@ -2,10 +2,12 @@ package trace
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // BenchmarkReadTrace reads every record of the trace named by
@@ -34,6 +36,60 @@ func BenchmarkReadTrace(b *testing.B) {
 		}
 		reportEvents(b, events, len(data), cpuTime()-cpu)
 	})
+}
+
+// BenchmarkReadBusy reads the trace named by MEMTRAIL_BENCH_TRACE with
+// NextBatch for a caller that works on every event, as an analysis does:
+// for a few nanoseconds, and for about as long as decoding an event
+// takes. With a second core, decoding should cost the caller next to
+// nothing. (consumer-ns/event is what the caller's work costs alone.)
+func BenchmarkReadBusy(b *testing.B) {
+	data := benchTrace(b)
+	for _, rounds := range []int{8, 32} {
+		b.Run(fmt.Sprintf("rounds=%d", rounds), func(b *testing.B) {
+			var probe Event
+			start := time.Now()
+			for range 1 << 20 {
+				busySink += busyWork(&probe, rounds)
+			}
+			alone := float64(time.Since(start).Nanoseconds()) / (1 << 20)
+			events := 0
+			cpu := cpuTime()
+			for b.Loop() {
+				r, err := NewReader(bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					batch, _, err := r.NextBatch()
+					if err == io.EOF {
+						break
+					} else if err != nil {
+						b.Fatal(err)
+					}
+					for i := range batch {
+						busySink += busyWork(&batch[i], rounds)
+					}
+					events += len(batch)
+				}
+			}
+			reportEvents(b, events/b.N, len(data), cpuTime()-cpu)
+			b.ReportMetric(alone, "consumer-ns/event")
+		})
+	}
+}
+
+var busySink uint64
+
+// busyWork stands for what a caller does with an event: rounds rounds of
+// arithmetic on its fields.
+func busyWork(e *Event, rounds int) uint64 {
+	x := e.Addr ^ e.Size ^ uint64(e.Handle)
+	for range rounds {
+		x = x*0x9e3779b97f4a7c15 + 1
+		x ^= x >> 29
+	}
+	return x
 }
 
 // readBatches reads a trace of the given number of events with NextBatch.

@@ -47,8 +47,8 @@ type blockJob struct {
 	batches chan *batch // its batches, in order, if it was found; closed after the last
 }
 
-// batchesAhead is how many batches a block's goroutine decodes ahead of
-// the Reader, at most.
+// batchesAhead is how many batches each half of a block's decoding goes
+// ahead of the next step (the other half, or the Reader), at most.
 const batchesAhead = 8
 
 // maxBlocks returns how many blocks may be read and not yet done with: the
