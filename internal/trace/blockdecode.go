@@ -6,8 +6,11 @@ import (
 )
 
 // blockDecoder decodes the records and events of one sound block into
-// batches (see batch). Every block decodes on its own, since all of the
-// state below starts afresh in it (docs/format.md, Block state): the
+// batches (see batch), all but the addresses of the events and their
+// handles: an addressDecoder decodes those behind it, on another
+// goroutine, and it checks that the streams hold all that the
+// addressDecoder will read. Every block decodes on its own, since all of
+// the state below starts afresh in it (docs/format.md, Block state): the
 // Reader runs a blockDecoder per block, each on a goroutine of its own
 // (see readAhead), and takes their batches in order.
 type blockDecoder struct {
@@ -16,18 +19,15 @@ type blockDecoder struct {
 	offset int64        // file offset of the block
 	block  uint32       // its number among the sound blocks of the file, from 1: Event.Block
 
-	process, thread    uint64
-	time               uint64 // in units, as the block's Time records have moved it
-	eventTime          uint64 // time × unit: the time of the events, in ns
-	run                uint64 // events left in the current Events record
-	runAt, runLen      uint64 // where that record is, and its count
-	why                string // why the event being decoded is damaged
-	heaps              heapStates
-	heap               *heapState // of process, if not nil
-	ti                 uint32     // the index of thread in heap.threads, if haveThread
-	haveThread         bool
-	prevStack, prevRaw uint64
-	coded              recordState // for StackNode and Symbol records
+	process, thread uint64
+	time            uint64 // in units, as the block's Time records have moved it
+	eventTime       uint64 // time × unit: the time of the events, in ns
+	run             uint64 // events left in the current Events record
+	runAt, runLen   uint64 // where that record is, and its count
+	why             string // why the event being decoded is damaged
+	prevStack       uint64
+	prevRaw         uint64      // the latest address of the raw stream
+	coded           recordState // for StackNode and Symbol records
 
 	// unit is Info.TimeUnit: that of the latest Info of the block or,
 	// while the block has had none (inherited), the unit of the blocks
@@ -36,6 +36,7 @@ type blockDecoder struct {
 	unit      uint64
 	inherited bool
 	unitHint  *atomic.Uint64 // the TimeUnit of the latest Info any block decoded
+	unitSet   uint64         // the TimeUnit the record being decoded set, if it set one
 	sawEnd    bool
 
 	out *batch // the batch being filled
@@ -53,6 +54,14 @@ const batchEvents = 2048
 type batch struct {
 	events []Event
 	others []placed
+	runs   []runSegment // where the events of each Events record start
+	// addrValues holds the values of the address columns the events
+	// read, in order, for the addressDecoder: each reference code, and
+	// after a code 0 the address from the raw stream; each address code,
+	// and after a code 0 the address from the raw stream, after
+	// addrSource the depth.
+	addrValues []uint64
+	hasEnd     bool // others ends with End
 
 	// The first inherited events were decoded with the time unit
 	// assumedUnit, and marks says where their time moves on, in units.
@@ -65,9 +74,21 @@ type batch struct {
 // placed is a record or damage of a batch, and where it comes among the
 // batch's events: before events[at].
 type placed struct {
-	at  int
-	rec Record // if err is nil
-	err error
+	at   int
+	rec  Record // if err is nil
+	err  error
+	unit uint64 // the TimeUnit it set, if it is an Info (damaged or not) that did
+}
+
+// runSegment is where the events of a batch from one Events record start,
+// and what the addressDecoder needs to report damage among them as the
+// blockDecoder would.
+type runSegment struct {
+	at            int    // the index in the batch's events of the first
+	first         uint64 // its number in its Events record, from 1
+	ops           int    // the position of its op byte in the ops stream
+	runAt, runLen uint64 // the position in the records stream of the Events record, and its count
+	recordsAfter  int    // the position in the records stream after the Events record
 }
 
 // timeMark says that from events[at] of a batch on, events were at units
@@ -81,17 +102,21 @@ func (b *batch) reset() {
 	b.events = b.events[:0]
 	clear(b.others) // the records' pointers are the caller's now
 	b.others = b.others[:0]
+	b.runs = b.runs[:0]
+	b.addrValues = b.addrValues[:0]
+	b.hasEnd = false
 	b.marks = b.marks[:0]
 	b.inherited, b.assumedUnit, b.unitSet = 0, 0, 0
 }
 
 // setUnit corrects the times of the inherited events of b, which were
-// decoded with b.assumedUnit, to unit.
+// decoded with b.assumedUnit, to unit. (Damage may have cut b short
+// before some of its marks.)
 func (b *batch) setUnit(unit uint64) {
 	for i, m := range b.marks {
 		end := b.inherited
 		if i+1 < len(b.marks) {
-			end = b.marks[i+1].at
+			end = min(end, b.marks[i+1].at)
 		}
 		ns := m.units * unit
 		for j := m.at; j < end; j++ {
@@ -162,10 +187,12 @@ func (r *blockDecoder) nextRecord(b *batch) {
 		}
 		return
 	}
+	r.unitSet = 0
 	rec, err := r.record()
 	if err != nil || rec.Kind != KindInvalid { // KindInvalid: skipped
-		b.others = append(b.others, placed{at: len(b.events), rec: rec, err: err})
+		b.others = append(b.others, placed{at: len(b.events), rec: rec, err: err, unit: r.unitSet})
 	}
+	b.hasEnd = r.sawEnd
 }
 
 // endBlock checks that the records of the block used all of its events.
@@ -189,12 +216,7 @@ func (r *blockDecoder) control() error {
 		d.i++
 		switch k {
 		case KindContext:
-			process := d.uv()
-			if process != r.process {
-				r.heap = nil
-			}
-			r.process, r.thread = process, d.uv()
-			r.haveThread = false
+			r.process, r.thread = d.uv(), d.uv()
 		case KindTime:
 			r.time += d.uv()
 			r.eventTime = r.time * r.unit
@@ -230,7 +252,7 @@ func (r *blockDecoder) setUnit(unit uint64) {
 		r.out.inherited = len(r.out.events)
 		r.inherited = false
 	}
-	r.out.unitSet = unit
+	r.out.unitSet, r.unitSet = unit, unit
 	r.unitHint.Store(unit)
 }
 
@@ -272,13 +294,11 @@ func (r *blockDecoder) damaged(start int, reason string) error {
 }
 
 // decodeRun decodes events of the current Events record into b, as many
-// as b has room for.
+// as b has room for, but for their addresses and handles.
 //
-// This is the hot loop of every analysis. The events of a run share their
-// process and thread, so their states are looked up once. The Events
-// record checked that the ops stream has a byte for each event, and reads
-// past the end of the other streams are checked for once an event is
-// decoded.
+// This is the hot loop of every analysis. The Events record checked that
+// the ops stream has a byte for each event, and reads past the end of the
+// other streams are checked for once an event is decoded.
 func (r *blockDecoder) decodeRun(b *batch) {
 	n := int(min(r.run, uint64(batchEvents-len(b.events))))
 	start := len(b.events)
@@ -286,15 +306,10 @@ func (r *blockDecoder) decodeRun(b *batch) {
 		b.events = append(b.events[:cap(b.events)], make([]Event, start+n-cap(b.events))...)
 	}
 	b.events = b.events[:start+n]
-	if r.heap == nil {
-		r.heap = r.heaps.get(r.process)
-	}
-	if !r.haveThread {
-		r.ti, r.haveThread = r.heap.thread(r.thread), true
-	}
-	h, ti := r.heap, r.ti
+	b.runs = append(b.runs, runSegment{at: start, first: r.runLen - r.run + 1, ops: r.cols.c[streamOps].i,
+		runAt: r.runAt, runLen: r.runLen, recordsAfter: r.d.i})
 	for i := range b.events[start:] {
-		if !r.event(&b.events[start+i], h, ti) {
+		if !r.event(&b.events[start+i]) {
 			b.events = b.events[:start+i]
 			r.run -= uint64(i)
 			b.others = append(b.others, placed{at: len(b.events), err: r.eventDamaged()})
@@ -304,10 +319,11 @@ func (r *blockDecoder) decodeRun(b *batch) {
 	r.run -= uint64(n)
 }
 
-// event decodes the next event of the current run into e, for thread ti
-// of the process whose heap state is h. If the event is damaged, it notes
-// why in r.why and returns false.
-func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
+// event decodes the next event of the current run into e, but for its
+// addresses and handles, which the addressDecoder sets from the values of
+// the address columns that event passes on in r.out.addrValues. If the
+// event is damaged, it notes why in r.why and returns false.
+func (r *blockDecoder) event(e *Event) bool {
 	c := &r.cols
 	ops := &c.c[streamOps]
 	op := ops.p[ops.i]
@@ -325,17 +341,16 @@ func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
 			size = c.decodeAhead(streamSize)
 		}
 		e.Size = size
-		e.Addr, e.Handle = r.addr(h, ti, size)
-		e.OldAddr, e.OldHandle = 0, 0
+		r.addrValues()
 	case opFree:
 		e.Kind = KindFree
-		e.Addr, e.Handle = r.ref(h, ti)
-		e.OldAddr, e.OldHandle, e.Size = 0, 0, 0
+		e.Size = 0
+		r.refValues()
 	case opRealloc:
 		e.Kind = KindRealloc
-		e.OldAddr, e.OldHandle = r.ref(h, ti)
+		r.refValues()
 		e.Size = c.value(streamSize)
-		e.Addr, e.Handle = r.addr(h, ti, e.Size)
+		r.addrValues()
 	default:
 		r.why = fmt.Sprintf("op byte 0x%02x has no event kind", op)
 		return false
@@ -355,85 +370,41 @@ func (r *blockDecoder) event(e *Event, h *heapState, ti uint32) bool {
 	return true
 }
 
-// addr decodes the address of a new block of size bytes that thread ti
-// allocates, and gives the block its handle.
-func (r *blockDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uint32) {
-	var addr uint64
-	c := sizeClass(size)
-	t := &h.threads[ti]
+// addrValues passes on the values of the address of a new block: its
+// code and what the code says follows it.
+func (r *blockDecoder) addrValues() {
 	code, ok := r.cols.decoded(streamAddr).take()
 	if !ok {
 		code = r.cols.decodeAhead(streamAddr)
 	}
-	switch {
-	case code == addrEscape:
-		addr = r.rawAddr()
-		t.fresh(addr, size)
-	case code == addrLastFreed:
-		addr = h.lastFreed
-	case code == addrSource:
-		d := r.cols.value(streamAddr)
-		if addr, ok = h.takeAt(t.source, c, d); !ok {
-			r.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, missing(&h.threads[t.source], c)))
-			return 0, 0
-		}
-	case code&1 == 1:
-		d := (code - addrDepth) / 2
-		if addr, ok = h.takeAt(ti, c, d); !ok {
-			r.fail(fmt.Sprintf("address code %d for size %d: %s", code, size, missing(t, c)))
-			return 0, 0
-		}
+	switch code {
+	case addrEscape:
+		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
+	case addrSource:
+		r.out.addrValues = append(r.out.addrValues, code, r.cols.value(streamAddr))
 	default:
-		addr = t.next + stepOf((code-addrStep)/2)
-		t.fresh(addr, size)
+		r.out.addrValues = append(r.out.addrValues, code)
 	}
-	return addr, h.allocate(ti, addr, c)
 }
 
-// missing says why a class list has no address at the depth a code names.
-func missing(t *threadState, c uint8) string {
-	switch {
-	case c == 0:
-		return "a size with no class list"
-	case t.list(c) == nil:
-		return "its class list is empty"
-	}
-	return "deeper than its class list"
-}
-
-// ref decodes the address of a block that thread ti releases, and returns
-// it with the block's handle, 0 if it has none.
-func (r *blockDecoder) ref(h *heapState, ti uint32) (uint64, uint32) {
+// refValues passes on the values of the address of a block being
+// released.
+func (r *blockDecoder) refValues() {
 	code, ok := r.cols.decoded(streamRef).take()
 	if !ok {
 		code = r.cols.decodeAhead(streamRef)
 	}
 	if code == refEscape {
-		addr := r.rawAddr()
-		h.lastFreed = addr
-		return addr, 0
+		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
+		return
 	}
-	num := h.handleOf(&h.threads[ti], code)
-	if !h.live(num) {
-		r.fail(fmt.Sprintf("handle %d is not live (reference code %d)", num, code))
-		return 0, 0
-	}
-	addr := h.handles[num].addr
-	h.release(ti, uint32(num))
-	return addr, uint32(num)
+	r.out.addrValues = append(r.out.addrValues, code)
 }
 
+// rawAddr reads the next address of the raw stream.
 func (r *blockDecoder) rawAddr() uint64 {
 	r.prevRaw += unzigzag(r.cols.value(streamRawAddr))
 	return r.prevRaw
-}
-
-// fail notes why the event being decoded is damaged, unless that is known
-// already.
-func (r *blockDecoder) fail(why string) {
-	if r.why == "" {
-		r.why = why
-	}
 }
 
 // eventDamaged reports the damaged event of the current run that event

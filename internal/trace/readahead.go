@@ -10,18 +10,21 @@ import (
 // a Reader, on every core, and hands them over in file order:
 //
 //  1. One goroutine (run) reads the blocks one after the other, checks
-//     them and decompresses their streams (source.next), and starts a
-//     goroutine for each sound one.
-//  2. That goroutine (decode) decodes its block, batch by batch, while the
-//     Reader takes the batches of the blocks before it: blocks decode on
-//     their own (all their state starts afresh in each), so several can be
-//     decoded at once.
+//     them and decompresses their streams (source.next), and starts two
+//     goroutines for each sound one.
+//  2. Those decode the block, batch by batch, while the Reader takes the
+//     batches of the blocks before it: blocks decode on their own (all
+//     their state starts afresh in each), so several can be decoded at
+//     once. The first goroutine (decodeRecords) decodes all but the
+//     addresses of the events, and the second (decode) their addresses
+//     and handles, a few batches behind: the halves cost about the same,
+//     so a block keeps two cores busy.
 //  3. The Reader takes the blocks in order from blocks, and the batches
 //     of each block in order from the block's channel.
 //
 // Memory stays bounded: at most maxBlocks blocks are read and not yet
-// taken to their end by the Reader (the slots), and a block's goroutine
-// decodes at most batchesAhead batches ahead of the Reader.
+// taken to their end by the Reader (the slots), and each half of a block's
+// decoding goes at most batchesAhead batches ahead of the next step.
 //
 // No goroutine waits on the Reader once it is dropped: the Reader stops
 // the readAhead when it comes to the end of the trace, and a cleanup stops
@@ -44,14 +47,16 @@ type blockJob struct {
 	batches chan *batch // its batches, in order, if it was found; closed after the last
 }
 
-// batchesAhead is how many batches a block's goroutine decodes ahead of
-// the Reader, at most.
+// batchesAhead is how many batches each half of a block's decoding goes
+// ahead of the next step (the other half, or the Reader), at most.
 const batchesAhead = 8
 
-// maxBlocks returns how many blocks may be read and not yet done with: one
-// for the Reader to take batches from and one for each other core to
-// decode, and at least one ahead.
-func maxBlocks() int { return max(2, runtime.GOMAXPROCS(0)) }
+// maxBlocks returns how many blocks may be read and not yet done with: the
+// one the Reader takes batches from, and one for every two other cores to
+// decode (a block keeps two busy), but at least one and at most three
+// ahead. Each takes several MiB, and on a machine of many cores the
+// Reader's caller, not decoding, is what takes the time.
+func maxBlocks() int { return max(2, min(4, runtime.GOMAXPROCS(0)/2+1)) }
 
 func newReadAhead(src *source) *readAhead {
 	n := maxBlocks()
@@ -103,25 +108,54 @@ func (p *readAhead) run() {
 }
 
 // decode decodes the block of job, the sound-th sound block of the file,
-// batch by batch.
+// batch by batch: the addresses of the events of the batches that
+// decodeRecords decodes the rest of.
 func (p *readAhead) decode(job *blockJob, sound uint32) {
 	defer close(job.batches)
+	decoded := make(chan *batch, batchesAhead)
+	skip := make(chan struct{}) // closed when damage skips the rest of the block
+	go p.decodeRecords(job, sound, decoded, skip)
+	a := newAddressDecoder(&job.fetched)
+	damaged := false
+	for b := range decoded {
+		if damaged {
+			putBatch(b)
+			continue
+		}
+		if !a.decode(b) {
+			damaged = true
+			close(skip)
+		}
+		if b.hasEnd {
+			p.ended.Store(true)
+		}
+		select {
+		case job.batches <- b:
+		case <-p.done:
+			return
+		}
+	}
+	// The streams are decoded: their memory can take the next block's.
+	a.heaps.recycle()
+	p.putBuffer(job.buf)
+	job.buf, job.streams = nil, streamSet{}
+}
+
+// decodeRecords decodes the block of job, the sound-th sound block of the
+// file, but for the addresses of its events, batch by batch, and sends
+// the batches to decoded, which it closes after the last. It stops early
+// if skip is closed.
+func (p *readAhead) decodeRecords(job *blockJob, sound uint32, decoded chan<- *batch, skip <-chan struct{}) {
+	defer close(decoded)
 	r := newBlockDecoder(&job.fetched, sound, &p.unitHint)
 	for more := true; more; {
 		b := getBatch()
 		more = r.fill(b)
-		if !more {
-			if r.sawEnd {
-				p.ended.Store(true)
-			}
-			// The streams are decoded: their memory can take the next
-			// block's.
-			r.heaps.recycle()
-			p.putBuffer(job.buf)
-			job.buf, job.streams = nil, streamSet{}
-		}
 		select {
-		case job.batches <- b:
+		case decoded <- b:
+		case <-skip:
+			putBatch(b)
+			return
 		case <-p.done:
 			return
 		}

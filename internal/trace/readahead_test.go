@@ -2,6 +2,8 @@ package trace
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync/atomic"
@@ -82,3 +84,56 @@ func TestTimeUnitCorrected(t *testing.T) {
 
 // UnitTrace is unitTrace, for the tests of package trace_test.
 var UnitTrace = unitTrace
+
+// TestAddressDamageSkipsWhatFollows damages an event so that only the
+// addresses give it away (it frees a block that is not live): the records
+// decoded after it, an Info among them, are skipped with the rest of the
+// block, as if the block had been decoded in one go, and the next block's
+// events keep the unit of the Info before the damage.
+func TestAddressDamageSkipsWhatFollows(t *testing.T) {
+	info := func(unit int) []byte { return rec(KindInfo, int64(0), unit, "", "", 0, 0) }
+	a := alloc(16, step(0x1000))
+	data := craftFile(
+		block(recs(info(10), rec(KindTime, 1), events(3), info(1000), rec(KindString, 1, "s"), rec(KindTime, 1), events(1)),
+			a, free(1), free(1), a),
+		block(recs(rec(KindTime, 2), events(1), endRec), a))
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		var d *DamageError
+		switch {
+		case errors.As(err, &d):
+			got = append(got, "damage: "+d.Reason)
+		case err != nil:
+			t.Fatal(err)
+		case rec.Kind.IsEvent():
+			got = append(got, fmt.Sprintf("%v@%d", rec.Kind, rec.Event.Time))
+		default:
+			got = append(got, rec.Kind.String())
+		}
+	}
+	want := []string{"info", "alloc@10", "free@10",
+		"damage: events record at byte 9 of the records stream: event 3 of 3: handle 1 is not live (reference code 18)",
+		"alloc@20", "end"}
+	if !slices.Equal(got, want) {
+		t.Errorf("read\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestSetUnitOfCutBatch corrects the times of a batch that damage cut
+// short after the first of its marks.
+func TestSetUnitOfCutBatch(t *testing.T) {
+	b := &batch{events: make([]Event, 2), inherited: 2, assumedUnit: 7,
+		marks: []timeMark{{at: 0, units: 1}, {at: 1, units: 2}, {at: 3, units: 5}}}
+	b.setUnit(10)
+	if b.events[0].Time != 10 || b.events[1].Time != 20 {
+		t.Errorf("times %d and %d, want 10 and 20", b.events[0].Time, b.events[1].Time)
+	}
+}

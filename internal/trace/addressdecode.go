@@ -1,0 +1,186 @@
+package trace
+
+import "fmt"
+
+// addressDecoder decodes the addresses of the events of a block, and gives
+// them their handles: the part of decoding that keeps the heap state of
+// the predictors (docs/format.md, rules R and A). It runs on a goroutine
+// of its own, behind the blockDecoder that decodes the rest of the block
+// and passes on the values of the address columns (batch.addrValues):
+// split in two, the decoding of a block keeps two cores busy.
+type addressDecoder struct {
+	streams streamSet // the block's streams, to say how much damage skips
+	offset  int64     // file offset of the block
+	heaps   heapStates
+	values  []uint64 // the address values of the batch being decoded
+	next    int      // the index of the next in values
+	why     string   // why the event being decoded is damaged
+}
+
+func newAddressDecoder(f *fetched) *addressDecoder {
+	return &addressDecoder{streams: f.streams, offset: f.offset}
+}
+
+// value returns the next address value of the batch.
+func (a *addressDecoder) value() uint64 {
+	v := a.values[a.next]
+	a.next++
+	return v
+}
+
+// decode sets the addresses and handles of the events of b, the next
+// batch of the block. If an event is damaged, it cuts b short before it,
+// with the damage, and returns false: the rest of the block is skipped.
+func (a *addressDecoder) decode(b *batch) bool {
+	a.values, a.next = b.addrValues, 0
+	for s, run := range b.runs {
+		end := len(b.events)
+		if s+1 < len(b.runs) {
+			end = b.runs[s+1].at
+		}
+		if run.at == end {
+			continue
+		}
+		// The events of a run share their process and thread, so their
+		// states are looked up once.
+		h := a.heaps.get(b.events[run.at].Process)
+		ti := h.thread(b.events[run.at].Thread)
+		for i := run.at; i < end; i++ {
+			if !a.event(&b.events[i], h, ti) {
+				a.cut(b, &run, i)
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// event sets the addresses and handles of e, an event of thread ti of the
+// process whose heap state is h.
+func (a *addressDecoder) event(e *Event, h *heapState, ti uint32) bool {
+	switch e.Kind {
+	case KindAlloc:
+		e.Addr, e.Handle = a.addr(h, ti, e.Size)
+		e.OldAddr, e.OldHandle = 0, 0
+	case KindFree:
+		e.Addr, e.Handle = a.ref(h, ti)
+		e.OldAddr, e.OldHandle = 0, 0
+	case KindRealloc:
+		e.OldAddr, e.OldHandle = a.ref(h, ti)
+		e.Addr, e.Handle = a.addr(h, ti, e.Size)
+	}
+	return a.why == ""
+}
+
+// addr decodes the address of a new block of size bytes that thread ti
+// allocates, and gives the block its handle.
+func (a *addressDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uint32) {
+	var addr uint64
+	c := sizeClass(size)
+	t := &h.threads[ti]
+	var ok bool
+	switch code := a.value(); {
+	case code == addrEscape:
+		addr = a.value()
+		t.fresh(addr, size)
+	case code == addrLastFreed:
+		addr = h.lastFreed
+	case code == addrSource:
+		d := a.value()
+		if addr, ok = h.takeAt(t.source, c, d); !ok {
+			a.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, missing(&h.threads[t.source], c)))
+			return 0, 0
+		}
+	case code&1 == 1:
+		d := (code - addrDepth) / 2
+		if addr, ok = h.takeAt(ti, c, d); !ok {
+			a.fail(fmt.Sprintf("address code %d for size %d: %s", code, size, missing(t, c)))
+			return 0, 0
+		}
+	default:
+		addr = t.next + stepOf((code-addrStep)/2)
+		t.fresh(addr, size)
+	}
+	return addr, h.allocate(ti, addr, c)
+}
+
+// missing says why a class list has no address at the depth a code names.
+func missing(t *threadState, c uint8) string {
+	switch {
+	case c == 0:
+		return "a size with no class list"
+	case t.list(c) == nil:
+		return "its class list is empty"
+	}
+	return "deeper than its class list"
+}
+
+// ref decodes the address of a block that thread ti releases, and returns
+// it with the block's handle, 0 if it has none.
+func (a *addressDecoder) ref(h *heapState, ti uint32) (uint64, uint32) {
+	code := a.value()
+	if code == refEscape {
+		addr := a.value()
+		h.lastFreed = addr
+		return addr, 0
+	}
+	num := h.handleOf(&h.threads[ti], code)
+	if !h.live(num) {
+		a.fail(fmt.Sprintf("handle %d is not live (reference code %d)", num, code))
+		return 0, 0
+	}
+	addr := h.handles[num].addr
+	h.release(ti, uint32(num))
+	return addr, uint32(num)
+}
+
+// fail notes why the event being decoded is damaged, unless that is known
+// already.
+func (a *addressDecoder) fail(why string) {
+	if a.why == "" {
+		a.why = why
+	}
+}
+
+// cut cuts b short before its event i, which is damaged and in run, and
+// reports the damage there, as the blockDecoder reports the damage it
+// finds: what b held after the event is skipped, with the rest of the
+// block.
+func (a *addressDecoder) cut(b *batch, run *runSegment, i int) {
+	b.events = b.events[:i]
+	kept := 0
+	b.unitSet = 0
+	for _, o := range b.others {
+		if o.at > i { // after the event in the records stream
+			break
+		}
+		if o.unit != 0 {
+			b.unitSet = o.unit
+		}
+		kept++
+	}
+	clear(b.others[kept:])
+	b.others = append(b.others[:kept], placed{at: i, err: a.damage(run, i)})
+	b.inherited = min(b.inherited, i)
+	b.hasEnd = false
+}
+
+// damage returns the damage of event i of the batch, in run. To say
+// exactly how much is skipped, it goes through the events of the block
+// before it again: as many as the op bytes before it, each event having
+// one.
+func (a *addressDecoder) damage(run *runSegment, i int) error {
+	var s eventStreams
+	for k := range a.streams {
+		s.c[k].p = a.streams[k]
+	}
+	for range run.ops + i - run.at {
+		s.skipEvent()
+	}
+	n := run.first + uint64(i-run.at)
+	return &DamageError{
+		Offset:       a.offset,
+		BytesSkipped: int64(len(a.streams[streamRecords])-run.recordsAfter) + int64(s.unread()),
+		Reason:       fmt.Sprintf("events record at byte %d of the records stream: event %d of %d: %s", run.runAt, n, run.runLen, a.why),
+	}
+}
