@@ -3,6 +3,7 @@ package demo_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,7 +15,9 @@ import (
 
 // TestWidgetLeaks records the widget program and checks that mprof's leak
 // table of it is the paper's: one chain, main > make_red_widget >
-// make_widget, with 5,019 blocks of 204 bytes never freed.
+// make_widget, with 5,019 blocks of 204 bytes never freed; and that its
+// bins table names the widget type in the bin of its size, from the
+// program's DWARF.
 func TestWidgetLeaks(t *testing.T) {
 	dir := t.TempDir()
 	prog, err := demo.Build(dir)
@@ -50,6 +53,21 @@ func TestWidgetLeaks(t *testing.T) {
 	if c.KeptBlocks != 5019 || c.KeptBytes != 1023876 || c.Allocations != 5019 || c.Frees != 0 {
 		t.Errorf("first chain: %d allocations, %d frees, %d bytes in %d blocks kept; want 5,019, 0, 1,023,876 in 5,019",
 			c.Allocations, c.Frees, c.KeptBytes, c.KeptBlocks)
+	}
+
+	bins := p.BinTable(p.TypeNames)
+	var widgets *analysis.BinRow
+	for i := range bins.Rows {
+		if r := &bins.Rows[i]; r.Size == 204 && !r.Larger {
+			widgets = r
+		}
+	}
+	if widgets == nil {
+		t.Fatalf("no bin of 204 bytes: %+v", bins.Rows)
+	}
+	if widgets.Allocations != 10000 || widgets.Frees != 4981 || !slices.Equal(widgets.Types, []string{"widget"}) {
+		t.Errorf("the bin of 204 bytes: %d allocations, %d frees, types %q; want 10,000, 4,981, [widget]",
+			widgets.Allocations, widgets.Frees, widgets.Types)
 	}
 }
 
