@@ -263,12 +263,11 @@ func (x *dwarfInfo) load(u *compUnit) error {
 	var stack []int32        // scope of the current level's DIEs; -1: none
 	b := &scanBuf{data: x.info[:h.end], pos: h.dieOffset, order: x.order}
 	for b.pos < h.end {
-		off := b.pos
-		code := b.uleb()
-		if b.err != nil {
-			return b.err
+		off, a, sibling, err := b.nextDIE(abbrevs, h)
+		if err != nil {
+			return err
 		}
-		if code == 0 {
+		if a == nil {
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
@@ -276,14 +275,6 @@ func (x *dwarfInfo) load(u *compUnit) error {
 				break
 			}
 			continue
-		}
-		a := abbrevs.get(code)
-		if a == nil {
-			return fmt.Errorf("DIE at %#x: unknown abbreviation %d", off, code)
-		}
-		sibling, err := b.skipAttrs(a, h)
-		if err != nil {
-			return fmt.Errorf("DIE at %#x: %w", off, err)
 		}
 		if off == h.dieOffset { // the compilation unit itself
 			if !a.children {
@@ -326,9 +317,7 @@ func (x *dwarfInfo) load(u *compUnit) error {
 			continue
 		}
 		if a.tag == dwarf.TagSubprogram && len(ranges) == 0 || !mayHoldCode(a.tag, parent >= 0) {
-			if sibling > b.pos && sibling <= h.end {
-				b.pos = sibling
-			} else if err := b.skipChildren(abbrevs, h); err != nil {
+			if err := b.skipSubtree(sibling, abbrevs, h); err != nil {
 				return err
 			}
 			continue

@@ -270,33 +270,54 @@ func (b *scanBuf) skipAttrs(a *abbrev, u *unitHeader) (sibling uint64, err error
 	return sibling, nil
 }
 
+// nextDIE reads the next DIE of unit u and skips its attribute values. It
+// returns the DIE's offset, its abbreviation and its DW_AT_sibling (0 if
+// it has none); the abbreviation is nil for the null entry that ends a
+// DIE's children.
+func (b *scanBuf) nextDIE(abbrevs abbrevTable, u *unitHeader) (off uint64, a *abbrev, sibling uint64, err error) {
+	off = b.pos
+	code := b.uleb()
+	switch {
+	case b.err != nil:
+		return off, nil, 0, b.err
+	case code == 0:
+		return off, nil, 0, nil
+	}
+	if a = abbrevs.get(code); a == nil {
+		return off, nil, 0, fmt.Errorf("DIE at %#x: unknown abbreviation %d", off, code)
+	}
+	if sibling, err = b.skipAttrs(a, u); err != nil {
+		return off, nil, 0, fmt.Errorf("DIE at %#x: %w", off, err)
+	}
+	return off, a, sibling, nil
+}
+
+// skipSubtree moves past the children of the DIE just read, whose
+// DW_AT_sibling is sibling: to it if it points ahead within the unit,
+// else DIE by DIE.
+func (b *scanBuf) skipSubtree(sibling uint64, abbrevs abbrevTable, u *unitHeader) error {
+	if sibling > b.pos && sibling <= u.end {
+		b.pos = sibling
+		return nil
+	}
+	return b.skipChildren(abbrevs, u)
+}
+
 // skipChildren skips the children of the DIE just read, up to and
 // including the null entry that ends them.
 func (b *scanBuf) skipChildren(abbrevs abbrevTable, u *unitHeader) error {
 	for depth := 1; depth > 0; {
-		start := b.pos
-		code := b.uleb()
-		if b.err != nil {
-			return b.err
-		}
-		if code == 0 {
-			depth--
-			continue
-		}
-		a := abbrevs.get(code)
-		if a == nil {
-			return fmt.Errorf("DIE at %#x: unknown abbreviation %d", start, code)
-		}
-		sibling, err := b.skipAttrs(a, u)
-		if err != nil {
+		_, a, sibling, err := b.nextDIE(abbrevs, u)
+		switch {
+		case err != nil:
 			return err
-		}
-		if a.children {
-			if sibling > b.pos && sibling <= u.end {
-				b.pos = sibling // jump over the subtree
-			} else {
-				depth++
-			}
+		case a == nil:
+			depth--
+		case !a.children:
+		case sibling > b.pos && sibling <= u.end:
+			b.pos = sibling // jump over the subtree
+		default:
+			depth++
 		}
 	}
 	return nil

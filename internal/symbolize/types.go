@@ -3,7 +3,6 @@ package symbolize
 import (
 	"cmp"
 	"debug/dwarf"
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -151,12 +150,11 @@ func (s *typeScanner) scanUnit(h *unitHeader) error {
 	var levels []typeLevel
 	b := &scanBuf{data: x.info[:h.end], pos: h.dieOffset, order: x.order}
 	for b.pos < h.end {
-		off := b.pos
-		code := b.uleb()
-		if b.err != nil {
-			return b.err
+		off, a, sibling, err := b.nextDIE(abbrevs, h)
+		if err != nil {
+			return err
 		}
-		if code == 0 {
+		if a == nil {
 			if len(levels) > 0 {
 				s.endLevel(&levels[len(levels)-1])
 				levels = levels[:len(levels)-1]
@@ -165,14 +163,6 @@ func (s *typeScanner) scanUnit(h *unitHeader) error {
 				return nil
 			}
 			continue
-		}
-		a := abbrevs.get(code)
-		if a == nil {
-			return fmt.Errorf("DIE at %#x: unknown abbreviation %d", off, code)
-		}
-		sibling, err := b.skipAttrs(a, h)
-		if err != nil {
-			return fmt.Errorf("DIE at %#x: %w", off, err)
 		}
 		if off == h.dieOffset { // the unit itself
 			if !a.children {
@@ -187,9 +177,7 @@ func (s *typeScanner) scanUnit(h *unitHeader) error {
 			continue
 		}
 		if !mayHoldTypes(a.tag) {
-			if sibling > b.pos && sibling <= h.end {
-				b.pos = sibling
-			} else if err := b.skipChildren(abbrevs, h); err != nil {
+			if err := b.skipSubtree(sibling, abbrevs, h); err != nil {
 				return err
 			}
 			continue
