@@ -19,10 +19,7 @@ func analysisBench(memtrail, dir string, runs int, only string) error {
 	fmt.Printf("\nReading a trace: heaptrack_print against memtrail report on the traces of the same workload, %d runs each, medians.\n\n", runs)
 	fmt.Println("| workload | events | command | wall | CPU | peak RSS | events/s | ×heaptrack_print's speed |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
-	for _, w := range workloads(dir) {
-		if only != "" && !contains(strings.Split(only, ","), w.name) {
-			continue
-		}
+	for _, w := range chosen(dir, only) {
 		args := w.args(dir)
 		events, err := countEvents(memtrail, args, w.env, dir)
 		if err != nil {

@@ -63,6 +63,17 @@ func workloads(dir string) []workload {
 	}
 }
 
+// chosen returns the workloads that -only names (all if it is empty).
+func chosen(dir, only string) []workload {
+	var list []workload
+	for _, w := range workloads(dir) {
+		if only == "" || contains(strings.Split(only, ","), w.name) {
+			list = append(list, w)
+		}
+	}
+	return list
+}
+
 // pythonPath returns the python3 interpreter itself: python3 in PATH may
 // be a launcher script (pyenv's shims are), which would measure the
 // launcher's processes too.
@@ -160,10 +171,7 @@ func run(runs int, only string, reading bool) error {
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
 	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event | program waited for the recorder |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	for _, w := range workloads(dir) {
-		if only != "" && !contains(strings.Split(only, ","), w.name) {
-			continue
-		}
+	for _, w := range chosen(dir, only) {
 		args := w.args(dir)
 		events, err := countEvents(memtrail, args, w.env, dir)
 		if err != nil {
