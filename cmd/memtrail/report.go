@@ -105,10 +105,9 @@ func reportOptions(set map[string]bool, f reportFlags) (report.Options, analysis
 	if aopts.Threads, err = threadList(f.threads); err != nil {
 		return opts, aopts, err
 	}
-	if opts.Filter, err = stackFilter(f); err != nil {
+	if aopts.Filter, err = stackFilter(f); err != nil {
 		return opts, aopts, err
 	}
-	aopts.Filter = opts.Filter
 	return opts, aopts, nil
 }
 

@@ -84,10 +84,14 @@ type Model struct {
 	Processes []*Process  // in the order they started
 	Warnings  []string    // what was wrong with the trace itself
 	Complete  bool        // the trace has its end record
-	// Filtered says that the analysis kept only the blocks of the call
-	// stacks that Options.Filter passed.
-	Filtered bool
+	// filter is Options.Filter: the model holds only the blocks of the
+	// call stacks it passed.
+	filter StackFilter
 }
+
+// Filter returns the stack filter the model was made with: it holds only
+// the blocks allocated from the call stacks the filter passed.
+func (m *Model) Filter() StackFilter { return m.filter }
 
 // Process is the analysis of one process: one program image, from its
 // start (a fork or an exec) to its end (an exit, a signal or an exec).
@@ -268,7 +272,7 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 		return nil, errors.New("a stack filter needs the stacks of an analysis of the trace made before")
 	}
 	a := newAnalyzer(opts)
-	a.model.Filtered = !opts.Filter.IsZero()
+	a.model.filter = opts.Filter
 	for {
 		// Events come in runs of thousands: replay them where the Reader
 		// keeps them.

@@ -120,15 +120,8 @@ func identify(f *os.File) (traceID, error) {
 
 // optionsKey names a set of options in a cache.
 func optionsKey(o Options) string {
-	re := func(r *regexp.Regexp) string {
-		if r == nil {
-			return ""
-		}
-		return r.String()
-	}
-	f := o.Filter
-	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d function=%q file=%q module=%q ignore=%q",
-		o.From, o.To, o.Threads, o.objects(), re(f.Function), re(f.File), re(f.Module), re(f.Ignore))
+	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d filter=%q", o.From, o.To, o.Threads, o.objects(),
+		filterExprs(o.Filter))
 }
 
 // cachePaths returns where the cache of the trace at path may be: beside
@@ -214,8 +207,18 @@ func writeCache(paths []string, cf cacheFile) {
 // spelled out.
 type cachedModel struct {
 	Model   Model
-	Stacks  []cachedStacks // one per process, in the order of Model.Processes
+	Filter  map[string]string // the filter's expressions, by field
+	Stacks  []cachedStacks    // one per process, in the order of Model.Processes
 	Symbols cachedSymbols
+}
+
+// filterExprs returns the expressions of f by field.
+func filterExprs(f StackFilter) map[string]string {
+	exprs := map[string]string{}
+	for _, field := range f.Fields() {
+		exprs[field.Name] = field.Expr.String()
+	}
+	return exprs
 }
 
 type cachedStacks struct {
@@ -243,7 +246,7 @@ type cachedFrames struct {
 }
 
 func encodeModel(m *Model) *cachedModel {
-	c := &cachedModel{Model: *m}
+	c := &cachedModel{Model: *m, Filter: filterExprs(m.filter)}
 	var syms *symbols
 	for _, p := range m.Processes {
 		cs := cachedStacks{}
@@ -284,6 +287,17 @@ func (c *cachedModel) model() (*Model, error) {
 	m := c.Model
 	if len(c.Stacks) != len(m.Processes) {
 		return nil, errors.New("cache: processes and stack trees differ")
+	}
+	for name, expr := range c.Filter {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return nil, fmt.Errorf("cache: filter: %w", err)
+		}
+		field := m.filter.field(name)
+		if field == nil {
+			return nil, fmt.Errorf("cache: filter: no field %q", name)
+		}
+		*field = re
 	}
 	syms := newSymbols()
 	for i := range c.Symbols.Objects {

@@ -36,15 +36,48 @@ func (f StackFilter) Pass(frames []Frame) bool {
 	return function && file && module
 }
 
-// FilterSites returns the sites of p whose stacks pass f, in the order of
-// p.Sites.
-func (p *Process) FilterSites(f StackFilter) []*Site {
-	sites := make([]*Site, 0, len(p.Sites))
-	for i := range p.Sites {
-		s := &p.Sites[i]
-		if f.IsZero() || f.Pass(p.SiteStack(s)) {
-			sites = append(sites, s)
+// FilterField is one regular expression of a StackFilter, and the name
+// of the field that holds it (function, file, module or ignore).
+type FilterField struct {
+	Name string
+	Expr *regexp.Regexp
+}
+
+// filterFields names the fields of a StackFilter.
+var filterFields = []string{"function", "file", "module", "ignore"}
+
+// field returns where f holds the expression of the field called name, or
+// nil if it has no such field.
+func (f *StackFilter) field(name string) **regexp.Regexp {
+	switch name {
+	case "function":
+		return &f.Function
+	case "file":
+		return &f.File
+	case "module":
+		return &f.Module
+	case "ignore":
+		return &f.Ignore
+	}
+	return nil
+}
+
+// Fields returns the regular expressions of f that are set.
+func (f StackFilter) Fields() []FilterField {
+	var set []FilterField
+	for _, name := range filterFields {
+		if re := *f.field(name); re != nil {
+			set = append(set, FilterField{name, re})
 		}
+	}
+	return set
+}
+
+// SiteList returns pointers to the sites of p, in their order.
+func (p *Process) SiteList() []*Site {
+	sites := make([]*Site, len(p.Sites))
+	for i := range p.Sites {
+		sites[i] = &p.Sites[i]
 	}
 	return sites
 }

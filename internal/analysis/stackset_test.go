@@ -99,5 +99,5 @@ func stacksProcess(t testing.TB, stacks []testStack) *analysis.Process {
 
 // allSites returns pointers to all the sites of p.
 func allSites(p *analysis.Process) []*analysis.Site {
-	return p.FilterSites(analysis.StackFilter{})
+	return p.SiteList()
 }

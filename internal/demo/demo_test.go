@@ -42,7 +42,7 @@ func TestWidgetLeaks(t *testing.T) {
 	}
 	p := analyzeFile(t, res.Path)
 
-	chains := p.LeakTable(p.FilterSites(analysis.StackFilter{}), analysis.DefaultChain)
+	chains := p.LeakTable(p.SiteList(), analysis.DefaultChain)
 	if len(chains) == 0 {
 		t.Fatal("no leaks")
 	}

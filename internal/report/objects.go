@@ -113,9 +113,9 @@ func deaths(s *analysis.Site) uint64 {
 
 // lifetimeSites returns the sites whose objects have a lifetime to show
 // (freed ones, or live ones at the end), most objects first.
-func lifetimeSites(p *analysis.Process, f analysis.StackFilter) []*analysis.Site {
+func lifetimeSites(p *analysis.Process) []*analysis.Site {
 	var sites []*analysis.Site
-	for _, s := range p.FilterSites(f) {
+	for _, s := range p.SiteList() {
 		if s.Allocations > 0 || s.InUseAtExitBlocks > 0 {
 			sites = append(sites, s)
 		}
@@ -128,7 +128,7 @@ func lifetimeSites(p *analysis.Process, f analysis.StackFilter) []*analysis.Site
 
 func lifetimesText(t *textReport) {
 	p := t.p
-	sites := lifetimeSites(p, t.opts.Filter)
+	sites := lifetimeSites(p)
 	t.printf("\nLifetimes of objects by call stack")
 	if len(sites) > t.opts.top() {
 		t.printf(", top %d of %d", t.opts.top(), len(sites))
@@ -243,7 +243,7 @@ type jsonLifetimeBin struct {
 
 func lifetimesJSON(c *viewContext) any {
 	p := c.p
-	sites := lifetimeSites(p, c.opts.Filter)
+	sites := lifetimeSites(p)
 	sites = sites[:min(len(sites), c.opts.top())]
 	list := make([]jsonLifetimeSite, 0, len(sites))
 	unit := uint64(1)

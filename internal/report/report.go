@@ -32,8 +32,6 @@ type Options struct {
 	// Chain is how many callers the partial call chains of the leak table
 	// have; 0 means 5, as in mprof.
 	Chain int
-	// Filter keeps the call stacks that the views show.
-	Filter analysis.StackFilter
 	// Objects orders the object list.
 	Objects ObjectOrder
 }

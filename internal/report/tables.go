@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/memtrail/memtrail/internal/analysis"
@@ -12,25 +11,20 @@ import (
 // memory leaks, the allocation bins, the direct allocations and the
 // allocation call graph.
 
-// sites returns the sites of the process that pass the report's filter.
-func (c *viewContext) sites() []*analysis.Site { return c.p.FilterSites(c.opts.Filter) }
+// sites returns the sites of the process: those of the call stacks the
+// analysis's filter passed, if it had one.
+func (c *viewContext) sites() []*analysis.Site { return c.p.SiteList() }
 
-func (t *textReport) sites() []*analysis.Site { return t.p.FilterSites(t.opts.Filter) }
+func (t *textReport) sites() []*analysis.Site { return t.p.SiteList() }
 
-// filterNote says which call stacks the view shows, if not all.
+// filterNote says which call stacks the analysis kept, if not all.
 func (t *textReport) filterNote() {
-	f := t.opts.Filter
 	var parts []string
-	for _, flag := range []struct {
-		name string
-		re   *regexp.Regexp
-	}{{"function", f.Function}, {"file", f.File}, {"module", f.Module}, {"ignore", f.Ignore}} {
-		if flag.re != nil {
-			parts = append(parts, fmt.Sprintf("-%s %s", flag.name, shellQuote(flag.re.String())))
-		}
+	for _, f := range t.m.Filter().Fields() {
+		parts = append(parts, fmt.Sprintf("-%s %s", f.Name, shellQuote(f.Expr.String())))
 	}
 	if len(parts) > 0 {
-		t.printf("  only the call stacks that pass %s\n", strings.Join(parts, " "))
+		t.printf("  only the blocks allocated from the call stacks that pass %s\n", strings.Join(parts, " "))
 	}
 }
 
@@ -120,9 +114,7 @@ const minBinShare = 0.01
 func (t *textReport) bins() {
 	tab := t.p.BinTable(typeNames(t.p))
 	t.printf("\nAllocation bins, by size\n")
-	if !t.opts.Filter.IsZero() && !t.m.Filtered {
-		t.printf("  the bins count every allocation: this analysis kept the blocks of every call stack, so filters do not apply\n")
-	}
+	t.filterNote()
 	if len(tab.Rows) == 0 {
 		t.printf("  none\n")
 		return
@@ -168,8 +160,7 @@ func addBin(a, b analysis.Bin) analysis.Bin {
 
 type jsonBins struct {
 	// Filtered says that the analysis kept only the blocks of the call
-	// stacks a filter passed, and the bins count those alone; else they
-	// count every allocation of the process.
+	// stacks a filter passed, and the bins count those alone.
 	Filtered bool          `json:"filtered"`
 	Total    jsonBinCounts `json:"total"`
 	Bins     []jsonBin     `json:"bins"` // every bin that counts anything, by size
@@ -196,7 +187,7 @@ func jsonBinCountsOf(b analysis.Bin) jsonBinCounts {
 
 func jsonBinsOf(c *viewContext) any {
 	tab := c.p.BinTable(typeNames(c.p))
-	j := jsonBins{Filtered: c.m.Filtered, Total: jsonBinCountsOf(tab.Total), Bins: make([]jsonBin, 0, len(tab.Rows))}
+	j := jsonBins{Filtered: !c.m.Filter().IsZero(), Total: jsonBinCountsOf(tab.Total), Bins: make([]jsonBin, 0, len(tab.Rows))}
 	for _, r := range tab.Rows {
 		j.Bins = append(j.Bins, jsonBin{Size: r.Size, Larger: r.Larger, jsonBinCounts: jsonBinCountsOf(r.Bin), Types: orEmpty(r.Types)})
 	}

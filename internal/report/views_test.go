@@ -18,58 +18,59 @@ var (
 )
 
 // viewGoldens are the views compared with files of testdata, named after
-// their input, their options and their format:
-// testdata/INPUT.VIEW[.OPTIONS].FORMAT.golden.
+// their input, their options (a stack filter's analyzes the input with
+// it) and their format: testdata/INPUT.VIEW[.OPTIONS].FORMAT.golden.
 var viewGoldens = []struct {
-	input string
-	opts  report.Options
+	input  string
+	opts   report.Options
+	filter analysis.StackFilter
 }{
 	// The widgets of mprof's paper: its four tables, and heaptrack's views.
-	{"widget", report.Options{View: "leaks"}},
-	{"widget", report.Options{View: "leaks", Chain: 1}},
-	{"widget", report.Options{View: "leaks", Chain: 2}},
-	{"widget", report.Options{View: "bins"}},
-	{"widget", report.Options{View: "direct"}},
-	{"widget", report.Options{View: "callgraph"}},
-	{"widget", report.Options{View: "top-down"}},
-	{"widget", report.Options{View: "top-down", Cost: leaked}},
-	{"widget", report.Options{View: "bottom-up", Cost: allocated}},
-	{"widget", report.Options{View: "callers", Cost: allocated}},
-	{"widget", report.Options{View: "leaks", Filter: analysis.StackFilter{Function: regexp.MustCompile("blue")}}},
-	{"widget", report.Options{View: "direct", Filter: analysis.StackFilter{Ignore: regexp.MustCompile("red")}}},
-	{"widget", report.Options{View: "bins", Filter: analysis.StackFilter{Function: regexp.MustCompile("blue")}}},
+	{input: "widget", opts: report.Options{View: "leaks"}},
+	{input: "widget", opts: report.Options{View: "leaks", Chain: 1}},
+	{input: "widget", opts: report.Options{View: "leaks", Chain: 2}},
+	{input: "widget", opts: report.Options{View: "bins"}},
+	{input: "widget", opts: report.Options{View: "direct"}},
+	{input: "widget", opts: report.Options{View: "callgraph"}},
+	{input: "widget", opts: report.Options{View: "top-down"}},
+	{input: "widget", opts: report.Options{View: "top-down", Cost: leaked}},
+	{input: "widget", opts: report.Options{View: "bottom-up", Cost: allocated}},
+	{input: "widget", opts: report.Options{View: "callers", Cost: allocated}},
+	{input: "widget", opts: report.Options{View: "leaks"}, filter: analysis.StackFilter{Function: regexp.MustCompile("blue")}},
+	{input: "widget", opts: report.Options{View: "direct"}, filter: analysis.StackFilter{Ignore: regexp.MustCompile("red")}},
+	{input: "widget", opts: report.Options{View: "bins"}, filter: analysis.StackFilter{Function: regexp.MustCompile("blue")}},
 	// The paper's run, 10,000 widgets: its figures 2 to 5.
-	{"widget-10000", report.Options{View: "leaks"}},
-	{"widget-10000", report.Options{View: "bins"}},
-	{"widget-10000", report.Options{View: "direct"}},
-	{"widget-10000", report.Options{View: "callgraph"}},
+	{input: "widget-10000", opts: report.Options{View: "leaks"}},
+	{input: "widget-10000", opts: report.Options{View: "bins"}},
+	{input: "widget-10000", opts: report.Options{View: "direct"}},
+	{input: "widget-10000", opts: report.Options{View: "callgraph"}},
 	// Direct and mutual recursion: a cycle, entered from two callers.
-	{"recursion", report.Options{View: "callgraph"}},
-	{"recursion", report.Options{View: "leaks"}},
-	{"recursion", report.Options{View: "direct"}},
-	{"recursion", report.Options{View: "top-down", Cost: allocated}},
-	{"recursion", report.Options{View: "top-down", Cost: allocated, Top: 1, Frames: 3}},
-	{"recursion", report.Options{View: "bottom-up", Cost: allocated}},
-	{"recursion", report.Options{View: "callers", Cost: allocated}},
-	{"recursion", report.Options{View: "callers", Cost: allocated, Top: 2}},
-	{"recursion", report.Options{View: "callgraph", Filter: analysis.StackFilter{Function: regexp.MustCompile("^load$")}}},
+	{input: "recursion", opts: report.Options{View: "callgraph"}},
+	{input: "recursion", opts: report.Options{View: "leaks"}},
+	{input: "recursion", opts: report.Options{View: "direct"}},
+	{input: "recursion", opts: report.Options{View: "top-down", Cost: allocated}},
+	{input: "recursion", opts: report.Options{View: "top-down", Cost: allocated, Top: 1, Frames: 3}},
+	{input: "recursion", opts: report.Options{View: "bottom-up", Cost: allocated}},
+	{input: "recursion", opts: report.Options{View: "callers", Cost: allocated}},
+	{input: "recursion", opts: report.Options{View: "callers", Cost: allocated, Top: 2}},
+	{input: "recursion", opts: report.Options{View: "callgraph"}, filter: analysis.StackFilter{Function: regexp.MustCompile("^load$")}},
 	// Inlined frames.
-	{"inlined", report.Options{View: "direct"}},
-	{"inlined", report.Options{View: "leaks"}},
-	{"inlined", report.Options{View: "callgraph"}},
-	{"inlined", report.Options{View: "top-down", Cost: allocated}},
-	{"inlined", report.Options{View: "bottom-up", Cost: allocated}},
-	{"inlined", report.Options{View: "callers", Cost: allocated}},
+	{input: "inlined", opts: report.Options{View: "direct"}},
+	{input: "inlined", opts: report.Options{View: "leaks"}},
+	{input: "inlined", opts: report.Options{View: "callgraph"}},
+	{input: "inlined", opts: report.Options{View: "top-down", Cost: allocated}},
+	{input: "inlined", opts: report.Options{View: "bottom-up", Cost: allocated}},
+	{input: "inlined", opts: report.Options{View: "callers", Cost: allocated}},
 	// A bit of everything: stacks without symbols, deep recursion, an
 	// inherited heap, and filters of each kind.
-	{"server", report.Options{View: "callgraph"}},
-	{"server", report.Options{View: "top-down", Cost: allocated}},
-	{"server", report.Options{View: "bottom-up", Cost: analysis.CostPeak}},
-	{"server", report.Options{View: "callers", Cost: analysis.CostTemporary}},
-	{"server", report.Options{View: "leaks", PID: 301}},
-	{"server", report.Options{View: "top-down", Cost: allocated, Filter: analysis.StackFilter{File: regexp.MustCompile("cache")}}},
-	{"server", report.Options{View: "direct", Filter: analysis.StackFilter{Module: regexp.MustCompile("libfilter")}}},
-	{"server", report.Options{View: "callgraph", Filter: analysis.StackFilter{Ignore: regexp.MustCompile("walk")}}},
+	{input: "server", opts: report.Options{View: "callgraph"}},
+	{input: "server", opts: report.Options{View: "top-down", Cost: allocated}},
+	{input: "server", opts: report.Options{View: "bottom-up", Cost: analysis.CostPeak}},
+	{input: "server", opts: report.Options{View: "callers", Cost: analysis.CostTemporary}},
+	{input: "server", opts: report.Options{View: "leaks", PID: 301}},
+	{input: "server", opts: report.Options{View: "top-down", Cost: allocated}, filter: analysis.StackFilter{File: regexp.MustCompile("cache")}},
+	{input: "server", opts: report.Options{View: "direct"}, filter: analysis.StackFilter{Module: regexp.MustCompile("libfilter")}},
+	{input: "server", opts: report.Options{View: "callgraph"}, filter: analysis.StackFilter{Ignore: regexp.MustCompile("walk")}},
 }
 
 func TestViewGoldens(t *testing.T) {
@@ -80,8 +81,11 @@ func TestViewGoldens(t *testing.T) {
 			m = input(t, g.input)
 			models[g.input] = m
 		}
+		if !g.filter.IsZero() {
+			m = analyzeWith(t, encode(t, readInput(t, g.input)), analysis.Options{Filter: g.filter, Stacks: m})
+		}
 		for _, format := range []string{"text", "json"} {
-			name := g.input + viewSuffix(g.opts) + "." + format
+			name := g.input + viewSuffix(g.opts, g.filter) + "." + format
 			t.Run(name, func(t *testing.T) {
 				var out bytes.Buffer
 				if err := report.Write(&out, m, g.opts, format == "json"); err != nil {
@@ -97,7 +101,7 @@ func TestViewGoldens(t *testing.T) {
 }
 
 // viewSuffix names the options of a view's golden file.
-func viewSuffix(o report.Options) string {
+func viewSuffix(o report.Options, filter analysis.StackFilter) string {
 	s := "." + o.View + optionsSuffix(o)
 	if o.Cost != 0 {
 		s += ".cost=" + o.Cost.String()
@@ -105,13 +109,8 @@ func viewSuffix(o report.Options) string {
 	if o.Chain != 0 {
 		s += fmt.Sprintf(".chain=%d", o.Chain)
 	}
-	for _, f := range []struct {
-		name string
-		re   *regexp.Regexp
-	}{{"function", o.Filter.Function}, {"file", o.Filter.File}, {"module", o.Filter.Module}, {"ignore", o.Filter.Ignore}} {
-		if f.re != nil {
-			s += "." + f.name + "=" + regexp.MustCompile(`[^a-z0-9_]`).ReplaceAllString(f.re.String(), "")
-		}
+	for _, f := range filter.Fields() {
+		s += "." + f.Name + "=" + regexp.MustCompile(`[^a-z0-9_]`).ReplaceAllString(f.Expr.String(), "")
 	}
 	return s
 }
