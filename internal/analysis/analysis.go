@@ -67,9 +67,6 @@ func (o Options) objects() int {
 	return o.Objects
 }
 
-// inWindow reports whether t, ns after a process started, is in the window.
-func (o Options) inWindow(t uint64) bool { return t >= o.From && (o.To == 0 || t <= o.To) }
-
 // afterWindow reports whether t, ns after a process started, is past the
 // window's end.
 func (o Options) afterWindow(t uint64) bool { return o.To != 0 && t > o.To }
@@ -168,16 +165,16 @@ type Bin struct {
 	KeptBlocks  uint64
 }
 
-// BinOf returns the index in Process.Bins of an allocation of size bytes.
-func BinOf(size uint64) int { return int(min(size, BinCount-1)) }
+// binOf returns the index in Process.Bins of an allocation of size bytes.
+func binOf(size uint64) int { return int(min(size, BinCount-1)) }
 
 // SizeBucket counts the allocations of a range of sizes.
 type SizeBucket struct {
 	Allocations, Bytes uint64
 }
 
-// SizeBucketOf returns the index in Process.Sizes of size bytes.
-func SizeBucketOf(size uint64) int { return bits.Len64(size) }
+// sizeBucketOf returns the index in Process.Sizes of size bytes.
+func sizeBucketOf(size uint64) int { return bits.Len64(size) }
 
 // HeapObject is a block of memory followed through its reallocs: a realloc
 // that moves a block moves the object, which keeps the time it was first
@@ -250,9 +247,10 @@ type Site struct {
 	// BySize breaks the allocations down by mprof's size categories.
 	BySize [SizeCategories]SizeCount
 	// Lifetimes counts the objects from here that were freed by how long
-	// they lived, in time units (see LifetimeBucket), and LifetimeAllocs by how many
+	// they lived, in time units, and LifetimeAllocs by how many
 	// allocations of the process came between their allocation and their
-	// free (0: a temporary allocation; see AllocsBucket).
+	// free (0: a temporary allocation); LifetimeBuckets says which bucket
+	// holds which.
 	Lifetimes      [LifetimeBuckets]uint64
 	LifetimeAllocs [LifetimeBuckets]uint64
 

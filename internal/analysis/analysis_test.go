@@ -323,7 +323,7 @@ func extraFacts(b *strings.Builder, p *analysis.Process, kind string) {
 			for c, n := range s.BySize {
 				if n != (analysis.SizeCount{}) {
 					fmt.Fprintf(b, "sizecat %d %s allocs=%d bytes=%d kept=%d/%d\n",
-						s.Stack, analysis.SizeCategory(c).Letter(), n.Allocations, n.Bytes, n.KeptBytes, n.KeptBlocks)
+						s.Stack, "smlx"[c:c+1], n.Allocations, n.Bytes, n.KeptBytes, n.KeptBlocks)
 				}
 			}
 		}

@@ -17,13 +17,13 @@ import "math/bits"
 // 4^(i-1) to 4^i - 1 between.
 const LifetimeBuckets = 24
 
-// LifetimeBucket returns the bucket of an object that lived ns
+// lifetimeBucket returns the bucket of an object that lived ns
 // nanoseconds, in a trace whose time unit is unit ns.
-func LifetimeBucket(ns, unit uint64) int { return log4Bucket(ns / max(unit, 1)) }
+func lifetimeBucket(ns, unit uint64) int { return log4Bucket(ns / max(unit, 1)) }
 
-// AllocsBucket returns the bucket of an object with n allocations between
+// allocsBucket returns the bucket of an object with n allocations between
 // its allocation and its free.
-func AllocsBucket(n uint64) int { return log4Bucket(n) }
+func allocsBucket(n uint64) int { return log4Bucket(n) }
 
 // log4Bucket returns 0 for 0, and i for 4^(i-1) ≤ v < 4^i, capped at the
 // last bucket.

@@ -177,7 +177,7 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	}
 	s.Allocations++
 	s.BytesAllocated += e.Size
-	cat := &s.BySize[CategoryOf(e.Size)]
+	cat := &s.BySize[categoryOf(e.Size)]
 	cat.Allocations++
 	cat.Bytes += e.Size
 	sum.Allocations++
@@ -185,10 +185,10 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	if p.Bins == nil {
 		p.Bins = make([]Bin, BinCount)
 	}
-	bin := &p.Bins[BinOf(e.Size)]
+	bin := &p.Bins[binOf(e.Size)]
 	bin.Allocations++
 	bin.Bytes += e.Size
-	sb := &p.Sizes[SizeBucketOf(e.Size)]
+	sb := &p.Sizes[sizeBucketOf(e.Size)]
 	sb.Allocations++
 	sb.Bytes += e.Size
 	if th != nil {
@@ -257,7 +257,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
 	if p.Bins == nil {
 		p.Bins = make([]Bin, BinCount)
 	}
-	p.Bins[BinOf(b.size)].Frees++
+	p.Bins[binOf(b.size)].Frees++
 	if b.thread != 0 {
 		rp.thread(uint64(b.thread)).Frees++
 	}
@@ -266,8 +266,8 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
 	pt.BytesFreed += b.size
 	rp.timeline.live(e.Time, rp.liveBytes, rp.liveBlocks)
 	if dies {
-		s.Lifetimes[LifetimeBucket(e.Time-min(b.born, e.Time), rp.unit)]++
-		s.LifetimeAllocs[AllocsBucket(rp.allocClock-b.bornClock)]++
+		s.Lifetimes[lifetimeBucket(e.Time-min(b.born, e.Time), rp.unit)]++
+		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		rp.freedLonger.offer(rp.object(addr, b, e.Time))
 	}
 }
@@ -457,13 +457,13 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 			return
 		}
 		b.site = newIndex[b.site]
-		cat := &p.Sites[b.site].BySize[CategoryOf(b.size)]
+		cat := &p.Sites[b.site].BySize[categoryOf(b.size)]
 		cat.KeptBytes += b.size
 		cat.KeptBlocks++
 		if p.Bins == nil {
 			p.Bins = make([]Bin, BinCount)
 		}
-		bin := &p.Bins[BinOf(b.size)]
+		bin := &p.Bins[binOf(b.size)]
 		bin.KeptBytes += b.size
 		bin.KeptBlocks++
 		o := rp.object(addr, b, 0)

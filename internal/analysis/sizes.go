@@ -13,8 +13,8 @@ const (
 	SizeCategories = 4
 )
 
-// CategoryOf returns the size category of an allocation of size bytes.
-func CategoryOf(size uint64) SizeCategory {
+// categoryOf returns the size category of an allocation of size bytes.
+func categoryOf(size uint64) SizeCategory {
 	switch {
 	case size <= 32:
 		return Small
@@ -25,9 +25,6 @@ func CategoryOf(size uint64) SizeCategory {
 	}
 	return ExtraLarge
 }
-
-// Letter returns the category's letter in mprof's tables: s, m, l or x.
-func (c SizeCategory) Letter() string { return [...]string{"s", "m", "l", "x"}[c] }
 
 // SizeCount counts the allocations of one size category.
 type SizeCount struct {

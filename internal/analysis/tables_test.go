@@ -87,7 +87,7 @@ func TestDirectTable(t *testing.T) {
 	for _, r := range append([]analysis.DirectRow{tab.Total}, tab.Functions...) {
 		fmt.Fprintf(&b, "%q: allocs=%d bytes=%d kept=%d/%d", r.Function, r.Allocations, r.Bytes, r.KeptBytes, r.KeptBlocks)
 		for c, n := range r.BySize {
-			fmt.Fprintf(&b, " %s=%d/%d/%d", analysis.SizeCategory(c).Letter(), n.Allocations, n.Bytes, n.KeptBytes)
+			fmt.Fprintf(&b, " %s=%d/%d/%d", "smlx"[c:c+1], n.Allocations, n.Bytes, n.KeptBytes)
 		}
 		b.WriteString("\n")
 	}
