@@ -344,7 +344,9 @@ func (a *analyzer) record(rec trace.Record) {
 	case trace.KindProcessEnd:
 		a.endProcess(rec.ProcessEnd)
 	case trace.KindThread:
-		a.process(rec.Thread.Process).thread(rec.Thread.Index).TID = rec.Thread.TID
+		if th := rec.Thread; th.Index >= 1 && th.Index <= maxThreads {
+			a.process(th.Process).thread(th.Index).TID = th.TID
+		}
 	case trace.KindModule:
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
 	case trace.KindStackNode:

@@ -59,14 +59,28 @@ type block struct {
 	// time zero and on the allocation clock.
 	born, bornClock uint64
 	reallocs        uint32
-	site            int32  // index in proc.Sites; uncounted if the thread was filtered out
-	thread          uint32 // the thread index that first allocated it; 0 if inherited
+	site            int32  // index in proc.Sites; uncounted if a filter left it out
+	thread          uint32 // the thread index that first allocated it; 0 if inherited or past maxThreads
 	api             trace.API
 }
 
-// uncounted marks a block that Options.Threads leaves out: it is kept only
-// so that its free is not taken for an invalid one.
+// uncounted marks a block that Options.Threads or Options.Filter leaves
+// out: it is kept only so that its free is not taken for an invalid one.
 const uncounted = -1
+
+// maxThreads bounds the thread indexes the replay keeps a summary of: a
+// damaged trace may name any index, and the summaries are a slice. The
+// blocks of a thread past it belong to no thread, as inherited ones do.
+const maxThreads = 1 << 20
+
+// threadOf returns the thread index of an event, 0 if it is past
+// maxThreads.
+func threadOf(e *trace.Event) uint32 {
+	if e.Thread > maxThreads {
+		return 0
+	}
+	return uint32(e.Thread)
+}
 
 func newReplay(p *Process, opts *Options, unit uint64) *replay {
 	return &replay{
@@ -127,7 +141,8 @@ func (rp *replay) openWindow() {
 	rp.timeline.live(at, rp.liveBytes, rp.liveBlocks)
 }
 
-// thread returns the summary of thread index i (from 1), adding it.
+// thread returns the summary of thread index i (from 1 to maxThreads),
+// adding it.
 func (rp *replay) thread(i uint64) *ThreadSummary {
 	p := rp.proc
 	for uint64(len(p.Threads)) < i {
@@ -142,7 +157,7 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	p := rp.proc
 	sum := &p.Summary
 	rp.allocClock++
-	b := block{size: e.Size, api: e.API, born: e.Time, bornClock: rp.allocClock, thread: uint32(e.Thread)}
+	b := block{size: e.Size, api: e.API, born: e.Time, bornClock: rp.allocClock, thread: threadOf(e)}
 	if prev != nil {
 		b.born, b.bornClock, b.reallocs, b.thread = prev.born, prev.bornClock, prev.reallocs+1, prev.thread
 	}
