@@ -323,25 +323,34 @@ func TestCraftedType(t *testing.T) {
 		skippable(KindType, 3, 1, "ns::Box<char>"),
 		endRec)))
 	want := []Type{{Object: 1, Size: 204, Name: "widget"}, {Object: 1 << 63, Size: 1 << 40}, {Object: 3, Size: 1, Name: "ns::Box<char>"}}
-	r, err := NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []Type
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readRecords(t, data) {
 		if rec.Kind == KindType {
 			got = append(got, *rec.Type)
 		}
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("read types %+v, want %+v", got, want)
+	}
+}
+
+// readRecords reads every record of a crafted trace, which must be sound.
+func readRecords(t *testing.T, data []byte) []Record {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return recs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
 	}
 }
 
@@ -354,19 +363,8 @@ func TestCraftedTime(t *testing.T) {
 	data := craftFile(
 		block(recs(info, events(1), rec(KindTime, 5), events(2), rec(KindTime, 0), rec(KindTime, 300), events(1)), a, a, a, a),
 		block(recs(events(1), rec(KindTime, 2), events(1), endRec), a, a))
-	r, err := NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var times []uint64
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readRecords(t, data) {
 		switch {
 		case rec.Kind.IsEvent():
 			times = append(times, rec.Event.Time)
