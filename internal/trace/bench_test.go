@@ -124,12 +124,7 @@ func BenchmarkMallocDense(b *testing.B) {
 		reportEvents(b, len(events), len(data), cpuTime()-cpu)
 	})
 	b.Run("reader", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu := cpuTime()
-		for b.Loop() {
-			readBench(b, data, len(events))
-		}
-		reportEvents(b, len(events), len(data), cpuTime()-cpu)
+		loopEvents(b, len(events), len(data), func() { readBench(b, data, len(events)) })
 	})
 }
 
@@ -219,12 +214,7 @@ func BenchmarkReader(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			data := encodeBench(b, events, mode.uncompressed)
 			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			cpu := cpuTime()
-			for b.Loop() {
-				readBench(b, data, len(events))
-			}
-			reportEvents(b, len(events), len(data), cpuTime()-cpu)
+			loopEvents(b, len(events), len(data), func() { readBench(b, data, len(events)) })
 		})
 	}
 }
@@ -257,6 +247,17 @@ func readBench(b *testing.B, data []byte, events int) {
 // file, and the CPU time an event costs (on all threads: with compression
 // the background goroutines do much of the work). On a busy machine the CPU
 // time varies less than the throughput.
+// loopEvents runs do in the benchmark's loop, and reports what an event of
+// a trace of events events in size bytes cost.
+func loopEvents(b *testing.B, events, size int, do func()) {
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		do()
+	}
+	reportEvents(b, events, size, cpuTime()-cpu)
+}
+
 func reportEvents(b *testing.B, events, size int, cpu time.Duration) {
 	total := float64(events) * float64(b.N)
 	b.ReportMetric(total/b.Elapsed().Seconds(), "events/s")
@@ -557,20 +558,10 @@ func BenchmarkSQLiteLike(b *testing.B) {
 	writeRecords(b, &buf, sqliteLikeInfo, recs)
 	data := buf.Bytes()
 	b.Run("writer", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu := cpuTime()
-		for b.Loop() {
-			writeRecords(b, io.Discard, sqliteLikeInfo, recs)
-		}
-		reportEvents(b, events, len(data), cpuTime()-cpu)
+		loopEvents(b, events, len(data), func() { writeRecords(b, io.Discard, sqliteLikeInfo, recs) })
 	})
 	b.Run("reader", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu := cpuTime()
-		for b.Loop() {
-			readBench(b, data, events)
-		}
-		reportEvents(b, events, len(data), cpuTime()-cpu)
+		loopEvents(b, events, len(data), func() { readBench(b, data, events) })
 	})
 }
 

@@ -20,21 +20,11 @@ func BenchmarkReadTrace(b *testing.B) {
 	events := countTraceEvents(b, data)
 	b.Run("next", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		cpu := cpuTime()
-		for b.Loop() {
-			readBench(b, data, events)
-		}
-		reportEvents(b, events, len(data), cpuTime()-cpu)
+		loopEvents(b, events, len(data), func() { readBench(b, data, events) })
 	})
 	b.Run("batch", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		cpu := cpuTime()
-		for b.Loop() {
-			readBatches(b, data, events)
-		}
-		reportEvents(b, events, len(data), cpuTime()-cpu)
+		loopEvents(b, events, len(data), func() { readBatches(b, data, events) })
 	})
 }
 
