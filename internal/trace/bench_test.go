@@ -243,10 +243,6 @@ func readBench(b *testing.B, data []byte, events int) {
 	}
 }
 
-// reportEvents reports throughput in events, the size of an event in the
-// file, and the CPU time an event costs (on all threads: with compression
-// the background goroutines do much of the work). On a busy machine the CPU
-// time varies less than the throughput.
 // loopEvents runs do in the benchmark's loop, and reports what an event of
 // a trace of events events in size bytes cost.
 func loopEvents(b *testing.B, events, size int, do func()) {
@@ -258,6 +254,10 @@ func loopEvents(b *testing.B, events, size int, do func()) {
 	reportEvents(b, events, size, cpuTime()-cpu)
 }
 
+// reportEvents reports throughput in events, the size of an event in the
+// file, and the CPU time an event costs (on all threads: with compression
+// the background goroutines do much of the work). On a busy machine the CPU
+// time varies less than the throughput.
 func reportEvents(b *testing.B, events, size int, cpu time.Duration) {
 	total := float64(events) * float64(b.N)
 	b.ReportMetric(total/b.Elapsed().Seconds(), "events/s")
