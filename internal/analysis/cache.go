@@ -26,7 +26,7 @@ import (
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 3
+const cacheVersion = 4
 
 // cacheMagic starts every cache file.
 const cacheMagic = "memtrail analysis cache\n"
@@ -48,38 +48,59 @@ func AnalyzeFile(path string, opts Options) (m *Model, fromCache bool, err error
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
+	paths := cachePaths(path)
+	c := &traceCache{trace: f, path: path, file: cacheFile{Trace: id, Entries: readCache(paths, id)}}
 	if !opts.Filter.IsZero() && opts.Stacks == nil {
 		// The filter reads the stacks and symbols of an unfiltered
 		// analysis: most often in the cache already.
-		if opts.Stacks, _, err = AnalyzeFile(path, Options{Objects: -1}); err != nil {
+		if opts.Stacks, _, err = c.analyze(Options{Objects: -1}); err != nil {
 			return nil, false, err
 		}
 	}
+	m, fromCache, err = c.analyze(opts)
+	if err == nil && c.changed {
+		writeCache(paths, c.file)
+	}
+	return m, fromCache, err
+}
+
+// traceCache is an open trace and its cache.
+type traceCache struct {
+	trace   *os.File
+	path    string
+	file    cacheFile
+	changed bool // file has entries the cache on disk does not
+}
+
+// analyze returns the model of the trace with opts, from the cache if it
+// holds it, else by analyzing the trace and adding the model to the cache.
+func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
 	key := optionsKey(opts)
-	cache := cachePaths(path)
-	entries := readCache(cache, id)
-	for _, e := range entries {
+	for _, e := range c.file.Entries {
 		if e.Key == key {
-			if m, err := e.Model.model(); err == nil {
+			if m, err := decodeModel(e.Model); err == nil {
 				return m, true, nil
 			}
 		}
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	if _, err := c.trace.Seek(0, io.SeekStart); err != nil {
 		return nil, false, err
 	}
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	r, err := trace.NewReader(bufio.NewReaderSize(c.trace, 1<<20))
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", c.path, err)
 	}
-	if m, err = Analyze(r, opts); err != nil {
+	m, err := Analyze(r, opts)
+	if err != nil {
 		return nil, false, err
 	}
-	entries = append(entries, cacheEntry{Key: key, Model: encodeModel(m)})
-	if len(entries) > cacheEntries {
-		entries = entries[len(entries)-cacheEntries:]
+	if encoded, err := encodeModel(m); err == nil {
+		c.file.Entries = append(c.file.Entries, cacheEntry{Key: key, Model: encoded})
+		if len(c.file.Entries) > cacheEntries {
+			c.file.Entries = c.file.Entries[len(c.file.Entries)-cacheEntries:]
+		}
+		c.changed = true
 	}
-	writeCache(cache, cacheFile{Trace: id, Entries: entries})
 	return m, false, nil
 }
 
@@ -142,9 +163,11 @@ type cacheFile struct {
 	Entries []cacheEntry
 }
 
+// cacheEntry is one model of a cache, encoded on its own so that looking
+// one up decodes it alone.
 type cacheEntry struct {
 	Key   string
-	Model *cachedModel
+	Model []byte // a cachedModel, in gob
 }
 
 // readCache returns the entries of the first cache of paths that is about
@@ -245,7 +268,23 @@ type cachedFrames struct {
 	Frames         []trace.Frame
 }
 
-func encodeModel(m *Model) *cachedModel {
+// encodeModel returns m as a cache entry holds it.
+func encodeModel(m *Model) ([]byte, error) {
+	var buf bytes.Buffer
+	err := gob.NewEncoder(&buf).Encode(cachedModelOf(m))
+	return buf.Bytes(), err
+}
+
+// decodeModel returns the model a cache entry holds.
+func decodeModel(data []byte) (*Model, error) {
+	var c cachedModel
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
+		return nil, err
+	}
+	return c.model()
+}
+
+func cachedModelOf(m *Model) *cachedModel {
 	c := &cachedModel{Model: *m, Filter: filterExprs(m.filter)}
 	var syms *symbols
 	for _, p := range m.Processes {
