@@ -17,7 +17,7 @@ import (
 // what a second core adds.
 func BenchmarkReadTrace(b *testing.B) {
 	data := benchTrace(b)
-	events := countTraceEvents(b, data)
+	events := countEventsIn(b, data)
 	b.Run("next", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		loopEvents(b, events, len(data), func() { readBench(b, data, events) })
@@ -116,28 +116,6 @@ func benchTrace(b *testing.B) []byte {
 		b.Fatal(err)
 	}
 	return data
-}
-
-// countTraceEvents returns how many events the trace holds, failing on
-// damage: a benchmark of a damaged trace would measure the damage.
-func countTraceEvents(b *testing.B, data []byte) int {
-	r, err := NewReader(bytes.NewReader(data))
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := 0
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return n
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rec.Kind.IsEvent() {
-			n++
-		}
-	}
 }
 
 // BenchmarkDecodeBlocks decodes the blocks of the trace named by
