@@ -9,46 +9,46 @@ func TestFreedBlocksBounded(t *testing.T) {
 	var h heapTable
 	allocFree := func(addr, freeStack uint64) {
 		t.Helper()
-		if _, replaced := h.put(addr, block{size: addr}); replaced {
+		if _, replaced := h.put(addr, 0, 0, block{size: addr}); replaced {
 			t.Fatalf("the block at %d replaced a live one", addr)
 		}
-		if _, live, _, _ := h.free(addr, freeStack); !live {
+		if _, live, _, _ := h.free(addr, 0, 0, freeStack); !live {
 			t.Fatalf("the block at %d was not live", addr)
 		}
 	}
 	for addr := uint64(1); addr <= maxFreed+10; addr++ {
 		allocFree(addr, addr)
 	}
-	if h.live.len() != 0 || len(h.ring) != maxFreed {
-		t.Fatalf("%d live blocks and a ring of %d, want 0 and %d", h.live.len(), len(h.ring), maxFreed)
+	if h.len() != 0 || len(h.ring) != maxFreed {
+		t.Fatalf("%d live blocks and a ring of %d, want 0 and %d", h.len(), len(h.ring), maxFreed)
 	}
 	for _, addr := range []uint64{1, 10} {
-		if _, _, _, wasFreed := h.free(addr, 0); wasFreed {
+		if _, _, _, wasFreed := h.free(addr, 0, 0, 0); wasFreed {
 			t.Errorf("still remembers %d, one of the 10 oldest", addr)
 		}
 	}
-	if _, _, b, wasFreed := h.free(11, 0); !wasFreed || b.freeStack != 11 || b.size != 11 {
+	if _, _, b, wasFreed := h.free(11, 0, 0, 0); !wasFreed || b.freeStack != 11 || b.size != 11 {
 		t.Errorf("free(11) = %+v, %v; want the first free of 11", b, wasFreed)
 	}
-	if _, _, _, wasFreed := h.free(1<<40, 0); wasFreed {
+	if _, _, _, wasFreed := h.free(1<<40, 0, 0, 0); wasFreed {
 		t.Errorf("an address never freed was")
 	}
 
 	// 20 is allocated and freed again: a third free names the second.
 	allocFree(20, 120)
-	if _, _, b, wasFreed := h.free(20, 0); !wasFreed || b.freeStack != 120 {
+	if _, _, b, wasFreed := h.free(20, 0, 0, 0); !wasFreed || b.freeStack != 120 {
 		t.Errorf("free(20) = %+v, %v; want the second free of 20", b, wasFreed)
 	}
 	// Once the ring has gone round again, neither free of 20 is there.
 	for addr := uint64(1 << 20); addr < 1<<20+maxFreed; addr++ {
 		allocFree(addr, 0)
 	}
-	if _, _, _, wasFreed := h.free(20, 0); wasFreed {
+	if _, _, _, wasFreed := h.free(20, 0, 0, 0); wasFreed {
 		t.Errorf("still remembers 20 after %d more frees", maxFreed)
 	}
 
-	h.put(5, block{size: 5})
-	if old, replaced := h.put(5, block{size: 6}); !replaced || old.size != 5 {
+	h.put(5, 0, 0, block{size: 5})
+	if old, replaced := h.put(5, 0, 0, block{size: 6}); !replaced || old.size != 5 {
 		t.Errorf("put over a live block: %+v, %v; want it replaced", old, replaced)
 	}
 }

@@ -1,5 +1,12 @@
 package analysis
 
+import (
+	"maps"
+	"slices"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
 // heapTable holds the blocks of a process live now, by address, and
 // remembers the latest maxFreed frees, so that the free of an address that
 // is not live can be told a double free (and show where the block was
@@ -7,53 +14,207 @@ package analysis
 // whose queue of freed blocks is bounded too, it takes a free long after
 // the first for an invalid free.
 //
-// Looking an address up is most of the replay's work, and the live blocks
-// are few next to the frees remembered: so only the live blocks are in
-// the hash table that every allocation and free looks in. The frees go,
-// in order, into a ring that is only searched for a free that finds no
-// live block (a double or invalid free: rare), and a Bloom filter of the
-// ring's addresses spares most of those searches.
+// Finding a block is most of the replay's work. An allocation must look
+// its address up (a block live there already lost its free), but most
+// frees need not: the trace names the blocks freed in the trace block
+// that allocated them by handle (trace.Event.Handle), and the handle
+// table leads from the handle to the block, in an arena, without hashing;
+// the block knows its slot in the address index. Only the blocks that
+// outlive their trace block are freed by address.
+//
+// The frees go, in order, into a ring that is only searched for a free
+// that finds no live block (a double or invalid free: rare), and a Bloom
+// filter of the ring's addresses spares most of those searches.
 type heapTable struct {
-	live addrMap[block]
+	// arena holds the live blocks, in chunks so that it grows without
+	// copying, and refs to them are stable while they live; a released
+	// ref goes on the free list (refs + 1; 0 ends it) and is given out
+	// again first, so that the arena's hot part stays small.
+	arena    [][]liveBlock
+	refs     uint32 // refs given out so far
+	freeRefs uint32
+	index    addrIndex         // ref by address
+	odd      map[uint64]uint32 // ref by address, for the addresses the index cannot key
+	// handles maps the handles of trace block inBlock (ref + 1 by handle):
+	// a free that names its block by handle finds it there, without
+	// looking its address up.
+	handles []uint32
+	inBlock uint32
 	// ring holds the latest frees, the newest at ring[(next-1) % maxFreed]
 	// once it is full; addrs their addresses, for the search.
 	ring  []freedBlock
 	addrs []uint64
 	next  int
-	seen  bloom // the addresses in ring
+	// seen is a Bloom filter of the addresses in ring. It is made at the
+	// first free that finds no live block, and kept from then on: a
+	// program that frees nothing wrong never pays for it.
+	seen bloom
+}
+
+// liveBlock is a live block in the arena; a released one has live unset,
+// and slot is then the next free ref + 1.
+type liveBlock struct {
+	block
+	addr uint64
+	slot uint32 // in the index
+	live bool
 }
 
 // maxFreed is how many frees are remembered.
 const maxFreed = 1 << 16
 
+// maxHandle bounds the handles kept in the handle table: a damaged trace
+// may name any. The blocks of higher handles are found by address.
+const maxHandle = 1 << 26
+
 // freedBlock is what a heapTable remembers of a freed block.
 type freedBlock struct {
-	block
+	size      uint64
 	freeStack uint64
+	site      int32
+	api       trace.API
 }
 
-// put makes b the live block at addr, and returns the block that was live
-// there, if one was (its free was lost).
-func (t *heapTable) put(addr uint64, b block) (old block, replaced bool) {
-	e, existed := t.live.entry(addr)
-	old = *e
-	*e = b
-	return old, existed
+// put makes b the live block at addr, with handle h of trace block blk
+// (h 0: none), and returns the block that was live at addr, if one was
+// (its free was lost).
+func (t *heapTable) put(addr uint64, h, blk uint32, b block) (old block, replaced bool) {
+	ref := t.newRef()
+	lb := t.at(ref)
+	*lb = liveBlock{block: b, addr: addr, live: true}
+	var oldRef uint32
+	if indexable(addr) {
+		if t.index.full() {
+			t.index.grow()
+			t.index.each(func(slot, ref uint32) { t.at(ref).slot = slot })
+		}
+		lb.slot, oldRef, replaced = t.index.put(addr, ref)
+	} else {
+		if t.odd == nil {
+			t.odd = make(map[uint64]uint32)
+		}
+		oldRef, replaced = t.odd[addr]
+		t.odd[addr] = ref
+	}
+	if h != 0 && h < maxHandle {
+		t.setHandle(h, blk, ref)
+	}
+	if replaced {
+		old = t.at(oldRef).block
+		t.dropRef(oldRef)
+	}
+	return old, replaced
 }
 
-// free ends the block live at addr, freed by a call from freeStack, and
-// returns it. If none is live there, it returns what it remembers of the
-// address: the latest free of it (wasFreed), or nothing.
-func (t *heapTable) free(addr, freeStack uint64) (b block, live bool, earlier freedBlock, wasFreed bool) {
-	p := t.live.find(addr)
-	if p == nil {
+// setHandle makes ref the block of handle h of trace block blk.
+func (t *heapTable) setHandle(h, blk, ref uint32) {
+	if blk != t.inBlock {
+		// Handles name blocks only within their trace block.
+		clear(t.handles)
+		t.inBlock = blk
+	}
+	if int(h) >= len(t.handles) {
+		t.handles = append(t.handles, make([]uint32, int(h)+1-len(t.handles)+len(t.handles)/2)...)
+	}
+	t.handles[h] = ref + 1
+}
+
+// chunkBits sets the size of the arena's chunks: 4,096 blocks.
+const chunkBits = 12
+
+// at returns the block of ref.
+func (t *heapTable) at(ref uint32) *liveBlock {
+	return &t.arena[ref>>chunkBits][ref&(1<<chunkBits-1)]
+}
+
+func (t *heapTable) newRef() uint32 {
+	if t.freeRefs != 0 {
+		ref := t.freeRefs - 1
+		t.freeRefs = t.at(ref).slot
+		return ref
+	}
+	if t.refs>>chunkBits == uint32(len(t.arena)) {
+		t.arena = append(t.arena, make([]liveBlock, 1<<chunkBits))
+	}
+	t.refs++
+	return t.refs - 1
+}
+
+func (t *heapTable) dropRef(ref uint32) {
+	*t.at(ref) = liveBlock{slot: t.freeRefs}
+	t.freeRefs = ref + 1
+}
+
+// free ends the block live at addr, with handle h of trace block blk (h
+// 0: the trace does not name it by handle), freed by a call from
+// freeStack, and returns it. If none is live there, it returns what it
+// remembers of the address: the latest free of it (wasFreed), or nothing.
+func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b block, live bool, earlier freedBlock, wasFreed bool) {
+	ref, found := t.byHandle(addr, h, blk)
+	if !found {
+		ref, found = t.byAddr(addr)
+	}
+	if !found {
 		earlier, wasFreed = t.lookup(addr)
 		return block{}, false, earlier, wasFreed
 	}
-	b = *p
-	t.live.remove(addr)
-	t.remember(addr, freedBlock{block: b, freeStack: freeStack})
+	lb := t.at(ref)
+	b = lb.block
+	if indexable(addr) {
+		t.index.remove(lb.slot, func(e indexEntry, slot uint32) { t.at(e.ref).slot = slot })
+	} else {
+		delete(t.odd, addr)
+	}
+	t.dropRef(ref)
+	t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
 	return b, true, freedBlock{}, false
+}
+
+// byHandle returns the ref of the live block at addr that has handle h
+// of trace block blk, if the handle table has it.
+func (t *heapTable) byHandle(addr uint64, h, blk uint32) (uint32, bool) {
+	if h == 0 || blk != t.inBlock || int(h) >= len(t.handles) || t.handles[h] == 0 {
+		return 0, false
+	}
+	ref := t.handles[h] - 1
+	t.handles[h] = 0
+	lb := t.at(ref)
+	return ref, lb.live && lb.addr == addr
+}
+
+// byAddr returns the ref of the live block at addr, if there is one.
+func (t *heapTable) byAddr(addr uint64) (uint32, bool) {
+	if !indexable(addr) {
+		ref, ok := t.odd[addr]
+		return ref, ok
+	}
+	if i := t.index.find(addr); i >= 0 {
+		return t.index.entries[i].ref, true
+	}
+	return 0, false
+}
+
+// touch reads what replaying e will look up in t, and returns a sum of
+// it. Called on a batch of events before they are replayed, it brings
+// their lookups into the cache at once — the loads do not wait for one
+// another — rather than one cache miss after the other.
+func (t *heapTable) touch(e *trace.Event) uint64 {
+	var sum uint64
+	if e.Kind != trace.KindAlloc {
+		addr, h := e.Addr, e.Handle
+		if e.Kind == trace.KindRealloc {
+			addr, h = e.OldAddr, e.OldHandle
+		}
+		if h != 0 && e.Block == t.inBlock && int(h) < len(t.handles) && t.handles[h] != 0 {
+			sum += t.at(t.handles[h] - 1).addr
+		} else if t.index.n > 0 {
+			sum += t.index.entries[t.index.home(addr)].key
+		}
+	}
+	if e.Kind != trace.KindFree && t.index.n > 0 {
+		sum += t.index.entries[t.index.home(e.Addr)].key
+	}
+	return sum
 }
 
 // remember puts a free in the ring, over the oldest once it is full.
@@ -65,11 +226,13 @@ func (t *heapTable) remember(addr uint64, f freedBlock) {
 		t.ring[t.next], t.addrs[t.next] = f, addr
 	}
 	t.next = (t.next + 1) % maxFreed
-	if t.next == 0 {
+	switch {
+	case t.seen.bits == nil:
+	case t.next == 0:
 		// The ring went round: the filter forgets the addresses it
 		// dropped, and learns the others again.
 		t.seen.reset(t.addrs)
-	} else {
+	default:
 		t.seen.add(addr)
 	}
 }
@@ -78,6 +241,9 @@ func (t *heapTable) remember(addr uint64, f freedBlock) {
 // of an address that is not live came after its latest allocation: a
 // second free of it is a double free.
 func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
+	if t.seen.bits == nil {
+		t.seen.reset(t.addrs)
+	}
 	if !t.seen.mayHave(addr) {
 		return freedBlock{}, false
 	}
@@ -91,16 +257,42 @@ func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
 	return freedBlock{}, false
 }
 
+// len returns how many blocks are live.
+func (t *heapTable) len() int { return t.index.n + len(t.odd) }
+
 // each calls f for every live block, in no particular order.
-func (t *heapTable) each(f func(addr uint64, b block)) { t.live.each(f) }
+func (t *heapTable) each(f func(addr uint64, b block)) {
+	for _, chunk := range t.arena {
+		for i := range chunk {
+			if lb := &chunk[i]; lb.live {
+				f(lb.addr, lb.block)
+			}
+		}
+	}
+}
 
 // update calls f on every live block, which it may change.
-func (t *heapTable) update(f func(*block)) { t.live.update(f) }
+func (t *heapTable) update(f func(*block)) {
+	for _, chunk := range t.arena {
+		for i := range chunk {
+			if lb := &chunk[i]; lb.live {
+				f(&lb.block)
+			}
+		}
+	}
+}
 
-// clone returns a copy of t.
+// clone returns a copy of t, with no handles: a fork child's blocks are
+// named by address (the handles of its events are its own).
 func (t *heapTable) clone() heapTable {
 	c := *t
-	c.live = t.live.clone()
+	c.arena = make([][]liveBlock, len(t.arena))
+	for i, chunk := range t.arena {
+		c.arena[i] = slices.Clone(chunk)
+	}
+	c.index = t.index.clone()
+	c.odd = maps.Clone(t.odd)
+	c.handles, c.inBlock = nil, 0
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
 	c.seen = t.seen.clone()
@@ -120,28 +312,25 @@ func bloomHashes(addr uint64) (uint64, uint64) {
 }
 
 func (f *bloom) add(addr uint64) {
-	if f.bits == nil {
-		f.bits = make([]uint64, bloomBits/64)
-	}
 	a, b := bloomHashes(addr)
 	f.bits[a/64] |= 1 << (a % 64)
 	f.bits[b/64] |= 1 << (b % 64)
 }
 
 func (f *bloom) mayHave(addr uint64) bool {
-	if f.bits == nil {
-		return false
-	}
 	a, b := bloomHashes(addr)
 	return f.bits[a/64]&(1<<(a%64)) != 0 && f.bits[b/64]&(1<<(b%64)) != 0
 }
 
 // reset makes the filter hold exactly addrs.
 func (f *bloom) reset(addrs []uint64) {
+	if f.bits == nil {
+		f.bits = make([]uint64, bloomBits/64)
+	}
 	clear(f.bits)
 	for _, a := range addrs {
 		f.add(a)
 	}
 }
 
-func (f *bloom) clone() bloom { return bloom{bits: append([]uint64(nil), f.bits...)} }
+func (f *bloom) clone() bloom { return bloom{bits: slices.Clone(f.bits)} }

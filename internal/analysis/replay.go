@@ -169,7 +169,7 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	} else {
 		b.site = rp.site(e.Stack)
 	}
-	if old, replaced := rp.heap.put(addr, b); replaced {
+	if old, replaced := rp.heap.put(addr, e.Handle, e.Block, b); replaced {
 		rp.release(old)
 		sum.ReplacedBlocks++
 	}
@@ -225,7 +225,7 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 
 // free replays a free event. A realloc to size 0 is one too.
 func (rp *replay) free(e *trace.Event) {
-	b, live, earlier, wasFreed := rp.heap.free(e.Addr, e.Stack)
+	b, live, earlier, wasFreed := rp.heap.free(e.Addr, e.Handle, e.Block, e.Stack)
 	if !live {
 		rp.badFree(e, earlier, wasFreed)
 		return
@@ -239,7 +239,7 @@ func (rp *replay) free(e *trace.Event) {
 // both blocks, which would hold only while the data is copied, if at all.
 // The object moves on to the new block.
 func (rp *replay) realloc(e *trace.Event) {
-	b, live, earlier, wasFreed := rp.heap.free(e.OldAddr, e.Stack)
+	b, live, earlier, wasFreed := rp.heap.free(e.OldAddr, e.OldHandle, e.Block, e.Stack)
 	if !live {
 		rp.badFree(e, earlier, wasFreed)
 		rp.alloc(e, e.Addr, nil)

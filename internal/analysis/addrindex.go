@@ -1,0 +1,110 @@
+package analysis
+
+// addrIndex maps the addresses of live blocks to their places in the heap
+// table's arena. Every allocation looks its address up in it (a block
+// there already was replaced: its free was lost), so it is compact — a
+// key and a reference, 16 bytes — and uses open addressing with linear
+// probing, at most half full.
+//
+// A free does not look its address up when the trace names its block by
+// handle: the arena knows the block's slot here. Deleting shifts the
+// entries after the hole back, so that no tombstones pile up; the moved
+// entries' slots are reported to the arena.
+type addrIndex struct {
+	entries []indexEntry
+	n       int
+	mask    uint64
+}
+
+type indexEntry struct {
+	key uint64 // an address; 0: empty
+	ref uint32 // where the block is in the arena
+}
+
+// indexable says whether addr can be a key: 0 marks empty slots.
+func indexable(addr uint64) bool { return addr != 0 }
+
+func (x *addrIndex) home(addr uint64) uint64 {
+	// Fibonacci hashing: addresses differ in their middle bits.
+	return (addr * 0x9e3779b97f4a7c15) >> 32 & x.mask
+}
+
+// find returns the slot of addr, or -1.
+func (x *addrIndex) find(addr uint64) int {
+	if x.n == 0 {
+		return -1
+	}
+	for i := x.home(addr); ; i = (i + 1) & x.mask {
+		switch x.entries[i].key {
+		case addr:
+			return int(i)
+		case 0:
+			return -1
+		}
+	}
+}
+
+// full says that the index must grow before the next put.
+func (x *addrIndex) full() bool { return (x.n+1)*2 > len(x.entries) }
+
+// put makes ref the block of addr, and returns the slot of addr. If addr
+// was in the index already, it returns the ref it had, with existed set.
+// The index must not be full.
+func (x *addrIndex) put(addr uint64, ref uint32) (slot, old uint32, existed bool) {
+	i := x.home(addr)
+	for ; x.entries[i].key != 0; i = (i + 1) & x.mask {
+		if x.entries[i].key == addr {
+			old = x.entries[i].ref
+			x.entries[i].ref = ref
+			return uint32(i), old, true
+		}
+	}
+	x.entries[i] = indexEntry{key: addr, ref: ref}
+	x.n++
+	return uint32(i), 0, false
+}
+
+// remove deletes the entry in slot i. Each entry it moves back is passed
+// to moved with its new slot.
+func (x *addrIndex) remove(i uint32, moved func(e indexEntry, slot uint32)) {
+	hole := uint64(i)
+	for j := (hole + 1) & x.mask; x.entries[j].key != 0; j = (j + 1) & x.mask {
+		// An entry may move back into the hole unless its home lies
+		// after the hole, on the way to it.
+		if (j-x.home(x.entries[j].key))&x.mask >= (j-hole)&x.mask {
+			x.entries[hole] = x.entries[j]
+			moved(x.entries[hole], uint32(hole))
+			hole = j
+		}
+	}
+	x.entries[hole] = indexEntry{}
+	x.n--
+}
+
+// grow doubles the index (to 1,024 slots at first). The entries move:
+// each is where each() says afterwards.
+func (x *addrIndex) grow() {
+	size := max(1024, 2*len(x.entries))
+	old := x.entries
+	x.entries, x.mask, x.n = make([]indexEntry, size), uint64(size-1), 0
+	for _, e := range old {
+		if e.key != 0 {
+			x.put(e.key, e.ref)
+		}
+	}
+}
+
+// each calls f with the slot and ref of every entry.
+func (x *addrIndex) each(f func(slot, ref uint32)) {
+	for i, e := range x.entries {
+		if e.key != 0 {
+			f(uint32(i), e.ref)
+		}
+	}
+}
+
+func (x *addrIndex) clone() addrIndex {
+	c := *x
+	c.entries = append([]indexEntry(nil), x.entries...)
+	return c
+}
