@@ -12,9 +12,18 @@ func TestFreedBlocksBounded(t *testing.T) {
 		if _, replaced := h.put(addr, 0, 0, block{size: addr}); replaced {
 			t.Fatalf("the block at %d replaced a live one", addr)
 		}
-		if _, live, _, _ := h.free(addr, 0, 0, freeStack); !live {
+		if _, live := h.free(addr, 0, 0, freeStack); !live {
 			t.Fatalf("the block at %d was not live", addr)
 		}
+	}
+	// badFree frees an address not live, and returns what the table
+	// remembers of it.
+	badFree := func(addr uint64) (freedBlock, bool) {
+		t.Helper()
+		if _, live := h.free(addr, 0, 0, 0); live {
+			t.Fatalf("the block at %d was live", addr)
+		}
+		return h.lookup(addr)
 	}
 	for addr := uint64(1); addr <= maxFreed+10; addr++ {
 		allocFree(addr, addr)
@@ -23,27 +32,27 @@ func TestFreedBlocksBounded(t *testing.T) {
 		t.Fatalf("%d live blocks and a ring of %d, want 0 and %d", h.len(), len(h.ring), maxFreed)
 	}
 	for _, addr := range []uint64{1, 10} {
-		if _, _, _, wasFreed := h.free(addr, 0, 0, 0); wasFreed {
+		if _, wasFreed := badFree(addr); wasFreed {
 			t.Errorf("still remembers %d, one of the 10 oldest", addr)
 		}
 	}
-	if _, _, b, wasFreed := h.free(11, 0, 0, 0); !wasFreed || b.freeStack != 11 || b.size != 11 {
+	if b, wasFreed := badFree(11); !wasFreed || b.freeStack != 11 || b.size != 11 {
 		t.Errorf("free(11) = %+v, %v; want the first free of 11", b, wasFreed)
 	}
-	if _, _, _, wasFreed := h.free(1<<40, 0, 0, 0); wasFreed {
+	if _, wasFreed := badFree(1 << 40); wasFreed {
 		t.Errorf("an address never freed was")
 	}
 
 	// 20 is allocated and freed again: a third free names the second.
 	allocFree(20, 120)
-	if _, _, b, wasFreed := h.free(20, 0, 0, 0); !wasFreed || b.freeStack != 120 {
+	if b, wasFreed := badFree(20); !wasFreed || b.freeStack != 120 {
 		t.Errorf("free(20) = %+v, %v; want the second free of 20", b, wasFreed)
 	}
 	// Once the ring has gone round again, neither free of 20 is there.
 	for addr := uint64(1 << 20); addr < 1<<20+maxFreed; addr++ {
 		allocFree(addr, 0)
 	}
-	if _, _, _, wasFreed := h.free(20, 0, 0, 0); wasFreed {
+	if _, wasFreed := badFree(20); wasFreed {
 		t.Errorf("still remembers 20 after %d more frees", maxFreed)
 	}
 

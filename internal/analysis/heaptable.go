@@ -141,22 +141,22 @@ func (t *heapTable) newRef() uint32 {
 }
 
 func (t *heapTable) dropRef(ref uint32) {
-	*t.at(ref) = liveBlock{slot: t.freeRefs}
+	lb := t.at(ref)
+	lb.live, lb.slot = false, t.freeRefs
 	t.freeRefs = ref + 1
 }
 
 // free ends the block live at addr, with handle h of trace block blk (h
 // 0: the trace does not name it by handle), freed by a call from
-// freeStack, and returns it. If none is live there, it returns what it
-// remembers of the address: the latest free of it (wasFreed), or nothing.
-func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b block, live bool, earlier freedBlock, wasFreed bool) {
+// freeStack, and returns it. If none is live there, it returns false:
+// lookup tells what it remembers of the address.
+func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b block, live bool) {
 	ref, found := t.byHandle(addr, h, blk)
 	if !found {
 		ref, found = t.byAddr(addr)
 	}
 	if !found {
-		earlier, wasFreed = t.lookup(addr)
-		return block{}, false, earlier, wasFreed
+		return block{}, false
 	}
 	lb := t.at(ref)
 	b = lb.block
@@ -167,7 +167,7 @@ func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b block,
 	}
 	t.dropRef(ref)
 	t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
-	return b, true, freedBlock{}, false
+	return b, true
 }
 
 // byHandle returns the ref of the live block at addr that has handle h

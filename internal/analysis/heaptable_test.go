@@ -84,7 +84,7 @@ func TestHeapTableModel(t *testing.T) {
 	// alone.
 	c := h.clone()
 	for addr, size := range want {
-		if b, live, _, _ := c.free(addr, 0, 0, 0); !live || b.size != size {
+		if b, live := c.free(addr, 0, 0, 0); !live || b.size != size {
 			t.Fatalf("clone: free(%#x) = %d, %v; want %d", addr, b.size, live, size)
 		}
 	}
@@ -97,7 +97,7 @@ func TestHeapTableModel(t *testing.T) {
 // in the model, and checks that they agree.
 func checkFree(t *testing.T, h *heapTable, want map[uint64]uint64, addr uint64, handle, blk uint32, op int) {
 	t.Helper()
-	b, live, _, _ := h.free(addr, handle, blk, 0)
+	b, live := h.free(addr, handle, blk, 0)
 	size, had := want[addr]
 	if live != had || live && b.size != size {
 		t.Fatalf("op %d: free(%#x, handle %d) freed %v (size %d), want %v (size %d)", op, addr, handle, live, b.size, had, size)

@@ -56,6 +56,12 @@ func (t *topObjects) before(a, b *HeapObject) bool {
 	return a.Addr < b.Addr
 }
 
+// shorter reports whether an object of this age ranks after all the n
+// kept by age, so that offering it is no use.
+func (t *topObjects) shorter(age uint64) bool {
+	return len(t.objs) == t.n && (t.n <= 0 || age < t.key(&t.objs[0]))
+}
+
 // offer keeps o if it ranks among the n best so far.
 func (t *topObjects) offer(o HeapObject) {
 	if t.n <= 0 {

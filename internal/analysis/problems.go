@@ -53,13 +53,14 @@ type problemKey struct {
 	allocStack, freeStack, firstStack uint64
 }
 
-// badFree replays a free or realloc (e) of an address that is not a live
-// block: a block freed before (earlier, if wasFreed), or an address the
-// process never allocated that it remembers.
-func (rp *replay) badFree(e *trace.Event, earlier freedBlock, wasFreed bool) {
+// badFree replays a free or realloc (e) of addr, which is not a live
+// block: a block freed before (if the heap table remembers its free), or
+// an address the process never allocated.
+func (rp *replay) badFree(e *trace.Event, addr uint64) {
 	if !rp.windowOpen {
 		return
 	}
+	earlier, wasFreed := rp.heap.lookup(addr)
 	k := problemKey{kind: InvalidFree, freeAPI: e.API, freeStack: e.Stack}
 	if e.Kind == trace.KindRealloc {
 		k.kind = InvalidRealloc

@@ -225,9 +225,9 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 
 // free replays a free event. A realloc to size 0 is one too.
 func (rp *replay) free(e *trace.Event) {
-	b, live, earlier, wasFreed := rp.heap.free(e.Addr, e.Handle, e.Block, e.Stack)
+	b, live := rp.heap.free(e.Addr, e.Handle, e.Block, e.Stack)
 	if !live {
-		rp.badFree(e, earlier, wasFreed)
+		rp.badFree(e, e.Addr)
 		return
 	}
 	rp.checkFamily(b, e)
@@ -239,9 +239,9 @@ func (rp *replay) free(e *trace.Event) {
 // both blocks, which would hold only while the data is copied, if at all.
 // The object moves on to the new block.
 func (rp *replay) realloc(e *trace.Event) {
-	b, live, earlier, wasFreed := rp.heap.free(e.OldAddr, e.OldHandle, e.Block, e.Stack)
+	b, live := rp.heap.free(e.OldAddr, e.OldHandle, e.Block, e.Stack)
 	if !live {
-		rp.badFree(e, earlier, wasFreed)
+		rp.badFree(e, e.OldAddr)
 		rp.alloc(e, e.Addr, nil)
 		return
 	}
@@ -281,9 +281,12 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
 	pt.BytesFreed += b.size
 	rp.timeline.live(e.Time, rp.liveBytes, rp.liveBlocks)
 	if dies {
-		s.Lifetimes[lifetimeBucket(e.Time-min(b.born, e.Time), rp.unit)]++
+		lifetime := e.Time - min(b.born, e.Time)
+		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
-		rp.freedLonger.offer(rp.object(addr, b, e.Time))
+		if !rp.freedLonger.shorter(lifetime) {
+			rp.freedLonger.offer(rp.object(addr, b, e.Time))
+		}
 	}
 }
 
