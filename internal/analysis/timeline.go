@@ -42,16 +42,23 @@ type timelineBuilder struct {
 }
 
 func (b *timelineBuilder) start(at, step uint64) {
-	b.tl = Timeline{Start: at, Step: max(step, 1)}
-	b.started = true
+	*b = timelineBuilder{tl: Timeline{Start: at, Step: max(step, 1)}, started: true}
 }
 
 // point returns the point of an event at t (ns since time zero), making
 // the points up to it, which carry over what was live.
 func (b *timelineBuilder) point(t uint64) *TimelinePoint {
-	if t < b.lastEnd && len(b.tl.Points) > 0 {
+	if t < b.lastEnd {
+		// Most events fall in the step of the one before (lastEnd is 0
+		// until there is one).
 		return &b.tl.Points[b.last]
 	}
+	return b.newPoint(t)
+}
+
+// newPoint returns the point of an event at t that falls after the step
+// of the one before.
+func (b *timelineBuilder) newPoint(t uint64) *TimelinePoint {
 	if t < b.tl.Start {
 		t = b.tl.Start
 	}
@@ -103,8 +110,10 @@ func (b *timelineBuilder) coarsen() {
 }
 
 // live notes what is live after an event at t.
-func (b *timelineBuilder) live(t, bytes, blocks uint64) {
-	p := b.point(t)
+func (b *timelineBuilder) live(t, bytes, blocks uint64) { b.point(t).live(bytes, blocks) }
+
+// live notes what is live after an event of p's step.
+func (p *TimelinePoint) live(bytes, blocks uint64) {
 	if bytes > p.PeakBytes {
 		p.PeakBytes, p.PeakBlocks = bytes, blocks
 	}
