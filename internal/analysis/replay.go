@@ -220,7 +220,7 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	pt := rp.timeline.point(e.Time)
 	pt.Allocations++
 	pt.BytesAllocated += e.Size
-	rp.timeline.live(e.Time, rp.liveBytes, rp.liveBlocks)
+	pt.live(rp.liveBytes, rp.liveBlocks)
 }
 
 // free replays a free event. A realloc to size 0 is one too.
@@ -279,7 +279,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
 	pt := rp.timeline.point(e.Time)
 	pt.Frees++
 	pt.BytesFreed += b.size
-	rp.timeline.live(e.Time, rp.liveBytes, rp.liveBlocks)
+	pt.live(rp.liveBytes, rp.liveBlocks)
 	if dies {
 		lifetime := e.Time - min(b.born, e.Time)
 		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
