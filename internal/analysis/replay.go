@@ -344,6 +344,12 @@ func (rp *replay) site(stack uint64) int32 {
 	i := int32(len(rp.proc.Sites))
 	// A new site had nothing live at any earlier peak: its saved peak
 	// numbers, zero, are right for the current epoch.
+	if len(rp.proc.Sites) == cap(rp.proc.Sites) {
+		// Double: append grows a big slice by a quarter, and a Site is
+		// big, so a program of many call stacks would copy its sites
+		// over and over.
+		rp.proc.Sites = slices.Grow(rp.proc.Sites, len(rp.proc.Sites)+64)
+	}
 	rp.proc.Sites = append(rp.proc.Sites, Site{Stack: stack, epoch: rp.epoch})
 	rp.sites.set(stack, i)
 	return i
