@@ -276,7 +276,6 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 		// keeps them.
 		events, rec, err := r.NextBatch()
 		if len(events) > 0 {
-			a.touch(events)
 			for i := range events {
 				a.event(&events[i])
 			}
@@ -318,9 +317,6 @@ type analyzer struct {
 	procs map[uint64]*replay // by process ID
 	order []*replay          // in the order processes were first seen
 	last  *replay            // the process of the previous event: events come in runs
-	// touched is the sum of the values touch read, kept so that the reads
-	// are not left out.
-	touched uint64
 }
 
 func newAnalyzer(opts Options) *analyzer {
@@ -364,21 +360,6 @@ func (a *analyzer) record(rec trace.Record) {
 		a.syms.record(rec)
 	case trace.KindEnd:
 		a.model.Complete = true
-	}
-}
-
-// touch brings what replaying events will look up into the cache (see
-// heapTable.touch).
-func (a *analyzer) touch(events []trace.Event) {
-	rp := a.last
-	for i := range events {
-		e := &events[i]
-		if rp == nil || rp.proc.ID != e.Process {
-			if rp = a.procs[e.Process]; rp == nil {
-				continue
-			}
-		}
-		a.touched += rp.heap.touch(e)
 	}
 }
 

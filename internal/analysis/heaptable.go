@@ -194,29 +194,6 @@ func (t *heapTable) byAddr(addr uint64) (uint32, bool) {
 	return 0, false
 }
 
-// touch reads what replaying e will look up in t, and returns a sum of
-// it. Called on a batch of events before they are replayed, it brings
-// their lookups into the cache at once — the loads do not wait for one
-// another — rather than one cache miss after the other.
-func (t *heapTable) touch(e *trace.Event) uint64 {
-	var sum uint64
-	if e.Kind != trace.KindAlloc {
-		addr, h := e.Addr, e.Handle
-		if e.Kind == trace.KindRealloc {
-			addr, h = e.OldAddr, e.OldHandle
-		}
-		if h != 0 && e.Block == t.inBlock && int(h) < len(t.handles) && t.handles[h] != 0 {
-			sum += t.at(t.handles[h] - 1).addr
-		} else if t.index.n > 0 {
-			sum += t.index.entries[t.index.home(addr)].key
-		}
-	}
-	if e.Kind != trace.KindFree && t.index.n > 0 {
-		sum += t.index.entries[t.index.home(e.Addr)].key
-	}
-	return sum
-}
-
 // remember puts a free in the ring, over the oldest once it is full.
 func (t *heapTable) remember(addr uint64, f freedBlock) {
 	if len(t.ring) < maxFreed {

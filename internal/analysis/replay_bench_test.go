@@ -58,7 +58,6 @@ func BenchmarkReplay(b *testing.B) {
 				a.record(it.rec)
 				continue
 			}
-			a.touch(it.events)
 			for i := range it.events {
 				a.event(&it.events[i])
 			}
