@@ -214,15 +214,17 @@ func TestEventTimes(t *testing.T) {
 			// The sleeps take 60 ms or a little more; a unit rounds,
 			// and the coarse clock is late by up to a quarter unit
 			// plus however long its goroutine waits for a CPU: on
-			// this 2-CPU machine, with other packages' tests running
-			// at once, it has been seen 4 ms late.
+			// this 2-CPU machine, with other packages' tests and
+			// benchmarks running at once, it has been seen over 10 ms
+			// late. The bounds tell times 60 ms apart from times
+			// equal, or a unit off, all the same.
 			slack := unit
 			if unit >= time.Millisecond {
-				slack += 10 * time.Millisecond
+				slack += 25 * time.Millisecond
 			}
 			for i := 1; i < 4; i++ {
 				gap := time.Duration(times[i] - times[i-1])
-				if gap < 60*time.Millisecond-slack || gap > 120*time.Millisecond {
+				if gap < 60*time.Millisecond-slack || gap > 150*time.Millisecond {
 					t.Errorf("allocations %d and %d are %v apart, want about 60ms: %v", i-1, i, gap, times)
 				}
 			}
