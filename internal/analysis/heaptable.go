@@ -81,7 +81,12 @@ type freedBlock struct {
 func (t *heapTable) put(addr uint64, h, blk uint32, b block) (old block, replaced bool) {
 	ref := t.newRef()
 	lb := t.at(ref)
-	*lb = liveBlock{block: b, addr: addr, live: true}
+	// Field by field: a liveBlock built whole, then copied, makes the CPU
+	// read back, 16 bytes at a time, what it has just written 8 at a
+	// time, and wait for it.
+	lb.size, lb.born, lb.bornClock, lb.reallocs = b.size, b.born, b.bornClock, b.reallocs
+	lb.site, lb.thread, lb.api = b.site, b.thread, b.api
+	lb.addr, lb.live = addr, true
 	var oldRef uint32
 	if indexable(addr) {
 		if t.index.full() {
