@@ -9,7 +9,7 @@ func TestFreedBlocksBounded(t *testing.T) {
 	var h heapTable
 	allocFree := func(addr, freeStack uint64) {
 		t.Helper()
-		if _, replaced := h.put(addr, 0, 0, block{size: addr}); replaced {
+		if _, replaced := h.put(addr, 0, 0, &block{size: addr}); replaced {
 			t.Fatalf("the block at %d replaced a live one", addr)
 		}
 		if _, live := h.free(addr, 0, 0, freeStack); !live {
@@ -56,8 +56,8 @@ func TestFreedBlocksBounded(t *testing.T) {
 		t.Errorf("still remembers 20 after %d more frees", maxFreed)
 	}
 
-	h.put(5, 0, 0, block{size: 5})
-	if old, replaced := h.put(5, 0, 0, block{size: 6}); !replaced || old.size != 5 {
+	h.put(5, 0, 0, &block{size: 5})
+	if old, replaced := h.put(5, 0, 0, &block{size: 6}); !replaced || old.size != 5 {
 		t.Errorf("put over a live block: %+v, %v; want it replaced", old, replaced)
 	}
 }

@@ -77,13 +77,14 @@ type freedBlock struct {
 
 // put makes b the live block at addr, with handle h of trace block blk
 // (h 0: none), and returns the block that was live at addr, if one was
-// (its free was lost).
-func (t *heapTable) put(addr uint64, h, blk uint32, b block) (old block, replaced bool) {
+// (its free was lost): valid until the next put.
+//
+// Blocks go in and out by pointer: a block passed or returned whole is
+// written 8 bytes at a time and read back 16 at a time, and the CPU waits
+// for the writes each time.
+func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, replaced bool) {
 	ref := t.newRef()
 	lb := t.at(ref)
-	// Field by field: a liveBlock built whole, then copied, makes the CPU
-	// read back, 16 bytes at a time, what it has just written 8 at a
-	// time, and wait for it.
 	lb.size, lb.born, lb.bornClock, lb.reallocs = b.size, b.born, b.bornClock, b.reallocs
 	lb.site, lb.thread, lb.api = b.site, b.thread, b.api
 	lb.addr, lb.live = addr, true
@@ -105,7 +106,9 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b block) (old block, replace
 		t.setHandle(h, blk, ref)
 	}
 	if replaced {
-		old = t.at(oldRef).block
+		// Dropped, the block keeps its fields until its ref is given
+		// out again.
+		old = &t.at(oldRef).block
 		t.dropRef(oldRef)
 	}
 	return old, replaced
@@ -153,18 +156,18 @@ func (t *heapTable) dropRef(ref uint32) {
 
 // free ends the block live at addr, with handle h of trace block blk (h
 // 0: the trace does not name it by handle), freed by a call from
-// freeStack, and returns it. If none is live there, it returns false:
-// lookup tells what it remembers of the address.
-func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b block, live bool) {
+// freeStack, and returns it, valid until the next put. If none is live
+// there, it returns false: lookup tells what it remembers of the address.
+func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block, live bool) {
 	ref, found := t.byHandle(addr, h, blk)
 	if !found {
 		ref, found = t.byAddr(addr)
 	}
 	if !found {
-		return block{}, false
+		return nil, false
 	}
 	lb := t.at(ref)
-	b = lb.block
+	b = &lb.block
 	if indexable(addr) {
 		t.index.remove(lb.slot, func(e indexEntry, slot uint32) { t.at(e.ref).slot = slot })
 	} else {

@@ -15,7 +15,7 @@ func BenchmarkHeapTable(b *testing.B) {
 	handles := make([]uint32, live)
 	for i := range addrs {
 		addrs[i], handles[i] = 0x10000+uint64(i)*64, uint32(i+1)
-		h.put(addrs[i], handles[i], 1, block{size: 16})
+		h.put(addrs[i], handles[i], 1, &block{size: 16})
 	}
 	picks := make([]int, 1<<16)
 	for i := range picks {
@@ -27,6 +27,6 @@ func BenchmarkHeapTable(b *testing.B) {
 		if _, live := h.free(addrs[k], handles[k], 1, 0); !live {
 			b.Fatal("not live")
 		}
-		h.put(addrs[k], handles[k], 1, block{size: 16})
+		h.put(addrs[k], handles[k], 1, &block{size: 16})
 	}
 }

@@ -42,7 +42,7 @@ func TestHeapTableModel(t *testing.T) {
 			addr := addrOf()
 			nextHandle++
 			size := uint64(i)
-			old, replaced := h.put(addr, nextHandle, blk, block{size: size})
+			old, replaced := h.put(addr, nextHandle, blk, &block{size: size})
 			oldSize, had := want[addr]
 			if replaced != had || replaced && old.size != oldSize {
 				t.Fatalf("op %d: put(%#x) replaced %v (size %d), want %v (size %d)", i, addr, replaced, old.size, had, oldSize)

@@ -81,7 +81,7 @@ func (rp *replay) badFree(e *trace.Event, addr uint64) {
 
 // checkFamily reports a mismatched free if the free or realloc e may not
 // release block b.
-func (rp *replay) checkFamily(b block, e *trace.Event) {
+func (rp *replay) checkFamily(b *block, e *trace.Event) {
 	have, want := e.API.Family(), b.api.Family()
 	if have == want || have == trace.FamilyUnknown || want == trace.FamilyUnknown || !rp.windowOpen {
 		return

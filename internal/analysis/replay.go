@@ -169,7 +169,7 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	} else {
 		b.site = rp.site(e.Stack)
 	}
-	if old, replaced := rp.heap.put(addr, e.Handle, e.Block, b); replaced {
+	if old, replaced := rp.heap.put(addr, e.Handle, e.Block, &b); replaced {
 		rp.release(old)
 		sum.ReplacedBlocks++
 	}
@@ -247,13 +247,13 @@ func (rp *replay) realloc(e *trace.Event) {
 	}
 	rp.checkFamily(b, e)
 	rp.freeBlock(e, e.OldAddr, b, false)
-	rp.alloc(e, e.Addr, &b)
+	rp.alloc(e, e.Addr, b)
 }
 
 // freeBlock takes the block b at addr, freed by event e (and marked freed
 // in the heap table already), out of the counts. With dies set, the
 // object ends with it (it is not a realloc that moves it).
-func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
+func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 	p := rp.proc
 	if b.site == uncounted {
 		return
@@ -285,7 +285,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b block, dies bool) {
 		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		if !rp.freedLonger.shorter(lifetime) {
-			rp.freedLonger.offer(rp.object(addr, b, e.Time))
+			rp.freedLonger.offer(rp.object(addr, *b, e.Time))
 		}
 	}
 }
@@ -298,7 +298,7 @@ func (rp *replay) object(addr uint64, b block, freed uint64) HeapObject {
 }
 
 // release takes the bytes of block b out of the live counts.
-func (rp *replay) release(b block) {
+func (rp *replay) release(b *block) {
 	if b.site == uncounted {
 		return
 	}
