@@ -7,9 +7,9 @@ package analysis
 // probing, at most half full.
 //
 // A free does not look its address up when the trace names its block by
-// handle: the arena knows the block's slot here. Deleting shifts the
-// entries after the hole back, so that no tombstones pile up; the moved
-// entries' slots are reported to the arena.
+// handle: the arena knows the block's slot here. Deleting (heapTable.
+// unindex) shifts the entries after the hole back, so that no tombstones
+// pile up, and tells the arena where they went.
 type addrIndex struct {
 	entries []indexEntry
 	n       int
@@ -62,23 +62,6 @@ func (x *addrIndex) put(addr uint64, ref uint32) (slot, old uint32, existed bool
 	x.entries[i] = indexEntry{key: addr, ref: ref}
 	x.n++
 	return uint32(i), 0, false
-}
-
-// remove deletes the entry in slot i. Each entry it moves back is passed
-// to moved with its new slot.
-func (x *addrIndex) remove(i uint32, moved func(e indexEntry, slot uint32)) {
-	hole := uint64(i)
-	for j := (hole + 1) & x.mask; x.entries[j].key != 0; j = (j + 1) & x.mask {
-		// An entry may move back into the hole unless its home lies
-		// after the hole, on the way to it.
-		if (j-x.home(x.entries[j].key))&x.mask >= (j-hole)&x.mask {
-			x.entries[hole] = x.entries[j]
-			moved(x.entries[hole], uint32(hole))
-			hole = j
-		}
-	}
-	x.entries[hole] = indexEntry{}
-	x.n--
 }
 
 // grow doubles the index (to 1,024 slots at first). The entries move:

@@ -169,13 +169,31 @@ func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block
 	lb := t.at(ref)
 	b = &lb.block
 	if indexable(addr) {
-		t.index.remove(lb.slot, func(e indexEntry, slot uint32) { t.at(e.ref).slot = slot })
+		t.unindex(lb.slot)
 	} else {
 		delete(t.odd, addr)
 	}
 	t.dropRef(ref)
 	t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
 	return b, true
+}
+
+// unindex deletes the entry in slot i of the index. The entries after it
+// may move back a slot or more; their blocks learn where to.
+func (t *heapTable) unindex(i uint32) {
+	x := &t.index
+	hole := uint64(i)
+	for j := (hole + 1) & x.mask; x.entries[j].key != 0; j = (j + 1) & x.mask {
+		// An entry may move back into the hole unless its home lies
+		// after the hole, on the way to it.
+		if (j-x.home(x.entries[j].key))&x.mask >= (j-hole)&x.mask {
+			x.entries[hole] = x.entries[j]
+			t.at(x.entries[hole].ref).slot = uint32(hole)
+			hole = j
+		}
+	}
+	x.entries[hole] = indexEntry{}
+	x.n--
 }
 
 // byHandle returns the ref of the live block at addr that has handle h
