@@ -33,8 +33,13 @@ type heapTable struct {
 	arena    [][]liveBlock
 	refs     uint32 // refs given out so far
 	freeRefs uint32
-	index    addrIndex         // ref by address
-	odd      map[uint64]uint32 // ref by address, for the addresses the index cannot key
+	nlive    int   // live blocks
+	replaced block // the block the latest put replaced
+	// index and odd hold the blocks of earlier trace blocks by address
+	// (odd those the index cannot key); indexed counts them.
+	index   addrIndex
+	odd     map[uint64]uint32
+	indexed int
 	// handles maps the handles of trace block inBlock (ref + 1 by handle):
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
@@ -55,9 +60,10 @@ type heapTable struct {
 // and slot is then the next free ref + 1.
 type liveBlock struct {
 	block
-	addr uint64
-	slot uint32 // in the index
-	live bool
+	addr    uint64
+	slot    uint32 // in the address index, if indexed
+	live    bool
+	indexed bool // in the address index (or odd)
 }
 
 // maxFreed is how many frees are remembered.
@@ -79,52 +85,104 @@ type freedBlock struct {
 // (h 0: none), and returns the block that was live at addr, if one was
 // (its free was lost): valid until the next put.
 //
+// A block with a handle goes into the handle table only: the trace names
+// it by its handle if it frees it in the same trace block, and writes a
+// lost free (trace.APILost) before an allocation over it there. It goes
+// into the address index when its trace block ends (see enter). So only
+// the blocks of earlier trace blocks need looking up here.
+//
 // Blocks go in and out by pointer: a block passed or returned whole is
 // written 8 bytes at a time and read back 16 at a time, and the CPU waits
 // for the writes each time.
 func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, replaced bool) {
+	t.enter(blk)
+	if t.indexed > 0 {
+		if ref, ok := t.byAddr(addr); ok {
+			// Rare: a copy, for its ref is given out again at once.
+			t.replaced, replaced = t.at(ref).block, true
+			old = &t.replaced
+			t.unlink(ref)
+		}
+	}
 	ref := t.newRef()
+	t.nlive++
 	lb := t.at(ref)
 	lb.size, lb.born, lb.bornClock, lb.reallocs = b.size, b.born, b.bornClock, b.reallocs
 	lb.site, lb.thread, lb.api = b.site, b.thread, b.api
-	lb.addr, lb.live = addr, true
-	var oldRef uint32
-	if indexable(addr) {
-		if t.index.full() {
-			t.index.grow()
-			t.index.each(func(slot, ref uint32) { t.at(ref).slot = slot })
-		}
-		lb.slot, oldRef, replaced = t.index.put(addr, ref)
-	} else {
-		if t.odd == nil {
-			t.odd = make(map[uint64]uint32)
-		}
-		oldRef, replaced = t.odd[addr]
-		t.odd[addr] = ref
-	}
+	lb.addr, lb.live, lb.indexed = addr, true, false
 	if h != 0 && h < maxHandle {
-		t.setHandle(h, blk, ref)
-	}
-	if replaced {
-		// Dropped, the block keeps its fields until its ref is given
-		// out again.
-		old = &t.at(oldRef).block
-		t.dropRef(oldRef)
+		if int(h) >= len(t.handles) {
+			t.handles = append(t.handles, make([]uint32, int(h)+1-len(t.handles)+len(t.handles)/2)...)
+		}
+		t.handles[h] = ref + 1
+	} else {
+		t.addToIndex(ref)
 	}
 	return old, replaced
 }
 
-// setHandle makes ref the block of handle h of trace block blk.
-func (t *heapTable) setHandle(h, blk, ref uint32) {
-	if blk != t.inBlock {
-		// Handles name blocks only within their trace block.
-		clear(t.handles)
-		t.inBlock = blk
+// enter makes blk the trace block whose handles the handle table holds.
+// The blocks of the one before that are still live go into the address
+// index: later trace blocks free them by address.
+func (t *heapTable) enter(blk uint32) {
+	if blk == t.inBlock {
+		return
 	}
-	if int(h) >= len(t.handles) {
-		t.handles = append(t.handles, make([]uint32, int(h)+1-len(t.handles)+len(t.handles)/2)...)
+	for h, r := range t.handles {
+		if r != 0 {
+			if lb := t.at(r - 1); lb.live && !lb.indexed {
+				t.addToIndex(r - 1)
+			}
+			t.handles[h] = 0
+		}
 	}
-	t.handles[h] = ref + 1
+	t.inBlock = blk
+}
+
+// addToIndex puts the live block of ref into the address index.
+func (t *heapTable) addToIndex(ref uint32) {
+	lb := t.at(ref)
+	if !indexable(lb.addr) {
+		if t.odd == nil {
+			t.odd = make(map[uint64]uint32)
+		}
+		if old, ok := t.odd[lb.addr]; ok {
+			// Two blocks of different trace blocks at one address:
+			// the older lost its free.
+			t.unlink(old)
+		}
+		t.odd[lb.addr] = ref
+	} else {
+		if t.index.full() {
+			t.index.grow()
+			t.index.each(func(slot, ref uint32) { t.at(ref).slot = slot })
+		}
+		var old uint32
+		var had bool
+		lb.slot, old, had = t.index.put(lb.addr, ref)
+		if had {
+			t.at(old).indexed = false
+			t.dropRef(old)
+			t.indexed--
+		}
+	}
+	lb.indexed = true
+	t.indexed++
+}
+
+// unlink takes the live block of ref out of the table.
+func (t *heapTable) unlink(ref uint32) {
+	lb := t.at(ref)
+	if lb.indexed {
+		if indexable(lb.addr) {
+			t.unindex(lb.slot)
+		} else {
+			delete(t.odd, lb.addr)
+		}
+		lb.indexed = false
+		t.indexed--
+	}
+	t.dropRef(ref)
 }
 
 // chunkBits sets the size of the arena's chunks: 4,096 blocks.
@@ -149,6 +207,7 @@ func (t *heapTable) newRef() uint32 {
 }
 
 func (t *heapTable) dropRef(ref uint32) {
+	t.nlive--
 	lb := t.at(ref)
 	lb.live, lb.slot = false, t.freeRefs
 	t.freeRefs = ref + 1
@@ -159,22 +218,25 @@ func (t *heapTable) dropRef(ref uint32) {
 // freeStack, and returns it, valid until the next put. If none is live
 // there, it returns false: lookup tells what it remembers of the address.
 func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block, live bool) {
-	ref, found := t.byHandle(addr, h, blk)
-	if !found {
+	if b, live = t.take(addr, h, blk); live {
+		t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
+	}
+	return b, live
+}
+
+// take ends the block live at addr as free does, but does not remember
+// it as freed: a lost free.
+func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
+	t.enter(blk)
+	ref, found := t.byHandle(addr, h)
+	if !found && t.indexed > 0 {
 		ref, found = t.byAddr(addr)
 	}
 	if !found {
 		return nil, false
 	}
-	lb := t.at(ref)
-	b = &lb.block
-	if indexable(addr) {
-		t.unindex(lb.slot)
-	} else {
-		delete(t.odd, addr)
-	}
-	t.dropRef(ref)
-	t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
+	b := &t.at(ref).block
+	t.unlink(ref)
 	return b, true
 }
 
@@ -197,9 +259,9 @@ func (t *heapTable) unindex(i uint32) {
 }
 
 // byHandle returns the ref of the live block at addr that has handle h
-// of trace block blk, if the handle table has it.
-func (t *heapTable) byHandle(addr uint64, h, blk uint32) (uint32, bool) {
-	if h == 0 || blk != t.inBlock || int(h) >= len(t.handles) || t.handles[h] == 0 {
+// of the current trace block, if the handle table has it.
+func (t *heapTable) byHandle(addr uint64, h uint32) (uint32, bool) {
+	if h == 0 || int(h) >= len(t.handles) || t.handles[h] == 0 {
 		return 0, false
 	}
 	ref := t.handles[h] - 1
@@ -208,7 +270,8 @@ func (t *heapTable) byHandle(addr uint64, h, blk uint32) (uint32, bool) {
 	return ref, lb.live && lb.addr == addr
 }
 
-// byAddr returns the ref of the live block at addr, if there is one.
+// byAddr returns the ref of the live block at addr in the address index,
+// if there is one.
 func (t *heapTable) byAddr(addr uint64) (uint32, bool) {
 	if !indexable(addr) {
 		ref, ok := t.odd[addr]
@@ -261,7 +324,7 @@ func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
 }
 
 // len returns how many blocks are live.
-func (t *heapTable) len() int { return t.index.n + len(t.odd) }
+func (t *heapTable) len() int { return t.nlive }
 
 // each calls f for every live block, in no particular order.
 func (t *heapTable) each(f func(addr uint64, b block)) {
@@ -285,8 +348,9 @@ func (t *heapTable) update(f func(*block)) {
 	}
 }
 
-// clone returns a copy of t, with no handles: a fork child's blocks are
-// named by address (the handles of its events are its own).
+// clone returns a copy of t, with every block in the address index: a
+// fork child names its blocks by address (the handles of its events are
+// its own).
 func (t *heapTable) clone() heapTable {
 	c := *t
 	c.arena = make([][]liveBlock, len(t.arena))
@@ -295,7 +359,9 @@ func (t *heapTable) clone() heapTable {
 	}
 	c.index = t.index.clone()
 	c.odd = maps.Clone(t.odd)
-	c.handles, c.inBlock = nil, 0
+	c.handles = slices.Clone(t.handles)
+	c.enter(0)
+	c.handles = nil
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
 	c.seen = t.seen.clone()

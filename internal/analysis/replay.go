@@ -225,6 +225,15 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 
 // free replays a free event. A realloc to size 0 is one too.
 func (rp *replay) free(e *trace.Event) {
+	if e.API == trace.APILost {
+		// The allocation that comes next went to the block's address:
+		// the program freed it, unseen.
+		if b, live := rp.heap.take(e.Addr, e.Handle, e.Block); live {
+			rp.release(b)
+			rp.proc.Summary.ReplacedBlocks++
+		}
+		return
+	}
 	b, live := rp.heap.free(e.Addr, e.Handle, e.Block, e.Stack)
 	if !live {
 		rp.badFree(e, e.Addr)

@@ -171,6 +171,19 @@ func (t *addrTable) slotOf(addr uint64) (*uint32, uint32) {
 	return &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)], idx
 }
 
+// holds reports whether a live block is at addr.
+func (t *addrTable) holds(addr uint64) bool {
+	if t.used == 0 {
+		return false
+	}
+	if addr&(addrAlign-1) != 0 {
+		_, s := t.odd.find(addr)
+		return s != nil
+	}
+	slot, _ := t.slotOf(addr)
+	return slot != nil && *slot != 0 && *slot&listedMark == 0
+}
+
 // release takes addr out of the table as take does, and returns its
 // handle; if the block of that handle has a class, its slot keeps the
 // mark of the thread on whose class list the block's address goes.

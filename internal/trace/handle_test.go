@@ -152,12 +152,24 @@ func TestEventHandles(t *testing.T) {
 		live[hk] = true
 		handleOf[key{e.Process, e.Block, e.Addr}] = e.Handle
 	}
-	n := 0
+	n, lost := 0, 0
 	for g, group := range groups {
 		for j := range group {
 			e := &events[n]
 			if want := uint32(g + 1); e.Block != want {
 				t.Fatalf("event %d of group %d is in Block %d, want %d", j, g, e.Block, want)
+			}
+			if k := (key{e.Process, e.Block, group[j].Addr}); handleOf[k] != 0 && group[j].Kind != trace.KindFree &&
+				(group[j].Kind == trace.KindAlloc || group[j].OldAddr != group[j].Addr) {
+				// An allocation over a live block of the trace block:
+				// the Writer frees that block first.
+				if e.Kind != trace.KindFree || e.API != trace.APILost || e.Addr != group[j].Addr {
+					t.Fatalf("event %d, %+v: want a lost free of %#x before %+v", n, *e, group[j].Addr, group[j])
+				}
+				release(n, e, e.Addr, e.Handle)
+				n++
+				lost++
+				e = &events[n]
 			}
 			switch e.Kind {
 			case trace.KindAlloc:
@@ -174,7 +186,13 @@ func TestEventHandles(t *testing.T) {
 			n++
 		}
 	}
-	// Both cases must have come up, for the test to mean something.
+	if n != len(events) {
+		t.Fatalf("read %d events, want %d and %d lost frees", len(events), n-lost, lost)
+	}
+	// Each case must have come up, for the test to mean something.
+	if lost < 20 {
+		t.Errorf("%d lost frees: the events do not test them", lost)
+	}
 	if named < 1000 || unnamed < 500 {
 		t.Errorf("%d frees with a handle and %d without: the events do not test handles", named, unnamed)
 	}

@@ -240,8 +240,8 @@ func TestTimeUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []uint64{999, 1000, 2999, 1_000_000_001} {
-		if err := w.Event(trace.Event{Kind: trace.KindAlloc, Time: ns, Addr: 16, Size: 1}); err != nil {
+	for i, ns := range []uint64{999, 1000, 2999, 1_000_000_001} {
+		if err := w.Event(trace.Event{Kind: trace.KindAlloc, Time: ns, Addr: 16 * uint64(i+1), Size: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

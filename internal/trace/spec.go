@@ -201,6 +201,12 @@ const (
 	APIDeleteArraySizedAligned // operator delete[](void*, size_t, align_val_t)
 	APIDeleteArrayNothrow      // operator delete[](void*, nothrow_t const&)
 	APIDeleteArrayAlignedNothrow
+	// APILost marks a free that the program made but the trace did not
+	// see: the allocator gave the block's address to a new block while
+	// the block was live in the trace. The Go Writer writes such a free
+	// just before the allocation, so that readers know which block the
+	// allocation replaced without looking its address up.
+	APILost
 	apiCount
 )
 
@@ -217,7 +223,7 @@ var apiNames = [apiCount]string{
 	APIDeleteAlignedNothrow: "operator delete(align, nothrow)", APIDeleteArray: "operator delete[]",
 	APIDeleteArraySized: "operator delete[](sized)", APIDeleteArrayAligned: "operator delete[](align)",
 	APIDeleteArraySizedAligned: "operator delete[](sized, align)", APIDeleteArrayNothrow: "operator delete[](nothrow)",
-	APIDeleteArrayAlignedNothrow: "operator delete[](align, nothrow)",
+	APIDeleteArrayAlignedNothrow: "operator delete[](align, nothrow)", APILost: "lost free",
 }
 
 func (a API) String() string {
@@ -483,7 +489,9 @@ type Type struct {
 // Handles are comparable only between events with the same Process and
 // Block. A handle names a block from its allocation to its release even if
 // another block is allocated at the same address in between (its free was
-// lost): a free of that address then names the handle given last.
+// lost): a free of that address then names the handle given last. The Go
+// Writer lets that happen to no block: before such an allocation, it
+// writes a free of the old block, of API APILost.
 type Event struct {
 	Kind Kind // KindAlloc, KindFree or KindRealloc
 	API  API

@@ -174,6 +174,9 @@ func (w *Writer) appendEvent(e *Event) {
 		w.appendTime(e.Time)
 	}
 
+	if e.Kind == KindAlloc || e.Kind == KindRealloc && e.Addr != e.OldAddr {
+		w.appendLostFree(h, e.Addr)
+	}
 	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
 	switch e.Kind {
 	case KindAlloc:
@@ -189,6 +192,26 @@ func (w *Writer) appendEvent(e *Event) {
 	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
 	w.prevStack = e.Stack
 	w.run++
+}
+
+// appendLostFree writes a free of the block live at addr in this block,
+// if there is one, for an allocation at addr that comes next: the
+// program's free of it was not seen. (An allocator gives out only
+// addresses it has been given back.) The free, of API APILost and no
+// stack, tells readers which block the allocation replaces, so that they
+// need not look the address of every allocation up: an allocation over a
+// block of an earlier trace block, which the Writer does not know, is
+// left to them.
+func (w *Writer) appendLostFree(h *heapState, addr uint64) {
+	if !h.liveAddrs.holds(addr) {
+		return
+	}
+	w.s[streamOps] = append(w.s[streamOps], opByte(KindFree, APILost))
+	w.appendRef(h, w.ti, addr)
+	w.put(streamStack, zigzag(-int64(w.prevStack)))
+	w.prevStack = 0
+	w.run++
+	w.events++
 }
 
 // appendTime moves the block's time on to that of an event at ns, in

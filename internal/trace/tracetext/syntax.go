@@ -424,7 +424,7 @@ var (
 		trace.APIDeleteAlignedNothrow: "delete-aligned-nothrow", trace.APIDeleteArray: "delete[]",
 		trace.APIDeleteArraySized: "delete[]-sized", trace.APIDeleteArrayAligned: "delete[]-aligned",
 		trace.APIDeleteArraySizedAligned: "delete[]-sized-aligned", trace.APIDeleteArrayNothrow: "delete[]-nothrow",
-		trace.APIDeleteArrayAlignedNothrow: "delete[]-aligned-nothrow",
+		trace.APIDeleteArrayAlignedNothrow: "delete[]-aligned-nothrow", trace.APILost: "lost",
 	}
 	howNames = []string{
 		trace.EndUnknown: "unknown", trace.EndExited: "exited", trace.EndSignaled: "signaled",
