@@ -174,7 +174,9 @@ func (w *Writer) appendEvent(e *Event) {
 		w.appendTime(e.Time)
 	}
 
-	if e.Kind == KindAlloc || e.Kind == KindRealloc && e.Addr != e.OldAddr {
+	if e.Kind == KindRealloc && e.Addr != e.OldAddr && h.liveAddrs.holds(e.Addr) {
+		// An allocation finds out in appendAddr; a realloc must before
+		// it codes its old block.
 		w.appendLostFree(h, e.Addr)
 	}
 	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
@@ -195,17 +197,13 @@ func (w *Writer) appendEvent(e *Event) {
 }
 
 // appendLostFree writes a free of the block live at addr in this block,
-// if there is one, for an allocation at addr that comes next: the
-// program's free of it was not seen. (An allocator gives out only
-// addresses it has been given back.) The free, of API APILost and no
-// stack, tells readers which block the allocation replaces, so that they
-// need not look the address of every allocation up: an allocation over a
-// block of an earlier trace block, which the Writer does not know, is
-// left to them.
+// for an allocation at addr that comes next: the program's free of it was
+// not seen. (An allocator gives out only addresses it has been given
+// back.) The free, of API APILost and no stack, tells readers which block
+// the allocation replaces, so that they need not look the address of
+// every allocation up: an allocation over a block of an earlier trace
+// block, which the Writer does not know, is left to them.
 func (w *Writer) appendLostFree(h *heapState, addr uint64) {
-	if !h.liveAddrs.holds(addr) {
-		return
-	}
 	w.s[streamOps] = append(w.s[streamOps], opByte(KindFree, APILost))
 	w.appendRef(h, w.ti, addr)
 	w.put(streamStack, zigzag(-int64(w.prevStack)))
@@ -256,6 +254,19 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	code := uint64(addrEscape)
 	depth := -1
 	slot := h.liveAddrs.place(addr)
+	if slot != nil && *slot != 0 && *slot&listedMark == 0 || slot == nil && h.liveAddrs.holds(addr) {
+		// A live block is at addr (a realloc found out before). The
+		// lost free goes before the allocation, whose op is written:
+		// its op takes the allocation's place, which moves on. Its
+		// reference and stack come before the allocation's address
+		// and stack, as the decoding goes.
+		ops := w.s[streamOps]
+		op := ops[len(ops)-1]
+		w.s[streamOps] = ops[:len(ops)-1]
+		w.appendLostFree(h, addr)
+		w.s[streamOps] = append(w.s[streamOps], op)
+		slot = h.liveAddrs.place(addr)
+	}
 	if l := t.list(c); l != nil && c != 0 && l.atTop(addr) {
 		// The top of the thread's own list, the commonest case: no need
 		// to wait for the mark.
