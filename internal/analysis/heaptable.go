@@ -40,6 +40,11 @@ type heapTable struct {
 	index   addrIndex
 	odd     map[uint64]uint32
 	indexed int
+	// pages, once more than manyIndexed blocks are indexed, counts them
+	// by a hash of their 4 KiB page. The index is out of the cache then,
+	// and a probe costs a miss: an allocation in a page whose count is 0
+	// cannot land on an indexed block, and need not look.
+	pages []uint32
 	// handles maps the handles of trace block inBlock (ref + 1 by handle):
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
@@ -96,7 +101,7 @@ type freedBlock struct {
 // for the writes each time.
 func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, replaced bool) {
 	t.enter(blk)
-	if t.indexed > 0 {
+	if t.mayBeIndexed(addr) {
 		if ref, ok := t.byAddr(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
 			t.replaced, replaced = t.at(ref).block, true
@@ -164,10 +169,45 @@ func (t *heapTable) addToIndex(ref uint32) {
 			t.at(old).indexed = false
 			t.dropRef(old)
 			t.indexed--
+			if t.pages != nil {
+				t.pages[pageOf(lb.addr)]--
+			}
 		}
 	}
 	lb.indexed = true
 	t.indexed++
+	switch {
+	case t.pages != nil:
+		t.pages[pageOf(lb.addr)]++
+	case t.indexed > manyIndexed:
+		t.countPages()
+	}
+}
+
+// manyIndexed is how many indexed blocks make the index big enough to
+// count them by page (its 16-byte entries then take over 1 MiB).
+const manyIndexed = 1 << 15
+
+// pageCounters is the number of page counts: 256 KiB of them.
+const pageCounters = 1 << 16
+
+func pageOf(addr uint64) uint32 { return uint32((addr >> 12) * 0x9e3779b97f4a7c15 >> (64 - 16)) }
+
+// countPages makes the page counts.
+func (t *heapTable) countPages() {
+	t.pages = make([]uint32, pageCounters)
+	for _, chunk := range t.arena {
+		for i := range chunk {
+			if lb := &chunk[i]; lb.live && lb.indexed {
+				t.pages[pageOf(lb.addr)]++
+			}
+		}
+	}
+}
+
+// mayBeIndexed reports whether an indexed block may be at addr.
+func (t *heapTable) mayBeIndexed(addr uint64) bool {
+	return t.indexed > 0 && (t.pages == nil || t.pages[pageOf(addr)] != 0)
 }
 
 // unlink takes the live block of ref out of the table.
@@ -181,6 +221,9 @@ func (t *heapTable) unlink(ref uint32) {
 		}
 		lb.indexed = false
 		t.indexed--
+		if t.pages != nil {
+			t.pages[pageOf(lb.addr)]--
+		}
 	}
 	t.dropRef(ref)
 }
@@ -229,7 +272,7 @@ func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block
 func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	t.enter(blk)
 	ref, found := t.byHandle(addr, h)
-	if !found && t.indexed > 0 {
+	if !found && t.mayBeIndexed(addr) {
 		ref, found = t.byAddr(addr)
 	}
 	if !found {
@@ -359,6 +402,7 @@ func (t *heapTable) clone() heapTable {
 	}
 	c.index = t.index.clone()
 	c.odd = maps.Clone(t.odd)
+	c.pages = slices.Clone(t.pages)
 	c.handles = slices.Clone(t.handles)
 	c.enter(0)
 	c.handles = nil

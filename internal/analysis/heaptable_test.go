@@ -91,3 +91,45 @@ func TestHeapTableModel(t *testing.T) {
 		t.Errorf("after freeing all of the clone: %d live in it, %d in the original; want 0 and %d", c.len(), h.len(), len(want))
 	}
 }
+
+// TestHeapTableManyIndexed checks the heap table once so many blocks
+// outlive their trace block that it counts them by page: the count must
+// let no allocation over one of them, nor a free of one, go unseen.
+func TestHeapTableManyIndexed(t *testing.T) {
+	var h heapTable
+	const n = 2*manyIndexed + 100
+	addr := func(i int) uint64 { return 0x100000 + uint64(i)*48 }
+	for i := range n {
+		h.put(addr(i), uint32(i+1), 1, &block{size: uint64(i)})
+	}
+	// In the next trace block, every block is found by address.
+	for i := 0; i < n; i += 2 {
+		if b, ok := h.free(addr(i), 0, 2, 0); !ok || b.size != uint64(i) {
+			t.Fatalf("free of block %d: %v", i, ok)
+		}
+	}
+	if h.pages == nil {
+		t.Fatalf("%d indexed blocks and no page counts", h.indexed)
+	}
+	for i := 1; i < n; i += 4 {
+		if old, replaced := h.put(addr(i), uint32(i), 2, &block{size: 1}); !replaced || old.size != uint64(i) {
+			t.Fatalf("allocation over block %d: replaced %v", i, replaced)
+		}
+	}
+	// Addresses freed, far away, and in pages of no block: none live.
+	for _, a := range []uint64{addr(0), addr(n + 1000), 0x7f00_0000_0000} {
+		if _, ok := h.free(a, 0, 2, 0); ok {
+			t.Errorf("free of %#x found a block", a)
+		}
+	}
+	if want := n / 2; h.len() != want {
+		t.Errorf("%d live blocks, want %d", h.len(), want)
+	}
+	var counted uint32
+	for _, c := range h.pages {
+		counted += c
+	}
+	if int(counted) != h.indexed {
+		t.Errorf("page counts add up to %d, want the %d indexed blocks", counted, h.indexed)
+	}
+}
