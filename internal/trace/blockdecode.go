@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 )
 
@@ -296,9 +297,12 @@ func (r *blockDecoder) damaged(start int, reason string) error {
 // decodeRun decodes events of the current Events record into b, as many
 // as b has room for, but for their addresses and handles.
 //
-// This is the hot loop of every analysis. The Events record checked that
-// the ops stream has a byte for each event, and reads past the end of the
-// other streams are checked for once an event is decoded.
+// This is the hot loop of every analysis. The events are decoded a chunk
+// at a time, column by column (decodeChunk): each column is then a loop
+// of its own, over events still in the cache, with its position in
+// registers. Only where decodeChunk meets damage are the events of the
+// chunk decoded again one by one (event), to find the event that is
+// damaged and why, as docs/format.md says to.
 func (r *blockDecoder) decodeRun(b *batch) {
 	n := int(min(r.run, uint64(batchEvents-len(b.events))))
 	start := len(b.events)
@@ -308,39 +312,172 @@ func (r *blockDecoder) decodeRun(b *batch) {
 	b.events = b.events[:start+n]
 	b.runs = append(b.runs, runSegment{at: start, first: r.runLen - r.run + 1, ops: r.cols.c[streamOps].i,
 		runAt: r.runAt, runLen: r.runLen, recordsAfter: r.d.i})
-	for i := range b.events[start:] {
-		if !r.event(&b.events[start+i]) {
-			b.events = b.events[:start+i]
-			r.run -= uint64(i)
-			b.others = append(b.others, placed{at: len(b.events), err: r.eventDamaged()})
-			return
+	for at := start; at < start+n; {
+		chunk := b.events[at:min(at+chunkEvents, start+n)]
+		if !r.decodeChunk(b, chunk) {
+			for i := range chunk {
+				if !r.event(&chunk[i]) {
+					b.events = b.events[:at+i]
+					r.run -= uint64(at + i - start)
+					b.others = append(b.others, placed{at: len(b.events), err: r.eventDamaged()})
+					return
+				}
+			}
 		}
+		at += len(chunk)
 	}
 	r.run -= uint64(n)
+}
+
+// chunkEvents is how many events decodeChunk decodes at a time: few
+// enough that they stay in the L1 cache from one column to the next.
+const chunkEvents = 128
+
+// decodeChunk decodes the next len(events) events of the current run into
+// events, but for their addresses and handles, and passes on the values
+// of their address columns in b.addrValues. If it finds damage, it leaves
+// r, b and the streams as they were, and returns false.
+func (r *blockDecoder) decodeChunk(b *batch, events []Event) bool {
+	c := &r.cols
+	ops := &c.c[streamOps]
+	// The Events record checked that the ops stream holds a byte for
+	// every event of the run.
+	opBytes := ops.p[ops.i : ops.i+len(events)]
+	var highest byte // the highest op kind less 1, 0xff for kind 0
+	for i, op := range opBytes {
+		e := &events[i]
+		kind := op >> opShift
+		highest = max(highest, kind-1)
+		// Every field is set once, on its own: e held another event
+		// before, and a struct literal is built on the stack and copied,
+		// which costs more than decoding most events.
+		e.Kind, e.API, e.Block = KindContext+Kind(kind), API(op&apiMask), r.block
+		e.Process, e.Thread, e.Time = r.process, r.thread, r.eventTime
+	}
+	if highest >= opRealloc {
+		return false // an op byte has no event kind
+	}
+	p, tails, i, j := c.columnAt(streamStack)
+	prevStack, ok := r.prevStack, true
+	for k := range events {
+		var v uint64
+		if v, i, j, ok = shortVarint(p, tails, i, j); !ok {
+			if v, i, j, ok = longVarint(p, tails, i, j); !ok {
+				return false
+			}
+		}
+		prevStack += unzigzag(v)
+		events[k].Stack = prevStack
+	}
+	stackAt, stackTailsAt := i, j
+	p, tails, i, j = c.columnAt(streamSize)
+	for k := range events {
+		e := &events[k]
+		var size uint64
+		if e.Kind != KindFree {
+			if size, i, j, ok = shortVarint(p, tails, i, j); !ok {
+				if size, i, j, ok = longVarint(p, tails, i, j); !ok {
+					return false
+				}
+			}
+		}
+		e.Size = size
+	}
+	sizeAt, sizeTailsAt := i, j
+	values, ok := r.chunkAddrValues(b.addrValues, events)
+	if !ok {
+		return false
+	}
+	b.addrValues = values
+	ops.i += len(events)
+	c.setColumnAt(streamStack, stackAt, stackTailsAt)
+	c.setColumnAt(streamSize, sizeAt, sizeTailsAt)
+	r.prevStack = prevStack
+	return true
+}
+
+// chunkAddrValues appends to values the values of the address columns
+// that events read (see batch.addrValues), and returns false if it finds
+// damage. The positions of the columns move only if it does not.
+func (r *blockDecoder) chunkAddrValues(values []uint64, events []Event) ([]uint64, bool) {
+	c := &r.cols
+	refs, refTails, ri, rj := c.columnAt(streamRef)
+	addrs, addrTails, ai, aj := c.columnAt(streamAddr)
+	raws, rawTails, wi, wj := c.columnAt(streamRawAddr)
+	prevRaw := r.prevRaw
+	// An event passes on four values at most: an escaped reference and an
+	// escaped address.
+	n := len(values)
+	values = slices.Grow(values, 4*len(events))[:n+4*len(events)]
+	var code, v uint64
+	ok := true
+	for k := range events {
+		kind := events[k].Kind
+		if kind != KindAlloc {
+			if code, ri, rj, ok = shortVarint(refs, refTails, ri, rj); !ok {
+				if code, ri, rj, ok = longVarint(refs, refTails, ri, rj); !ok {
+					return nil, false
+				}
+			}
+			values[n] = code
+			n++
+			if code == refEscape {
+				if v, wi, wj, ok = longVarint(raws, rawTails, wi, wj); !ok {
+					return nil, false
+				}
+				prevRaw += unzigzag(v)
+				values[n] = prevRaw
+				n++
+			}
+		}
+		if kind != KindFree {
+			if code, ai, aj, ok = shortVarint(addrs, addrTails, ai, aj); !ok {
+				if code, ai, aj, ok = longVarint(addrs, addrTails, ai, aj); !ok {
+					return nil, false
+				}
+			}
+			values[n] = code
+			n++
+			switch code {
+			case addrEscape:
+				if v, wi, wj, ok = longVarint(raws, rawTails, wi, wj); !ok {
+					return nil, false
+				}
+				prevRaw += unzigzag(v)
+				values[n] = prevRaw
+				n++
+			case addrSource:
+				if v, ai, aj, ok = longVarint(addrs, addrTails, ai, aj); !ok {
+					return nil, false
+				}
+				values[n] = v
+				n++
+			}
+		}
+	}
+	c.setColumnAt(streamRef, ri, rj)
+	c.setColumnAt(streamAddr, ai, aj)
+	c.setColumnAt(streamRawAddr, wi, wj)
+	r.prevRaw = prevRaw
+	return values[:n], true
 }
 
 // event decodes the next event of the current run into e, but for its
 // addresses and handles, which the addressDecoder sets from the values of
 // the address columns that event passes on in r.out.addrValues. If the
-// event is damaged, it notes why in r.why and returns false.
+// event is damaged, it notes why in r.why and returns false. It is
+// decodeChunk one event at a time, for where that found damage.
 func (r *blockDecoder) event(e *Event) bool {
 	c := &r.cols
 	ops := &c.c[streamOps]
 	op := ops.p[ops.i]
 	ops.i++
-	// Every field is set once, on its own: e is in a batch that held
-	// another event before, and a struct literal is built on the stack
-	// and copied, which costs more than the decoding of most events.
 	e.API, e.Block = API(op&apiMask), r.block
 	e.Process, e.Thread, e.Time = r.process, r.thread, r.eventTime
 	switch op >> opShift {
 	case opAlloc:
 		e.Kind = KindAlloc
-		size, ok := c.decoded(streamSize).take()
-		if !ok {
-			size = c.decodeAhead(streamSize)
-		}
-		e.Size = size
+		e.Size = c.uv(streamSize)
 		r.addrValues()
 	case opFree:
 		e.Kind = KindFree
@@ -349,16 +486,13 @@ func (r *blockDecoder) event(e *Event) bool {
 	case opRealloc:
 		e.Kind = KindRealloc
 		r.refValues()
-		e.Size = c.value(streamSize)
+		e.Size = c.uv(streamSize)
 		r.addrValues()
 	default:
 		r.why = fmt.Sprintf("op byte 0x%02x has no event kind", op)
 		return false
 	}
-	stack, ok := c.decoded(streamStack).take()
-	if !ok {
-		stack = c.decodeAhead(streamStack)
-	}
+	stack := c.uv(streamStack)
 	if c.bad || r.why != "" {
 		if c.bad {
 			r.why = c.overrun()
@@ -373,15 +507,12 @@ func (r *blockDecoder) event(e *Event) bool {
 // addrValues passes on the values of the address of a new block: its
 // code and what the code says follows it.
 func (r *blockDecoder) addrValues() {
-	code, ok := r.cols.decoded(streamAddr).take()
-	if !ok {
-		code = r.cols.decodeAhead(streamAddr)
-	}
+	code := r.cols.uv(streamAddr)
 	switch code {
 	case addrEscape:
 		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
 	case addrSource:
-		r.out.addrValues = append(r.out.addrValues, code, r.cols.value(streamAddr))
+		r.out.addrValues = append(r.out.addrValues, code, r.cols.uv(streamAddr))
 	default:
 		r.out.addrValues = append(r.out.addrValues, code)
 	}
@@ -390,10 +521,7 @@ func (r *blockDecoder) addrValues() {
 // refValues passes on the values of the address of a block being
 // released.
 func (r *blockDecoder) refValues() {
-	code, ok := r.cols.decoded(streamRef).take()
-	if !ok {
-		code = r.cols.decodeAhead(streamRef)
-	}
+	code := r.cols.uv(streamRef)
 	if code == refEscape {
 		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
 		return
@@ -403,7 +531,7 @@ func (r *blockDecoder) refValues() {
 
 // rawAddr reads the next address of the raw stream.
 func (r *blockDecoder) rawAddr() uint64 {
-	r.prevRaw += unzigzag(r.cols.value(streamRawAddr))
+	r.prevRaw += unzigzag(r.cols.uv(streamRawAddr))
 	return r.prevRaw
 }
 

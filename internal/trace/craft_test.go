@@ -393,6 +393,8 @@ func TestCraftedEvents(t *testing.T) {
 			recs(infoRec, events(1)), part{streamOps: {0x01}, streamSize: {1}, streamAddr: {1}, streamStack: {0}}),
 		damaged("op of kind 4", "op byte 0x81 has no event kind", 1,
 			recs(infoRec, events(1)), part{streamOps: {0x81}}),
+		damaged("op of kind 4 with values", "op byte 0x81 has no event kind", 5,
+			recs(infoRec, events(1)), part{streamOps: {0x81}, streamSize: {1}, streamAddr: {1}, streamRef: {1}, streamStack: {0}}),
 		damaged("ops stream runs out", "count 1 is more than the 0 events left in the ops stream", 6,
 			recs(infoRec, events(1)), without(a, streamOps)),
 		damaged("size stream runs out", "the size stream runs out", 4, recs(infoRec, events(1)), without(a, streamSize)),
