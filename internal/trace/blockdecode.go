@@ -56,13 +56,12 @@ type batch struct {
 	events []Event
 	others []placed
 	runs   []runSegment // where the events of each Events record start
-	// addrValues holds the values of the address columns the events
-	// read, in order, for the addressDecoder: each reference code, and
-	// after a code 0 the address from the raw stream; each address code,
-	// and after a code 0 the address from the raw stream, after
-	// addrSource the depth.
-	addrValues []uint64
-	hasEnd     bool // others ends with End
+	// The values of the address columns the events read, in order, for
+	// the addressDecoder: refCodes holds the reference codes; addrCodes
+	// the address codes, each addrSource followed by its depth; and raws
+	// the addresses of the raw stream that codes 0 of either escape to.
+	refCodes, addrCodes, raws []uint64
+	hasEnd                    bool // others ends with End
 
 	// The first inherited events were decoded with the time unit
 	// assumedUnit, and marks says where their time moves on, in units.
@@ -104,7 +103,7 @@ func (b *batch) reset() {
 	clear(b.others) // the records' pointers are the caller's now
 	b.others = b.others[:0]
 	b.runs = b.runs[:0]
-	b.addrValues = b.addrValues[:0]
+	b.refCodes, b.addrCodes, b.raws = b.refCodes[:0], b.addrCodes[:0], b.raws[:0]
 	b.hasEnd = false
 	b.marks = b.marks[:0]
 	b.inherited, b.assumedUnit, b.unitSet = 0, 0, 0
@@ -335,136 +334,240 @@ const chunkEvents = 128
 
 // decodeChunk decodes the next len(events) events of the current run into
 // events, but for their addresses and handles, and passes on the values
-// of their address columns in b.addrValues. If it finds damage, it leaves
-// r, b and the streams as they were, and returns false.
+// of their address columns in b. If it finds damage, it leaves r, b and
+// the streams as they were, and returns false.
 func (r *blockDecoder) decodeChunk(b *batch, events []Event) bool {
-	c := &r.cols
-	ops := &c.c[streamOps]
+	saved, prevStack, prevRaw := r.cols.positions(), r.prevStack, r.prevRaw
+	refCodes, addrCodes, raws := len(b.refCodes), len(b.addrCodes), len(b.raws)
+	refs, addrs, ok := r.chunkOps(events)
+	if ok && r.chunkStacks(events) && r.chunkSizes(events) && r.chunkAddrValues(b, refs, addrs) {
+		return true
+	}
+	r.cols.setPositions(saved)
+	r.prevStack, r.prevRaw = prevStack, prevRaw
+	b.refCodes, b.addrCodes, b.raws = b.refCodes[:refCodes], b.addrCodes[:addrCodes], b.raws[:raws]
+	return false
+}
+
+// The passes of decodeChunk over a chunk's events, a column each, follow.
+// Each has a loop of its own for values of one or two bytes, with no
+// call in it so that the compiler keeps all it needs in registers, and
+// reads the other values, if any, between runs of that loop.
+
+// chunkOps decodes the op bytes of events, and returns how many of them
+// release a block and how many allocate one: how many values of the
+// reference and address columns they read, but for depths.
+func (r *blockDecoder) chunkOps(events []Event) (refs, addrs int, ok bool) {
+	ops := &r.cols.c[streamOps]
 	// The Events record checked that the ops stream holds a byte for
 	// every event of the run.
 	opBytes := ops.p[ops.i : ops.i+len(events)]
+	block, process, thread, time := r.block, r.process, r.thread, r.eventTime
 	var highest byte // the highest op kind less 1, 0xff for kind 0
 	for i, op := range opBytes {
 		e := &events[i]
 		kind := op >> opShift
 		highest = max(highest, kind-1)
+		refs += int(kind >> 1) // opFree and opRealloc
+		addrs += int(kind & 1) // opAlloc and opRealloc
 		// Every field is set once, on its own: e held another event
 		// before, and a struct literal is built on the stack and copied,
 		// which costs more than decoding most events.
-		e.Kind, e.API, e.Block = KindContext+Kind(kind), API(op&apiMask), r.block
-		e.Process, e.Thread, e.Time = r.process, r.thread, r.eventTime
+		e.Kind, e.API, e.Block = KindContext+Kind(kind), API(op&apiMask), block
+		e.Process, e.Thread, e.Time = process, thread, time
 	}
 	if highest >= opRealloc {
-		return false // an op byte has no event kind
+		return 0, 0, false // an op byte has no event kind
 	}
-	p, tails, i, j := c.columnAt(streamStack)
-	prevStack, ok := r.prevStack, true
-	for k := range events {
-		var v uint64
-		if v, i, j, ok = shortVarint(p, tails, i, j); !ok {
-			if v, i, j, ok = longVarint(p, tails, i, j); !ok {
-				return false
-			}
+	ops.i += len(events)
+	return refs, addrs, true
+}
+
+// chunkStacks decodes the stack IDs of events.
+func (r *blockDecoder) chunkStacks(events []Event) bool {
+	p, tails, i, j := r.cols.columnAt(streamStack)
+	prev := r.prevStack
+	for k := 0; k < len(events); k++ {
+		var n int
+		n, i, j, prev = shortStacks(events[k:], p, tails, i, j, prev)
+		if k += n; k == len(events) {
+			break
 		}
-		prevStack += unzigzag(v)
-		events[k].Stack = prevStack
+		v, ni, nj, ok := longVarint(p, tails, i, j)
+		if !ok {
+			return false
+		}
+		i, j = ni, nj
+		prev += unzigzag(v)
+		events[k].Stack = prev
 	}
-	stackAt, stackTailsAt := i, j
-	p, tails, i, j = c.columnAt(streamSize)
+	r.cols.setColumnAt(streamStack, i, j)
+	r.prevStack = prev
+	return true
+}
+
+// shortStacks decodes the stack IDs of events, after prev, from the stack
+// column at p[i] and its tails at tails[j], up to the first value that is
+// not short. It returns how many it decoded, the positions after them and
+// the last stack ID.
+func shortStacks(events []Event, p, tails []byte, i, j int, prev uint64) (int, int, int, uint64) {
+	for k := range events {
+		v, ni, nj, ok := shortVarint(p, tails, i, j)
+		if !ok {
+			return k, i, j, prev
+		}
+		i, j = ni, nj
+		prev += unzigzag(v)
+		events[k].Stack = prev
+	}
+	return len(events), i, j, prev
+}
+
+// chunkSizes decodes the sizes of events.
+func (r *blockDecoder) chunkSizes(events []Event) bool {
+	p, tails, i, j := r.cols.columnAt(streamSize)
+	for k := 0; k < len(events); k++ {
+		var n int
+		n, i, j = shortSizes(events[k:], p, tails, i, j)
+		if k += n; k == len(events) {
+			break
+		}
+		size, ni, nj, ok := longVarint(p, tails, i, j)
+		if !ok {
+			return false
+		}
+		i, j = ni, nj
+		events[k].Size = size
+	}
+	r.cols.setColumnAt(streamSize, i, j)
+	return true
+}
+
+// shortSizes decodes the sizes of events from the size column at p[i]
+// and its tails at tails[j] as shortStacks decodes stack IDs: frees have
+// none, and a size of 0.
+func shortSizes(events []Event, p, tails []byte, i, j int) (int, int, int) {
 	for k := range events {
 		e := &events[k]
 		var size uint64
 		if e.Kind != KindFree {
-			if size, i, j, ok = shortVarint(p, tails, i, j); !ok {
-				if size, i, j, ok = longVarint(p, tails, i, j); !ok {
-					return false
-				}
+			v, ni, nj, ok := shortVarint(p, tails, i, j)
+			if !ok {
+				return k, i, j
 			}
+			size, i, j = v, ni, nj
 		}
 		e.Size = size
 	}
-	sizeAt, sizeTailsAt := i, j
-	values, ok := r.chunkAddrValues(b.addrValues, events)
-	if !ok {
+	return len(events), i, j
+}
+
+// chunkAddrValues decodes into b the values of the address columns that
+// events of a chunk read: the reference codes of the refs that release a
+// block, the address codes of the addrs that allocate one, and the raw
+// addresses that both escape to.
+func (r *blockDecoder) chunkAddrValues(b *batch, refs, addrs int) bool {
+	var escapes, more int
+	var ok bool
+	if b.refCodes, escapes, ok = r.chunkCodes(b.refCodes, refs, streamRef); !ok {
 		return false
 	}
-	b.addrValues = values
-	ops.i += len(events)
-	c.setColumnAt(streamStack, stackAt, stackTailsAt)
-	c.setColumnAt(streamSize, sizeAt, sizeTailsAt)
-	r.prevStack = prevStack
+	if b.addrCodes, more, ok = r.chunkCodes(b.addrCodes, addrs, streamAddr); !ok {
+		return false
+	}
+	p, tails, i, j := r.cols.columnAt(streamRawAddr)
+	prev := r.prevRaw
+	for range escapes + more {
+		v, ni, nj, ok := longVarint(p, tails, i, j)
+		if !ok {
+			return false
+		}
+		i, j = ni, nj
+		prev += unzigzag(v)
+		b.raws = append(b.raws, prev)
+	}
+	r.cols.setColumnAt(streamRawAddr, i, j)
+	r.prevRaw = prev
 	return true
 }
 
-// chunkAddrValues appends to values the values of the address columns
-// that events read (see batch.addrValues), and returns false if it finds
-// damage. The positions of the columns move only if it does not.
-func (r *blockDecoder) chunkAddrValues(values []uint64, events []Event) ([]uint64, bool) {
-	c := &r.cols
-	refs, refTails, ri, rj := c.columnAt(streamRef)
-	addrs, addrTails, ai, aj := c.columnAt(streamAddr)
-	raws, rawTails, wi, wj := c.columnAt(streamRawAddr)
-	prevRaw := r.prevRaw
-	// An event passes on four values at most: an escaped reference and an
-	// escaped address.
-	n := len(values)
-	values = slices.Grow(values, 4*len(events))[:n+4*len(events)]
-	var code, v uint64
-	ok := true
-	for k := range events {
-		kind := events[k].Kind
-		if kind != KindAlloc {
-			if code, ri, rj, ok = shortVarint(refs, refTails, ri, rj); !ok {
-				if code, ri, rj, ok = longVarint(refs, refTails, ri, rj); !ok {
-					return nil, false
-				}
-			}
-			values[n] = code
-			n++
-			if code == refEscape {
-				if v, wi, wj, ok = longVarint(raws, rawTails, wi, wj); !ok {
-					return nil, false
-				}
-				prevRaw += unzigzag(v)
-				values[n] = prevRaw
-				n++
-			}
-		}
-		if kind != KindFree {
-			if code, ai, aj, ok = shortVarint(addrs, addrTails, ai, aj); !ok {
-				if code, ai, aj, ok = longVarint(addrs, addrTails, ai, aj); !ok {
-					return nil, false
-				}
-			}
-			values[n] = code
-			n++
-			switch code {
-			case addrEscape:
-				if v, wi, wj, ok = longVarint(raws, rawTails, wi, wj); !ok {
-					return nil, false
-				}
-				prevRaw += unzigzag(v)
-				values[n] = prevRaw
-				n++
-			case addrSource:
-				if v, ai, aj, ok = longVarint(addrs, addrTails, ai, aj); !ok {
-					return nil, false
-				}
-				values[n] = v
-				n++
-			}
-		}
+// chunkCodes appends to codes count codes of column k, streamRef or
+// streamAddr, and after each addrSource of streamAddr its depth. It
+// returns them and how many of them are escapes (code 0) to the raw
+// stream; or, if it finds damage, codes and false.
+func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, int, bool) {
+	c, tc := &r.cols.c[k], &r.cols.c[k+tailStreams]
+	p, tails := c.p[c.i:], tc.p[tc.i:]
+	first := len(codes)
+	codes = slices.Grow(codes, count)
+	// The loop of short codes stops at an addrSource of the address
+	// column, whose depth may be longer; a short code is never stop in the
+	// reference column.
+	stop := uint64(addrSource)
+	if k == streamRef {
+		stop = 1 << 63
 	}
-	c.setColumnAt(streamRef, ri, rj)
-	c.setColumnAt(streamAddr, ai, aj)
-	c.setColumnAt(streamRawAddr, wi, wj)
-	r.prevRaw = prevRaw
-	return values[:n], true
+	escapes := 0
+	for count > 0 {
+		var n, esc int
+		n, p, tails, esc = shortCodes(codes[len(codes):len(codes)+count], stop, p, tails)
+		codes, count, escapes = codes[:len(codes)+n], count-n, escapes+esc
+		if count == 0 {
+			break
+		}
+		i, j := len(c.p)-len(p), len(tc.p)-len(tails)
+		code, i, j, ok := longVarint(c.p, tc.p, i, j)
+		if !ok {
+			return codes[:first], 0, false
+		}
+		codes = append(codes, code)
+		count--
+		switch {
+		case k == streamAddr && code == addrSource:
+			var depth uint64
+			if depth, i, j, ok = longVarint(c.p, tc.p, i, j); !ok {
+				return codes[:first], 0, false
+			}
+			codes = append(codes, depth)
+		case code == 0:
+			escapes++
+		}
+		p, tails = c.p[i:], tc.p[j:]
+	}
+	c.i, tc.i = len(c.p)-len(p), len(tc.p)-len(tails)
+	return codes, escapes, true
+}
+
+// shortCodes decodes into codes the next codes of a column from p and
+// its tails from tails, up to the first that is not short or is stop. It
+// returns how many it decoded, the rest of p and tails, and how many of
+// the codes were 0.
+func shortCodes(codes []uint64, stop uint64, p, tails []byte) (n int, restP, restTails []byte, escapes int) {
+	for n = range codes {
+		if len(p) == 0 {
+			return n, p, tails, escapes
+		}
+		low, tail := uint64(p[0]), uint64(0x80) // a tail too long, if there is none
+		if len(tails) > 0 {
+			tail = uint64(tails[0])
+		}
+		long := low >> 7 // 1 if the value has a tail, which is tail if long is 1
+		v := low&0x7f | tail<<7&-long
+		if tail>>7&long != 0 || v == stop {
+			return n, p, tails, escapes
+		}
+		if v == 0 {
+			escapes++
+		}
+		codes[n] = v
+		p, tails = p[1:], tails[long:]
+	}
+	return len(codes), p, tails, escapes
 }
 
 // event decodes the next event of the current run into e, but for its
 // addresses and handles, which the addressDecoder sets from the values of
-// the address columns that event passes on in r.out.addrValues. If the
+// the address columns that event passes on in r.out. If the
 // event is damaged, it notes why in r.why and returns false. It is
 // decodeChunk one event at a time, for where that found damage.
 func (r *blockDecoder) event(e *Event) bool {
@@ -507,26 +610,26 @@ func (r *blockDecoder) event(e *Event) bool {
 // addrValues passes on the values of the address of a new block: its
 // code and what the code says follows it.
 func (r *blockDecoder) addrValues() {
+	b := r.out
 	code := r.cols.uv(streamAddr)
+	b.addrCodes = append(b.addrCodes, code)
 	switch code {
 	case addrEscape:
-		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
+		b.raws = append(b.raws, r.rawAddr())
 	case addrSource:
-		r.out.addrValues = append(r.out.addrValues, code, r.cols.uv(streamAddr))
-	default:
-		r.out.addrValues = append(r.out.addrValues, code)
+		b.addrCodes = append(b.addrCodes, r.cols.uv(streamAddr))
 	}
 }
 
 // refValues passes on the values of the address of a block being
 // released.
 func (r *blockDecoder) refValues() {
+	b := r.out
 	code := r.cols.uv(streamRef)
+	b.refCodes = append(b.refCodes, code)
 	if code == refEscape {
-		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
-		return
+		b.raws = append(b.raws, r.rawAddr())
 	}
-	r.out.addrValues = append(r.out.addrValues, code)
 }
 
 // rawAddr reads the next address of the raw stream.

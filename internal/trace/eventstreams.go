@@ -9,6 +9,22 @@ type eventStreams struct {
 	bad bool               // a read ran past the end of a stream or over 64 bits
 }
 
+// positions returns the positions of the streams, for setPositions to
+// go back to.
+func (s *eventStreams) positions() [numStreams]int {
+	var at [numStreams]int
+	for k := range s.c {
+		at[k] = s.c[k].i
+	}
+	return at
+}
+
+func (s *eventStreams) setPositions(at [numStreams]int) {
+	for k := range s.c {
+		s.c[k].i = at[k]
+	}
+}
+
 // columnAt returns the bytes and the position of the varint column k and
 // of its tails, for a loop over the column to keep in registers (see
 // shortVarint), and setColumnAt stores the positions back.
