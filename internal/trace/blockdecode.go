@@ -330,7 +330,7 @@ func (r *blockDecoder) decodeRun(b *batch) {
 
 // chunkEvents is how many events decodeChunk decodes at a time: few
 // enough that they stay in the L1 cache from one column to the next.
-const chunkEvents = 128
+const chunkEvents = 256
 
 // decodeChunk decodes the next len(events) events of the current run into
 // events, but for their addresses and handles, and passes on the values
@@ -350,9 +350,10 @@ func (r *blockDecoder) decodeChunk(b *batch, events []Event) bool {
 }
 
 // The passes of decodeChunk over a chunk's events, a column each, follow.
-// Each has a loop of its own for values of one or two bytes, with no
-// call in it so that the compiler keeps all it needs in registers, and
-// reads the other values, if any, between runs of that loop.
+// Each has a loop of its own for the short values, nearly all of them,
+// with no call in it so that the compiler keeps all it needs in
+// registers, and reads the other values, if any, between runs of that
+// loop.
 
 // chunkOps decodes the op bytes of events, and returns how many of them
 // release a block and how many allocate one: how many values of the
@@ -496,8 +497,7 @@ func (r *blockDecoder) chunkAddrValues(b *batch, refs, addrs int) bool {
 // returns them and how many of them are escapes (code 0) to the raw
 // stream; or, if it finds damage, codes and false.
 func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, int, bool) {
-	c, tc := &r.cols.c[k], &r.cols.c[k+tailStreams]
-	p, tails := c.p[c.i:], tc.p[tc.i:]
+	p, tails, i, j := r.cols.columnAt(k)
 	first := len(codes)
 	codes = slices.Grow(codes, count)
 	// The loop of short codes stops at an addrSource of the address
@@ -509,14 +509,19 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 	}
 	escapes := 0
 	for count > 0 {
-		var n, esc int
-		n, p, tails, esc = shortCodes(codes[len(codes):len(codes)+count], stop, p, tails)
-		codes, count, escapes = codes[:len(codes)+n], count-n, escapes+esc
+		var n int
+		start := len(codes)
+		n, i, j = shortCodes(codes[start:start+count], stop, p, tails, i, j)
+		codes, count = codes[:start+n], count-n
+		for _, code := range codes[start:] {
+			if code == 0 {
+				escapes++
+			}
+		}
 		if count == 0 {
 			break
 		}
-		i, j := len(c.p)-len(p), len(tc.p)-len(tails)
-		code, i, j, ok := longVarint(c.p, tc.p, i, j)
+		code, ni, nj, ok := longVarint(p, tails, i, j)
 		if !ok {
 			return codes[:first], 0, false
 		}
@@ -525,44 +530,49 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 		switch {
 		case k == streamAddr && code == addrSource:
 			var depth uint64
-			if depth, i, j, ok = longVarint(c.p, tc.p, i, j); !ok {
+			if depth, ni, nj, ok = longVarint(p, tails, ni, nj); !ok {
 				return codes[:first], 0, false
 			}
 			codes = append(codes, depth)
 		case code == 0:
 			escapes++
 		}
-		p, tails = c.p[i:], tc.p[j:]
+		i, j = ni, nj
 	}
-	c.i, tc.i = len(c.p)-len(p), len(tc.p)-len(tails)
+	r.cols.setColumnAt(k, i, j)
 	return codes, escapes, true
 }
 
-// shortCodes decodes into codes the next codes of a column from p and
-// its tails from tails, up to the first that is not short or is stop. It
-// returns how many it decoded, the rest of p and tails, and how many of
-// the codes were 0.
-func shortCodes(codes []uint64, stop uint64, p, tails []byte) (n int, restP, restTails []byte, escapes int) {
+// shortCodes decodes into codes the next codes of a column from p[i] and
+// its tails from tails[j], up to the first that takes more than three
+// bytes or is stop. It returns how many it decoded, and the positions
+// after them.
+func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, nj int) {
 	for n = range codes {
-		if len(p) == 0 {
-			return n, p, tails, escapes
+		if i >= len(p) {
+			return n, i, j
 		}
-		low, tail := uint64(p[0]), uint64(0x80) // a tail too long, if there is none
-		if len(tails) > 0 {
-			tail = uint64(tails[0])
+		low, tail := uint64(p[i]), uint64(0x80) // a tail too long, if there is none
+		if j < len(tails) {
+			tail = uint64(tails[j])
 		}
 		long := low >> 7 // 1 if the value has a tail, which is tail if long is 1
-		v := low&0x7f | tail<<7&-long
-		if tail>>7&long != 0 || v == stop {
-			return n, p, tails, escapes
+		v, tailLen := low&0x7f|tail<<7&-long, int(long)
+		if tail>>7&long != 0 {
+			// A tail of two bytes, as the steps from fresh memory often
+			// have, or else a value for the caller.
+			if j+1 >= len(tails) || tails[j+1] >= 0x80 {
+				return n, i, j
+			}
+			v, tailLen = low&0x7f|(tail&0x7f)<<7|uint64(tails[j+1])<<14, 2
 		}
-		if v == 0 {
-			escapes++
+		if v == stop {
+			return n, i, j
 		}
 		codes[n] = v
-		p, tails = p[1:], tails[long:]
+		i, j = i+1, j+tailLen
 	}
-	return len(codes), p, tails, escapes
+	return len(codes), i, j
 }
 
 // event decodes the next event of the current run into e, but for its
