@@ -62,31 +62,27 @@ func (a *addressDecoder) decode(b *batch) bool {
 		// states are looked up once.
 		h := a.heaps.get(b.events[run.at].Process)
 		ti := h.thread(b.events[run.at].Thread)
-		for i := run.at; i < end; i++ {
-			if !a.event(&b.events[i], h, ti) {
-				a.cut(b, &run, i)
+		events := b.events[run.at:end]
+		for i := range events {
+			e := &events[i]
+			switch e.Kind {
+			case KindAlloc:
+				e.Addr, e.Handle = a.addr(h, ti, e.Size)
+				e.OldAddr, e.OldHandle = 0, 0
+			case KindFree:
+				e.Addr, e.Handle = a.ref(h, ti)
+				e.OldAddr, e.OldHandle = 0, 0
+			case KindRealloc:
+				e.OldAddr, e.OldHandle = a.ref(h, ti)
+				e.Addr, e.Handle = a.addr(h, ti, e.Size)
+			}
+			if a.why != "" {
+				a.cut(b, &run, run.at+i)
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// event sets the addresses and handles of e, an event of thread ti of the
-// process whose heap state is h.
-func (a *addressDecoder) event(e *Event, h *heapState, ti uint32) bool {
-	switch e.Kind {
-	case KindAlloc:
-		e.Addr, e.Handle = a.addr(h, ti, e.Size)
-		e.OldAddr, e.OldHandle = 0, 0
-	case KindFree:
-		e.Addr, e.Handle = a.ref(h, ti)
-		e.OldAddr, e.OldHandle = 0, 0
-	case KindRealloc:
-		e.OldAddr, e.OldHandle = a.ref(h, ti)
-		e.Addr, e.Handle = a.addr(h, ti, e.Size)
-	}
-	return a.why == ""
 }
 
 // addr decodes the address of a new block of size bytes that thread ti
