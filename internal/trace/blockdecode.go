@@ -499,7 +499,6 @@ func (r *blockDecoder) chunkAddrValues(b *batch, refs, addrs int) bool {
 func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, int, bool) {
 	p, tails, i, j := r.cols.columnAt(k)
 	first := len(codes)
-	codes = slices.Grow(codes, count)
 	// The loop of short codes stops at an addrSource of the address
 	// column, whose depth may be longer; a short code is never stop in the
 	// reference column.
@@ -511,6 +510,7 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 	for count > 0 {
 		var n int
 		start := len(codes)
+		codes = slices.Grow(codes, count) // a depth takes more room
 		n, i, j = shortCodes(codes[start:start+count], stop, p, tails, i, j)
 		codes, count = codes[:start+n], count-n
 		for _, code := range codes[start:] {
