@@ -299,9 +299,9 @@ func (r *blockDecoder) damaged(start int, reason string) error {
 // This is the hot loop of every analysis. The events are decoded a chunk
 // at a time, column by column (decodeChunk): each column is then a loop
 // of its own, over events still in the cache, with its position in
-// registers. Only where decodeChunk meets damage are the events of the
-// chunk decoded again one by one (event), to find the event that is
-// damaged and why, as docs/format.md says to.
+// registers. Short chunks are decoded one by one (event), and so are
+// the events of a chunk where decodeChunk meets damage, again, to find
+// the event that is damaged and why, as docs/format.md says to.
 func (r *blockDecoder) decodeRun(b *batch) {
 	n := int(min(r.run, uint64(batchEvents-len(b.events))))
 	start := len(b.events)
@@ -313,7 +313,10 @@ func (r *blockDecoder) decodeRun(b *batch) {
 		runAt: r.runAt, runLen: r.runLen, recordsAfter: r.d.i})
 	for at := start; at < start+n; {
 		chunk := b.events[at:min(at+chunkEvents, start+n)]
-		if !r.decodeChunk(b, chunk) {
+		if len(chunk) >= minChunkEvents {
+			r.cols.sync()
+		}
+		if len(chunk) < minChunkEvents || !r.decodeChunk(b, chunk) {
 			for i := range chunk {
 				if !r.event(&chunk[i]) {
 					b.events = b.events[:at+i]
@@ -330,7 +333,13 @@ func (r *blockDecoder) decodeRun(b *batch) {
 
 // chunkEvents is how many events decodeChunk decodes at a time: few
 // enough that they stay in the L1 cache from one column to the next.
-const chunkEvents = 256
+// Fewer than minChunkEvents are decoded one by one: a pass over each
+// column costs more than that saves, as where every event has a time of
+// its own and the runs are of one event.
+const (
+	chunkEvents    = 256
+	minChunkEvents = 32
+)
 
 // decodeChunk decodes the next len(events) events of the current run into
 // events, but for their addresses and handles, and passes on the values
@@ -579,7 +588,8 @@ func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, 
 // addresses and handles, which the addressDecoder sets from the values of
 // the address columns that event passes on in r.out. If the
 // event is damaged, it notes why in r.why and returns false. It is
-// decodeChunk one event at a time, for where that found damage.
+// decodeChunk one event at a time, for short chunks and where that found
+// damage.
 func (r *blockDecoder) event(e *Event) bool {
 	c := &r.cols
 	ops := &c.c[streamOps]
@@ -590,7 +600,11 @@ func (r *blockDecoder) event(e *Event) bool {
 	switch op >> opShift {
 	case opAlloc:
 		e.Kind = KindAlloc
-		e.Size = c.uv(streamSize)
+		size, ok := c.decoded(streamSize).take()
+		if !ok {
+			size = c.decodeAhead(streamSize)
+		}
+		e.Size = size
 		r.addrValues()
 	case opFree:
 		e.Kind = KindFree
@@ -599,13 +613,16 @@ func (r *blockDecoder) event(e *Event) bool {
 	case opRealloc:
 		e.Kind = KindRealloc
 		r.refValues()
-		e.Size = c.uv(streamSize)
+		e.Size = c.value(streamSize)
 		r.addrValues()
 	default:
 		r.why = fmt.Sprintf("op byte 0x%02x has no event kind", op)
 		return false
 	}
-	stack := c.uv(streamStack)
+	stack, ok := c.decoded(streamStack).take()
+	if !ok {
+		stack = c.decodeAhead(streamStack)
+	}
 	if c.bad || r.why != "" {
 		if c.bad {
 			r.why = c.overrun()
@@ -621,13 +638,16 @@ func (r *blockDecoder) event(e *Event) bool {
 // code and what the code says follows it.
 func (r *blockDecoder) addrValues() {
 	b := r.out
-	code := r.cols.uv(streamAddr)
+	code, ok := r.cols.decoded(streamAddr).take()
+	if !ok {
+		code = r.cols.decodeAhead(streamAddr)
+	}
 	b.addrCodes = append(b.addrCodes, code)
 	switch code {
 	case addrEscape:
 		b.raws = append(b.raws, r.rawAddr())
 	case addrSource:
-		b.addrCodes = append(b.addrCodes, r.cols.uv(streamAddr))
+		b.addrCodes = append(b.addrCodes, r.cols.value(streamAddr))
 	}
 }
 
@@ -635,7 +655,10 @@ func (r *blockDecoder) addrValues() {
 // released.
 func (r *blockDecoder) refValues() {
 	b := r.out
-	code := r.cols.uv(streamRef)
+	code, ok := r.cols.decoded(streamRef).take()
+	if !ok {
+		code = r.cols.decodeAhead(streamRef)
+	}
 	b.refCodes = append(b.refCodes, code)
 	if code == refEscape {
 		b.raws = append(b.raws, r.rawAddr())
@@ -644,7 +667,7 @@ func (r *blockDecoder) refValues() {
 
 // rawAddr reads the next address of the raw stream.
 func (r *blockDecoder) rawAddr() uint64 {
-	r.prevRaw += unzigzag(r.cols.uv(streamRawAddr))
+	r.prevRaw += unzigzag(r.cols.value(streamRawAddr))
 	return r.prevRaw
 }
 

@@ -4,9 +4,118 @@ import "fmt"
 
 // eventStreams are the event streams of a block and how far each has been
 // decoded.
+//
+// Where events are decoded one by one (blockDecoder.event), the values
+// of the varint columns are decoded ahead, a run of them at a time, by a
+// loop with no branch on whether a value has a tail (which is as random as
+// the sizes and handles are), and read with a branch that is nearly
+// always taken (value). On the malloc-dense benchmark, that made decoding
+// 4% faster than reading each value from its stream. The streams'
+// positions are then past values not read yet, until sync moves them
+// back.
 type eventStreams struct {
-	c   [numStreams]column // c[streamRecords] is not used here
-	bad bool               // a read ran past the end of a stream or over 64 bits
+	c     [numStreams]column         // c[streamRecords] is not used here
+	bad   bool                       // a read ran past the end of a stream or over 64 bits
+	ahead [tailStreams]decodedValues // of column streamSize + i
+}
+
+// decodedValues are values of a varint column decoded ahead: vals[next:n]
+// are yet to be read.
+type decodedValues struct {
+	vals    [decodedAhead]uint64
+	next, n int
+	// from and tailsFrom are the positions of the column and of its tails
+	// at vals[0].
+	from, tailsFrom int
+}
+
+// decodedAhead is how many values of a column are decoded at a time.
+const decodedAhead = 128
+
+// value reads the next value of the varint column k. In the hot loop,
+// callers use decoded(k).take and decodeAhead instead: value is too big to
+// be inlined, and those are the two halves of it.
+func (s *eventStreams) value(k int) uint64 {
+	if v, ok := s.decoded(k).take(); ok {
+		return v
+	}
+	return s.decodeAhead(k)
+}
+
+// decoded returns the values of the varint column k decoded ahead.
+func (s *eventStreams) decoded(k int) *decodedValues { return &s.ahead[k-streamSize] }
+
+// take reads the next value decoded ahead, if there is one.
+func (a *decodedValues) take() (uint64, bool) {
+	if i := a.next; i < a.n {
+		a.next = i + 1
+		return a.vals[i&(decodedAhead-1)], true // the mask spares a bounds check: i < n <= decodedAhead
+	}
+	return 0, false
+}
+
+// decodeAhead decodes the next values of column k, and returns the first.
+// It decodes values of one or two bytes, nearly all of them; a longer one,
+// or a read past the end of a stream, is left to uv, as is the damage it
+// may find.
+func (s *eventStreams) decodeAhead(k int) uint64 {
+	a := &s.ahead[k-streamSize]
+	c, tails := &s.c[k], &s.c[k+tailStreams]
+	a.from, a.tailsFrom = c.i, tails.i
+	n, i, j := decodeShort(&a.vals, c.p, tails.p, c.i, tails.i)
+	c.i, tails.i = i, j
+	if n == 0 {
+		a.next, a.n = 0, 0
+		return s.uv(k)
+	}
+	a.next, a.n = 1, n
+	return a.vals[0]
+}
+
+// decodeShort decodes into vals the values of one or two bytes of a
+// varint column from p[i:], their tails from tp[j:]. It stops before the
+// first longer value, and where a stream ends. It returns how many values it
+// decoded and the positions after them. (It is a function of its own so
+// that the compiler keeps all it needs in registers.)
+func decodeShort(vals *[decodedAhead]uint64, p, tp []byte, i, j int) (n, pi, tj int) {
+	for n < len(vals) && i < len(p) && j < len(tp) {
+		low, tail := uint64(p[i]), uint64(tp[j])
+		long := low >> 7 // 1 if the value has a tail, which is tail if long is 1
+		if tail>>7&long != 0 {
+			return n, i, j // a tail of more than a byte
+		}
+		vals[n] = low&0x7f | tail<<7&-long
+		i++
+		j += int(long)
+		n++
+	}
+	// The tails have run out: values without one may still come.
+	for n < len(vals) && i < len(p) && p[i] < 0x80 {
+		vals[n] = uint64(p[i])
+		i++
+		n++
+	}
+	return n, i, j
+}
+
+// sync moves the positions of the varint columns and their tails back to
+// the first value not read yet, and forgets the values decoded ahead.
+func (s *eventStreams) sync() {
+	for k := range s.ahead {
+		a := &s.ahead[k]
+		if a.next < a.n {
+			c, tails := &s.c[streamSize+k], &s.c[streamSize+k+tailStreams]
+			i, j := a.from, a.tailsFrom
+			for range a.next {
+				if c.p[i] >= 0x80 {
+					j++
+				}
+				i++
+			}
+			c.i, tails.i = i, j
+		}
+		a.next, a.n = 0, 0
+	}
 }
 
 // positions returns the positions of the streams, for setPositions to
@@ -95,7 +204,7 @@ func (c *column) small() (uint64, bool) {
 func (c *column) left() int { return max(0, len(c.p)-c.i) }
 
 // uv reads a value of the varint column k from its stream, at its
-// position.
+// position, when no values are decoded ahead.
 func (s *eventStreams) uv(k int) uint64 {
 	if v, ok := s.c[k].small(); ok {
 		return v
@@ -128,7 +237,8 @@ func (s *eventStreams) uvLong(k int) uint64 {
 	return low | tail<<7
 }
 
-// skipEvent moves past an event that decoded without damage before.
+// skipEvent moves past an event that decoded without damage before. (It
+// reads with uv: the streams are rewound, and nothing is decoded ahead.)
 func (s *eventStreams) skipEvent() {
 	ops := &s.c[streamOps]
 	op := ops.p[ops.i]
@@ -163,6 +273,7 @@ func (s *eventStreams) overrun() string {
 
 // unread returns how many bytes of the event streams are left.
 func (s *eventStreams) unread() int {
+	s.sync()
 	n := 0
 	for k := streamOps; k < numStreams; k++ {
 		n += s.c[k].left()
@@ -172,6 +283,9 @@ func (s *eventStreams) unread() int {
 
 // skip gives up on the rest of the event streams.
 func (s *eventStreams) skip() {
+	for k := range s.ahead {
+		s.ahead[k].next, s.ahead[k].n = 0, 0
+	}
 	for k := range s.c {
 		s.c[k].i = len(s.c[k].p)
 	}
@@ -179,6 +293,7 @@ func (s *eventStreams) skip() {
 
 // rewind goes back to the start of the streams.
 func (s *eventStreams) rewind() {
+	s.sync()
 	for k := range s.c {
 		s.c[k].i = 0
 	}
