@@ -6,25 +6,41 @@ import "fmt"
 // them their handles: the part of decoding that keeps the heap state of
 // the predictors (docs/format.md, rules R and A). It runs on a goroutine
 // of its own, behind the blockDecoder that decodes the rest of the block
-// and passes on the values of the address columns (batch.addrValues):
-// split in two, the decoding of a block keeps two cores busy.
+// and passes on the values of the address columns (batch.refCodes,
+// addrCodes and raws): split in two, the decoding of a block keeps two
+// cores busy.
 type addressDecoder struct {
 	streams streamSet // the block's streams, to say how much damage skips
 	offset  int64     // file offset of the block
 	heaps   heapStates
-	values  []uint64 // the address values of the batch being decoded
-	next    int      // the index of the next in values
-	why     string   // why the event being decoded is damaged
+	// The address values of the batch being decoded (see batch), and
+	// the index of the next of each.
+	refs, addrs, raws          []uint64
+	nextRef, nextAddr, nextRaw int
+	why                        string // why the event being decoded is damaged
 }
 
 func newAddressDecoder(f *fetched) *addressDecoder {
 	return &addressDecoder{streams: f.streams, offset: f.offset}
 }
 
-// value returns the next address value of the batch.
-func (a *addressDecoder) value() uint64 {
-	v := a.values[a.next]
-	a.next++
+// refCode, addrCode and raw return the next reference code, address code
+// or value, and raw address of the batch.
+func (a *addressDecoder) refCode() uint64 {
+	v := a.refs[a.nextRef]
+	a.nextRef++
+	return v
+}
+
+func (a *addressDecoder) addrCode() uint64 {
+	v := a.addrs[a.nextAddr]
+	a.nextAddr++
+	return v
+}
+
+func (a *addressDecoder) raw() uint64 {
+	v := a.raws[a.nextRaw]
+	a.nextRaw++
 	return v
 }
 
@@ -32,7 +48,8 @@ func (a *addressDecoder) value() uint64 {
 // batch of the block. If an event is damaged, it cuts b short before it,
 // with the damage, and returns false: the rest of the block is skipped.
 func (a *addressDecoder) decode(b *batch) bool {
-	a.values, a.next = b.addrValues, 0
+	a.refs, a.addrs, a.raws = b.refCodes, b.addrCodes, b.raws
+	a.nextRef, a.nextAddr, a.nextRaw = 0, 0, 0
 	for s, run := range b.runs {
 		end := len(b.events)
 		if s+1 < len(b.runs) {
@@ -45,31 +62,27 @@ func (a *addressDecoder) decode(b *batch) bool {
 		// states are looked up once.
 		h := a.heaps.get(b.events[run.at].Process)
 		ti := h.thread(b.events[run.at].Thread)
-		for i := run.at; i < end; i++ {
-			if !a.event(&b.events[i], h, ti) {
-				a.cut(b, &run, i)
+		events := b.events[run.at:end]
+		for i := range events {
+			e := &events[i]
+			switch e.Kind {
+			case KindAlloc:
+				e.Addr, e.Handle = a.addr(h, ti, e.Size)
+				e.OldAddr, e.OldHandle = 0, 0
+			case KindFree:
+				e.Addr, e.Handle = a.ref(h, ti)
+				e.OldAddr, e.OldHandle = 0, 0
+			case KindRealloc:
+				e.OldAddr, e.OldHandle = a.ref(h, ti)
+				e.Addr, e.Handle = a.addr(h, ti, e.Size)
+			}
+			if a.why != "" {
+				a.cut(b, &run, run.at+i)
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// event sets the addresses and handles of e, an event of thread ti of the
-// process whose heap state is h.
-func (a *addressDecoder) event(e *Event, h *heapState, ti uint32) bool {
-	switch e.Kind {
-	case KindAlloc:
-		e.Addr, e.Handle = a.addr(h, ti, e.Size)
-		e.OldAddr, e.OldHandle = 0, 0
-	case KindFree:
-		e.Addr, e.Handle = a.ref(h, ti)
-		e.OldAddr, e.OldHandle = 0, 0
-	case KindRealloc:
-		e.OldAddr, e.OldHandle = a.ref(h, ti)
-		e.Addr, e.Handle = a.addr(h, ti, e.Size)
-	}
-	return a.why == ""
 }
 
 // addr decodes the address of a new block of size bytes that thread ti
@@ -79,14 +92,14 @@ func (a *addressDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uin
 	c := sizeClass(size)
 	t := &h.threads[ti]
 	var ok bool
-	switch code := a.value(); {
+	switch code := a.addrCode(); {
 	case code == addrEscape:
-		addr = a.value()
+		addr = a.raw()
 		t.fresh(addr, size)
 	case code == addrLastFreed:
 		addr = h.lastFreed
 	case code == addrSource:
-		d := a.value()
+		d := a.addrCode()
 		if addr, ok = h.takeAt(t.source, c, d); !ok {
 			a.fail(fmt.Sprintf("address code %d, depth %d for size %d: %s", code, d, size, missing(&h.threads[t.source], c)))
 			return 0, 0
@@ -118,9 +131,9 @@ func missing(t *threadState, c uint8) string {
 // ref decodes the address of a block that thread ti releases, and returns
 // it with the block's handle, 0 if it has none.
 func (a *addressDecoder) ref(h *heapState, ti uint32) (uint64, uint32) {
-	code := a.value()
+	code := a.refCode()
 	if code == refEscape {
-		addr := a.value()
+		addr := a.raw()
 		h.lastFreed = addr
 		return addr, 0
 	}

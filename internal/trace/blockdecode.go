@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 )
 
@@ -55,13 +56,12 @@ type batch struct {
 	events []Event
 	others []placed
 	runs   []runSegment // where the events of each Events record start
-	// addrValues holds the values of the address columns the events
-	// read, in order, for the addressDecoder: each reference code, and
-	// after a code 0 the address from the raw stream; each address code,
-	// and after a code 0 the address from the raw stream, after
-	// addrSource the depth.
-	addrValues []uint64
-	hasEnd     bool // others ends with End
+	// The values of the address columns the events read, in order, for
+	// the addressDecoder: refCodes holds the reference codes; addrCodes
+	// the address codes, each addrSource followed by its depth; and raws
+	// the addresses of the raw stream that codes 0 of either escape to.
+	refCodes, addrCodes, raws []uint64
+	hasEnd                    bool // others ends with End
 
 	// The first inherited events were decoded with the time unit
 	// assumedUnit, and marks says where their time moves on, in units.
@@ -103,7 +103,7 @@ func (b *batch) reset() {
 	clear(b.others) // the records' pointers are the caller's now
 	b.others = b.others[:0]
 	b.runs = b.runs[:0]
-	b.addrValues = b.addrValues[:0]
+	b.refCodes, b.addrCodes, b.raws = b.refCodes[:0], b.addrCodes[:0], b.raws[:0]
 	b.hasEnd = false
 	b.marks = b.marks[:0]
 	b.inherited, b.assumedUnit, b.unitSet = 0, 0, 0
@@ -296,9 +296,12 @@ func (r *blockDecoder) damaged(start int, reason string) error {
 // decodeRun decodes events of the current Events record into b, as many
 // as b has room for, but for their addresses and handles.
 //
-// This is the hot loop of every analysis. The Events record checked that
-// the ops stream has a byte for each event, and reads past the end of the
-// other streams are checked for once an event is decoded.
+// This is the hot loop of every analysis. The events are decoded a chunk
+// at a time, column by column (decodeChunk): each column is then a loop
+// of its own, over events still in the cache, with its position in
+// registers. Short chunks are decoded one by one (event), and so are
+// the events of a chunk where decodeChunk meets damage, again, to find
+// the event that is damaged and why, as docs/format.md says to.
 func (r *blockDecoder) decodeRun(b *batch) {
 	n := int(min(r.run, uint64(batchEvents-len(b.events))))
 	start := len(b.events)
@@ -308,29 +311,290 @@ func (r *blockDecoder) decodeRun(b *batch) {
 	b.events = b.events[:start+n]
 	b.runs = append(b.runs, runSegment{at: start, first: r.runLen - r.run + 1, ops: r.cols.c[streamOps].i,
 		runAt: r.runAt, runLen: r.runLen, recordsAfter: r.d.i})
-	for i := range b.events[start:] {
-		if !r.event(&b.events[start+i]) {
-			b.events = b.events[:start+i]
-			r.run -= uint64(i)
-			b.others = append(b.others, placed{at: len(b.events), err: r.eventDamaged()})
-			return
+	for at := start; at < start+n; {
+		chunk := b.events[at:min(at+chunkEvents, start+n)]
+		if len(chunk) >= minChunkEvents {
+			r.cols.sync()
 		}
+		if len(chunk) < minChunkEvents || !r.decodeChunk(b, chunk) {
+			for i := range chunk {
+				if !r.event(&chunk[i]) {
+					b.events = b.events[:at+i]
+					r.run -= uint64(at + i - start)
+					b.others = append(b.others, placed{at: len(b.events), err: r.eventDamaged()})
+					return
+				}
+			}
+		}
+		at += len(chunk)
 	}
 	r.run -= uint64(n)
 }
 
+// chunkEvents is how many events decodeChunk decodes at a time: few
+// enough that they stay in the L1 cache from one column to the next.
+// Fewer than minChunkEvents are decoded one by one: a pass over each
+// column costs more than that saves, as where every event has a time of
+// its own and the runs are of one event.
+const (
+	chunkEvents    = 256
+	minChunkEvents = 32
+)
+
+// decodeChunk decodes the next len(events) events of the current run into
+// events, but for their addresses and handles, and passes on the values
+// of their address columns in b. If it finds damage, it leaves r, b and
+// the streams as they were, and returns false.
+func (r *blockDecoder) decodeChunk(b *batch, events []Event) bool {
+	saved, prevStack, prevRaw := r.cols.positions(), r.prevStack, r.prevRaw
+	refCodes, addrCodes, raws := len(b.refCodes), len(b.addrCodes), len(b.raws)
+	refs, addrs, ok := r.chunkOps(events)
+	if ok && r.chunkStacks(events) && r.chunkSizes(events) && r.chunkAddrValues(b, refs, addrs) {
+		return true
+	}
+	r.cols.setPositions(saved)
+	r.prevStack, r.prevRaw = prevStack, prevRaw
+	b.refCodes, b.addrCodes, b.raws = b.refCodes[:refCodes], b.addrCodes[:addrCodes], b.raws[:raws]
+	return false
+}
+
+// The passes of decodeChunk over a chunk's events, a column each, follow.
+// Each has a loop of its own for the short values, nearly all of them,
+// with no call in it so that the compiler keeps all it needs in
+// registers, and reads the other values, if any, between runs of that
+// loop.
+
+// chunkOps decodes the op bytes of events, and returns how many of them
+// release a block and how many allocate one: how many values of the
+// reference and address columns they read, but for depths.
+func (r *blockDecoder) chunkOps(events []Event) (refs, addrs int, ok bool) {
+	ops := &r.cols.c[streamOps]
+	// The Events record checked that the ops stream holds a byte for
+	// every event of the run.
+	opBytes := ops.p[ops.i : ops.i+len(events)]
+	block, process, thread, time := r.block, r.process, r.thread, r.eventTime
+	var highest byte // the highest op kind less 1, 0xff for kind 0
+	for i, op := range opBytes {
+		e := &events[i]
+		kind := op >> opShift
+		highest = max(highest, kind-1)
+		refs += int(kind >> 1) // opFree and opRealloc
+		addrs += int(kind & 1) // opAlloc and opRealloc
+		// Every field is set once, on its own: e held another event
+		// before, and a struct literal is built on the stack and copied,
+		// which costs more than decoding most events.
+		e.Kind, e.API, e.Block = KindContext+Kind(kind), API(op&apiMask), block
+		e.Process, e.Thread, e.Time = process, thread, time
+	}
+	if highest >= opRealloc {
+		return 0, 0, false // an op byte has no event kind
+	}
+	ops.i += len(events)
+	return refs, addrs, true
+}
+
+// chunkStacks decodes the stack IDs of events.
+func (r *blockDecoder) chunkStacks(events []Event) bool {
+	p, tails, i, j := r.cols.columnAt(streamStack)
+	prev := r.prevStack
+	for k := 0; k < len(events); k++ {
+		var n int
+		n, i, j, prev = shortStacks(events[k:], p, tails, i, j, prev)
+		if k += n; k == len(events) {
+			break
+		}
+		v, ni, nj, ok := longVarint(p, tails, i, j)
+		if !ok {
+			return false
+		}
+		i, j = ni, nj
+		prev += unzigzag(v)
+		events[k].Stack = prev
+	}
+	r.cols.setColumnAt(streamStack, i, j)
+	r.prevStack = prev
+	return true
+}
+
+// shortStacks decodes the stack IDs of events, after prev, from the stack
+// column at p[i] and its tails at tails[j], up to the first value that is
+// not short. It returns how many it decoded, the positions after them and
+// the last stack ID.
+func shortStacks(events []Event, p, tails []byte, i, j int, prev uint64) (int, int, int, uint64) {
+	for k := range events {
+		v, ni, nj, ok := shortVarint(p, tails, i, j)
+		if !ok {
+			return k, i, j, prev
+		}
+		i, j = ni, nj
+		prev += unzigzag(v)
+		events[k].Stack = prev
+	}
+	return len(events), i, j, prev
+}
+
+// chunkSizes decodes the sizes of events.
+func (r *blockDecoder) chunkSizes(events []Event) bool {
+	p, tails, i, j := r.cols.columnAt(streamSize)
+	for k := 0; k < len(events); k++ {
+		var n int
+		n, i, j = shortSizes(events[k:], p, tails, i, j)
+		if k += n; k == len(events) {
+			break
+		}
+		size, ni, nj, ok := longVarint(p, tails, i, j)
+		if !ok {
+			return false
+		}
+		i, j = ni, nj
+		events[k].Size = size
+	}
+	r.cols.setColumnAt(streamSize, i, j)
+	return true
+}
+
+// shortSizes decodes the sizes of events from the size column at p[i]
+// and its tails at tails[j] as shortStacks decodes stack IDs: frees have
+// none, and a size of 0.
+func shortSizes(events []Event, p, tails []byte, i, j int) (int, int, int) {
+	for k := range events {
+		e := &events[k]
+		var size uint64
+		if e.Kind != KindFree {
+			v, ni, nj, ok := shortVarint(p, tails, i, j)
+			if !ok {
+				return k, i, j
+			}
+			size, i, j = v, ni, nj
+		}
+		e.Size = size
+	}
+	return len(events), i, j
+}
+
+// chunkAddrValues decodes into b the values of the address columns that
+// events of a chunk read: the reference codes of the refs that release a
+// block, the address codes of the addrs that allocate one, and the raw
+// addresses that both escape to.
+func (r *blockDecoder) chunkAddrValues(b *batch, refs, addrs int) bool {
+	var escapes, more int
+	var ok bool
+	if b.refCodes, escapes, ok = r.chunkCodes(b.refCodes, refs, streamRef); !ok {
+		return false
+	}
+	if b.addrCodes, more, ok = r.chunkCodes(b.addrCodes, addrs, streamAddr); !ok {
+		return false
+	}
+	p, tails, i, j := r.cols.columnAt(streamRawAddr)
+	prev := r.prevRaw
+	for range escapes + more {
+		v, ni, nj, ok := longVarint(p, tails, i, j)
+		if !ok {
+			return false
+		}
+		i, j = ni, nj
+		prev += unzigzag(v)
+		b.raws = append(b.raws, prev)
+	}
+	r.cols.setColumnAt(streamRawAddr, i, j)
+	r.prevRaw = prev
+	return true
+}
+
+// chunkCodes appends to codes count codes of column k, streamRef or
+// streamAddr, and after each addrSource of streamAddr its depth. It
+// returns them and how many of them are escapes (code 0) to the raw
+// stream; or, if it finds damage, codes and false.
+func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, int, bool) {
+	p, tails, i, j := r.cols.columnAt(k)
+	first := len(codes)
+	// The loop of short codes stops at an addrSource of the address
+	// column, whose depth may be longer; a short code is never stop in the
+	// reference column.
+	stop := uint64(addrSource)
+	if k == streamRef {
+		stop = 1 << 63
+	}
+	escapes := 0
+	for count > 0 {
+		var n int
+		start := len(codes)
+		codes = slices.Grow(codes, count) // a depth takes more room
+		n, i, j = shortCodes(codes[start:start+count], stop, p, tails, i, j)
+		codes, count = codes[:start+n], count-n
+		for _, code := range codes[start:] {
+			if code == 0 {
+				escapes++
+			}
+		}
+		if count == 0 {
+			break
+		}
+		code, ni, nj, ok := longVarint(p, tails, i, j)
+		if !ok {
+			return codes[:first], 0, false
+		}
+		codes = append(codes, code)
+		count--
+		switch {
+		case k == streamAddr && code == addrSource:
+			var depth uint64
+			if depth, ni, nj, ok = longVarint(p, tails, ni, nj); !ok {
+				return codes[:first], 0, false
+			}
+			codes = append(codes, depth)
+		case code == 0:
+			escapes++
+		}
+		i, j = ni, nj
+	}
+	r.cols.setColumnAt(k, i, j)
+	return codes, escapes, true
+}
+
+// shortCodes decodes into codes the next codes of a column from p[i] and
+// its tails from tails[j], up to the first that takes more than three
+// bytes or is stop. It returns how many it decoded, and the positions
+// after them.
+func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, nj int) {
+	for n = range codes {
+		if i >= len(p) {
+			return n, i, j
+		}
+		low, tail := uint64(p[i]), uint64(0x80) // a tail too long, if there is none
+		if j < len(tails) {
+			tail = uint64(tails[j])
+		}
+		long := low >> 7 // 1 if the value has a tail, which is tail if long is 1
+		v, tailLen := low&0x7f|tail<<7&-long, int(long)
+		if tail>>7&long != 0 {
+			// A tail of two bytes, as the steps from fresh memory often
+			// have, or else a value for the caller.
+			if j+1 >= len(tails) || tails[j+1] >= 0x80 {
+				return n, i, j
+			}
+			v, tailLen = low&0x7f|(tail&0x7f)<<7|uint64(tails[j+1])<<14, 2
+		}
+		if v == stop {
+			return n, i, j
+		}
+		codes[n] = v
+		i, j = i+1, j+tailLen
+	}
+	return len(codes), i, j
+}
+
 // event decodes the next event of the current run into e, but for its
 // addresses and handles, which the addressDecoder sets from the values of
-// the address columns that event passes on in r.out.addrValues. If the
-// event is damaged, it notes why in r.why and returns false.
+// the address columns that event passes on in r.out. If the
+// event is damaged, it notes why in r.why and returns false. It is
+// decodeChunk one event at a time, for short chunks and where that found
+// damage.
 func (r *blockDecoder) event(e *Event) bool {
 	c := &r.cols
 	ops := &c.c[streamOps]
 	op := ops.p[ops.i]
 	ops.i++
-	// Every field is set once, on its own: e is in a batch that held
-	// another event before, and a struct literal is built on the stack
-	// and copied, which costs more than the decoding of most events.
 	e.API, e.Block = API(op&apiMask), r.block
 	e.Process, e.Thread, e.Time = r.process, r.thread, r.eventTime
 	switch op >> opShift {
@@ -373,32 +637,32 @@ func (r *blockDecoder) event(e *Event) bool {
 // addrValues passes on the values of the address of a new block: its
 // code and what the code says follows it.
 func (r *blockDecoder) addrValues() {
+	b := r.out
 	code, ok := r.cols.decoded(streamAddr).take()
 	if !ok {
 		code = r.cols.decodeAhead(streamAddr)
 	}
+	b.addrCodes = append(b.addrCodes, code)
 	switch code {
 	case addrEscape:
-		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
+		b.raws = append(b.raws, r.rawAddr())
 	case addrSource:
-		r.out.addrValues = append(r.out.addrValues, code, r.cols.value(streamAddr))
-	default:
-		r.out.addrValues = append(r.out.addrValues, code)
+		b.addrCodes = append(b.addrCodes, r.cols.value(streamAddr))
 	}
 }
 
 // refValues passes on the values of the address of a block being
 // released.
 func (r *blockDecoder) refValues() {
+	b := r.out
 	code, ok := r.cols.decoded(streamRef).take()
 	if !ok {
 		code = r.cols.decodeAhead(streamRef)
 	}
+	b.refCodes = append(b.refCodes, code)
 	if code == refEscape {
-		r.out.addrValues = append(r.out.addrValues, code, r.rawAddr())
-		return
+		b.raws = append(b.raws, r.rawAddr())
 	}
-	r.out.addrValues = append(r.out.addrValues, code)
 }
 
 // rawAddr reads the next address of the raw stream.

@@ -377,6 +377,32 @@ func TestCraftedTime(t *testing.T) {
 	}
 }
 
+// TestCraftedSourceDepths decodes a run of many addrSource codes, each
+// with its depth after it in the address column: the run is long enough
+// to be decoded column by column, where a depth takes a value more than
+// the events count.
+func TestCraftedSourceDepths(t *testing.T) {
+	const n = 40
+	parts := []part{recs(infoRec, events(3*n), endRec), alloc(16, step(0x1000))}
+	var want []string
+	for i := range n {
+		if i > 0 {
+			parts = append(parts, alloc(16, step(0)))
+		}
+		want = append(want, fmt.Sprintf("alloc(0,0)@%#x", 0x1000+32*i))
+	}
+	for i := range n {
+		parts = append(parts, free(uint64(i+1)))
+		want = append(want, fmt.Sprintf("free(0,0)@%#x", 0x1000+32*i))
+	}
+	for i := range n {
+		parts = append(parts, allocSource(16, 0))
+		want = append(want, fmt.Sprintf("alloc(0,0)@%#x", 0x1000+32*(n-1-i)))
+	}
+	runCrafted(t, []craftCase{{"source depths", []streamSet{block(parts...)},
+		"info " + strings.Join(want, " ") + " end", ""}})
+}
+
 // TestCraftedEvents checks the decoding of the event streams: damage in
 // each of them is reported, ends the block, and the next block is read.
 func TestCraftedEvents(t *testing.T) {
@@ -393,6 +419,8 @@ func TestCraftedEvents(t *testing.T) {
 			recs(infoRec, events(1)), part{streamOps: {0x01}, streamSize: {1}, streamAddr: {1}, streamStack: {0}}),
 		damaged("op of kind 4", "op byte 0x81 has no event kind", 1,
 			recs(infoRec, events(1)), part{streamOps: {0x81}}),
+		damaged("op of kind 4 with values", "op byte 0x81 has no event kind", 5,
+			recs(infoRec, events(1)), part{streamOps: {0x81}, streamSize: {1}, streamAddr: {1}, streamRef: {1}, streamStack: {0}}),
 		damaged("ops stream runs out", "count 1 is more than the 0 events left in the ops stream", 6,
 			recs(infoRec, events(1)), without(a, streamOps)),
 		damaged("size stream runs out", "the size stream runs out", 4, recs(infoRec, events(1)), without(a, streamSize)),

@@ -5,13 +5,14 @@ import "fmt"
 // eventStreams are the event streams of a block and how far each has been
 // decoded.
 //
-// The values of the varint columns are decoded ahead, a run of them at a
-// time, by a loop with no branch on whether a value has a tail (which is
-// as random as the sizes and handles are), and read with a branch that is
-// nearly always taken (value). On the malloc-dense benchmark, that makes
-// decoding 4% faster than reading each value from its stream. The
-// streams' positions are then past values not read yet, until sync moves
-// them back.
+// Where events are decoded one by one (blockDecoder.event), the values
+// of the varint columns are decoded ahead, a run of them at a time, by a
+// loop with no branch on whether a value has a tail (which is as random as
+// the sizes and handles are), and read with a branch that is nearly
+// always taken (value). On the malloc-dense benchmark, that made decoding
+// 4% faster than reading each value from its stream. The streams'
+// positions are then past values not read yet, until sync moves them
+// back.
 type eventStreams struct {
 	c     [numStreams]column         // c[streamRecords] is not used here
 	bad   bool                       // a read ran past the end of a stream or over 64 bits
@@ -115,6 +116,71 @@ func (s *eventStreams) sync() {
 		}
 		a.next, a.n = 0, 0
 	}
+}
+
+// positions returns the positions of the streams, for setPositions to
+// go back to.
+func (s *eventStreams) positions() [numStreams]int {
+	var at [numStreams]int
+	for k := range s.c {
+		at[k] = s.c[k].i
+	}
+	return at
+}
+
+func (s *eventStreams) setPositions(at [numStreams]int) {
+	for k := range s.c {
+		s.c[k].i = at[k]
+	}
+}
+
+// columnAt returns the bytes and the position of the varint column k and
+// of its tails, for a loop over the column to keep in registers (see
+// shortVarint), and setColumnAt stores the positions back.
+func (s *eventStreams) columnAt(k int) (p, tails []byte, i, j int) {
+	return s.c[k].p, s.c[k+tailStreams].p, s.c[k].i, s.c[k+tailStreams].i
+}
+
+func (s *eventStreams) setColumnAt(k int, i, j int) {
+	s.c[k].i, s.c[k+tailStreams].i = i, j
+}
+
+// shortVarint reads the value of a varint column at p[i], and its tail
+// at tails[j], if it takes one or two bytes, as nearly all do; otherwise
+// it returns false, for the caller to call longVarint. It has no branch
+// on whether the value has a tail, which is as random as the sizes and
+// handles are, and is small enough to be inlined.
+func shortVarint(p, tails []byte, i, j int) (v uint64, ni, nj int, ok bool) {
+	if i < len(p) {
+		low, tail := uint64(p[i]), uint64(0x80) // a tail too long, if there is none
+		if j < len(tails) {
+			tail = uint64(tails[j])
+		}
+		long := low >> 7 // 1 if the value has a tail, which is tail if long is 1
+		if tail>>7&long == 0 {
+			return low&0x7f | tail<<7&-long, i + 1, j + int(long), true
+		}
+	}
+	return 0, i, j, false
+}
+
+// longVarint reads the value of a varint column at p[i], and its tail at
+// tails[j], whatever its length, where the tails may have run out. It
+// returns false if the column runs out or the value does not fit in 64
+// bits.
+func longVarint(p, tails []byte, i, j int) (v uint64, ni, nj int, ok bool) {
+	if i >= len(p) {
+		return 0, i, j, false
+	}
+	low := uint64(p[i])
+	if low < 0x80 {
+		return low, i + 1, j, true
+	}
+	tail, nj := uvarint(tails, j)
+	if nj > len(tails) || tail >= 1<<(64-7) {
+		return 0, i, j, false
+	}
+	return low&0x7f | tail<<7, i + 1, nj, true
 }
 
 // column is an event stream and how far it has been decoded.

@@ -227,6 +227,10 @@ type classList struct {
 	bottom int    // the index in the ring of the oldest entry
 	n      int    // how many entries the list holds
 	pushes uint32 // how many addresses were pushed
+	// bottomPushed is pushed[bottom] while the list holds entries: every
+	// push checks it, and the list header is in the cache more often than
+	// pushed.
+	bottomPushed uint16
 }
 
 func (l *classList) reset() {
@@ -238,14 +242,18 @@ func (l *classList) reset() {
 // if it is still there.
 func (l *classList) push(addr uint64) (dropped uint64, didDrop bool) {
 	mask := len(l.addrs) - 1
-	if l.n > 0 && uint16(l.pushes)-l.pushed[l.bottom] == listSpan {
+	if l.n > 0 && uint16(l.pushes)-l.bottomPushed == listSpan {
 		dropped, didDrop = l.addrs[l.bottom], true
 		l.bottom = (l.bottom + 1) & mask
 		l.n--
+		l.bottomPushed = l.pushed[l.bottom]
 	}
 	if l.n == len(l.addrs) {
 		l.grow()
 		mask = len(l.addrs) - 1
+	}
+	if l.n == 0 {
+		l.bottomPushed = uint16(l.pushes)
 	}
 	i := (l.bottom + l.n) & mask
 	l.addrs[i] = addr
@@ -338,6 +346,7 @@ func (l *classList) takeAt(d uint64) (uint64, bool) {
 			l.addrs[to], l.pushed[to] = l.addrs[from], l.pushed[from]
 		}
 		l.bottom = (l.bottom + 1) & mask
+		l.bottomPushed = l.pushed[l.bottom] // moved up, unless it was taken
 	}
 	l.n--
 	return addr, true
