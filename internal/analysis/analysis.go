@@ -276,9 +276,7 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 		// keeps them.
 		events, rec, err := r.NextBatch()
 		if len(events) > 0 {
-			for i := range events {
-				a.event(&events[i])
-			}
+			a.events(events)
 			continue
 		}
 		if err == nil {
@@ -336,7 +334,7 @@ func (a *analyzer) warnf(format string, args ...any) {
 func (a *analyzer) record(rec trace.Record) {
 	switch rec.Kind {
 	case trace.KindAlloc, trace.KindFree, trace.KindRealloc:
-		a.event(&rec.Event)
+		a.events([]trace.Event{rec.Event})
 	case trace.KindInfo:
 		a.model.Info = rec.Info
 	case trace.KindProcessStart:
@@ -363,13 +361,22 @@ func (a *analyzer) record(rec trace.Record) {
 	}
 }
 
-func (a *analyzer) event(e *trace.Event) {
-	rp := a.last
-	if rp == nil || rp.proc.ID != e.Process {
-		rp = a.process(e.Process)
-		a.last = rp
+// events replays a batch of events, a run of the same process at a time.
+func (a *analyzer) events(events []trace.Event) {
+	for i := 0; i < len(events); {
+		id := events[i].Process
+		j := i + 1
+		for j < len(events) && events[j].Process == id {
+			j++
+		}
+		rp := a.last
+		if rp == nil || rp.proc.ID != id {
+			rp = a.process(id)
+			a.last = rp
+		}
+		rp.events(events[i:j])
+		i = j
 	}
-	rp.event(e)
 }
 
 // process returns the replay of process id, making one for a process whose

@@ -100,19 +100,38 @@ func (rp *replay) sinceStart(t uint64) uint64 {
 	return t - rp.proc.Start
 }
 
-func (rp *replay) event(e *trace.Event) {
-	if rp.finished {
-		rp.late++
-		return
+// events replays a run of events of the process.
+func (rp *replay) events(events []trace.Event) {
+	for i := range events {
+		e := &events[i]
+		if rp.finished {
+			rp.late += uint64(len(events) - i)
+			return
+		}
+		rp.lastTime = max(rp.lastTime, e.Time)
+		// Most events come with the window open to the end.
+		if (!rp.windowOpen || rp.opts.To != 0) && !rp.inWindow(e) {
+			continue
+		}
+		rp.event(e)
 	}
-	rp.lastTime = max(rp.lastTime, e.Time)
+}
+
+// inWindow reports whether e, an event of the process, is in the window of
+// the options, and opens the window when it comes to its start.
+func (rp *replay) inWindow(e *trace.Event) bool {
 	t := rp.sinceStart(e.Time)
 	if rp.opts.afterWindow(t) {
-		return
+		return false
 	}
 	if !rp.windowOpen && t >= rp.opts.From {
 		rp.openWindow()
 	}
+	return true
+}
+
+// event replays an event of the process in the window.
+func (rp *replay) event(e *trace.Event) {
 	switch e.Kind {
 	case trace.KindAlloc:
 		rp.alloc(e, e.Addr, nil)

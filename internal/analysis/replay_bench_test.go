@@ -58,9 +58,7 @@ func BenchmarkReplay(b *testing.B) {
 				a.record(it.rec)
 				continue
 			}
-			for i := range it.events {
-				a.event(&it.events[i])
-			}
+			a.events(it.events)
 		}
 		a.finish()
 	}
