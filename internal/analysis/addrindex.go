@@ -1,5 +1,7 @@
 package analysis
 
+import "math/bits"
+
 // addrIndex maps the addresses of live blocks to their places in the heap
 // table's arena. Every allocation looks its address up in it (a block
 // there already was replaced: its free was lost), so it is compact — a
@@ -14,6 +16,7 @@ type addrIndex struct {
 	entries []indexEntry
 	n       int
 	mask    uint64
+	shift   uint8 // 64 - log2(len(entries))
 }
 
 type indexEntry struct {
@@ -25,8 +28,10 @@ type indexEntry struct {
 func indexable(addr uint64) bool { return addr != 0 }
 
 func (x *addrIndex) home(addr uint64) uint64 {
-	// Fibonacci hashing: addresses differ in their middle bits.
-	return (addr * 0x9e3779b97f4a7c15) >> 32 & x.mask
+	// Fibonacci hashing, from the top bits of the product: its middle
+	// bits put addresses a few cache lines apart, as the blocks of an
+	// array of objects are, into long runs of slots.
+	return (addr * 0x9e3779b97f4a7c15) >> x.shift
 }
 
 // find returns the slot of addr, or -1.
@@ -70,6 +75,7 @@ func (x *addrIndex) grow() {
 	size := max(1024, 2*len(x.entries))
 	old := x.entries
 	x.entries, x.mask, x.n = make([]indexEntry, size), uint64(size-1), 0
+	x.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 	for _, e := range old {
 		if e.key != 0 {
 			x.put(e.key, e.ref)
