@@ -308,9 +308,13 @@ func (t *heapTable) byHandle(addr uint64, h uint32) (uint32, bool) {
 		return 0, false
 	}
 	ref := t.handles[h] - 1
+	if lb := t.at(ref); !lb.live || lb.addr != addr {
+		// Not the block the handle was given to (a damaged trace): the
+		// handle keeps it, so that it goes into the index in time.
+		return 0, false
+	}
 	t.handles[h] = 0
-	lb := t.at(ref)
-	return ref, lb.live && lb.addr == addr
+	return ref, true
 }
 
 // byAddr returns the ref of the live block at addr in the address index,
