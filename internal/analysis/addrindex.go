@@ -14,18 +14,22 @@ import "math/bits"
 // pile up, and tells the arena where they went.
 type addrIndex struct {
 	entries []indexEntry
-	n       int
+	n       int // blocks indexed, the one at address 0 included
 	mask    uint64
 	shift   uint8 // 64 - log2(len(entries))
+	// zero is the ref of the block at address 0, if hasZero: 0 marks
+	// empty slots, and cannot be a key. Its slot is zeroSlot.
+	zero    uint32
+	hasZero bool
 }
+
+// zeroSlot is the slot of the block at address 0.
+const zeroSlot = ^uint32(0)
 
 type indexEntry struct {
 	key uint64 // an address; 0: empty
 	ref uint32 // where the block is in the arena
 }
-
-// indexable says whether addr can be a key: 0 marks empty slots.
-func indexable(addr uint64) bool { return addr != 0 }
 
 func (x *addrIndex) home(addr uint64) uint64 {
 	// Fibonacci hashing, from the top bits of the product: its middle
@@ -34,17 +38,20 @@ func (x *addrIndex) home(addr uint64) uint64 {
 	return (addr * 0x9e3779b97f4a7c15) >> x.shift
 }
 
-// find returns the slot of addr, or -1.
-func (x *addrIndex) find(addr uint64) int {
+// find returns the ref of addr, if the index has it.
+func (x *addrIndex) find(addr uint64) (uint32, bool) {
+	if addr == 0 {
+		return x.zero, x.hasZero
+	}
 	if x.n == 0 {
-		return -1
+		return 0, false
 	}
 	for i := x.home(addr); ; i = (i + 1) & x.mask {
 		switch x.entries[i].key {
 		case addr:
-			return int(i)
+			return x.entries[i].ref, true
 		case 0:
-			return -1
+			return 0, false
 		}
 	}
 }
@@ -56,6 +63,14 @@ func (x *addrIndex) full() bool { return (x.n+1)*2 > len(x.entries) }
 // was in the index already, it returns the ref it had, with existed set.
 // The index must not be full.
 func (x *addrIndex) put(addr uint64, ref uint32) (slot, old uint32, existed bool) {
+	if addr == 0 {
+		old, existed = x.zero, x.hasZero
+		x.zero, x.hasZero = ref, true
+		if !existed {
+			x.n++
+		}
+		return zeroSlot, old, existed
+	}
 	i := x.home(addr)
 	for ; x.entries[i].key != 0; i = (i + 1) & x.mask {
 		if x.entries[i].key == addr {
@@ -74,8 +89,12 @@ func (x *addrIndex) put(addr uint64, ref uint32) (slot, old uint32, existed bool
 func (x *addrIndex) grow() {
 	size := max(1024, 2*len(x.entries))
 	old := x.entries
-	x.entries, x.mask, x.n = make([]indexEntry, size), uint64(size-1), 0
+	x.entries, x.mask = make([]indexEntry, size), uint64(size-1)
 	x.shift = uint8(64 - bits.TrailingZeros(uint(size)))
+	x.n = 0
+	if x.hasZero {
+		x.n = 1
+	}
 	for _, e := range old {
 		if e.key != 0 {
 			x.put(e.key, e.ref)

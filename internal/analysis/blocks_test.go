@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/analysis"
@@ -39,15 +40,7 @@ func TestTraceBlocksDoNotMatter(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		r, err := trace.NewReader(bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := analysis.Analyze(r, analysis.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := countsOf(m)
+		got := countsOf(analyzeBytes(t, buf.Bytes()))
 		if blockSize == 0 {
 			want = got
 			continue
@@ -97,7 +90,7 @@ func busyHeap(n int) []trace.Event {
 			// Freed addresses come back, as allocators give them.
 			if rng.IntN(2) == 0 && next > 0x20000 {
 				e.Addr = 0x10000 + 256*uint64(1+rng.IntN(int((next-0x10000)/256)))
-				if contains(live, e.Addr) {
+				if slices.Contains(live, e.Addr) {
 					e.Addr = fresh()
 				}
 			}
@@ -106,15 +99,6 @@ func busyHeap(n int) []trace.Event {
 		events = append(events, e)
 	}
 	return events
-}
-
-func contains(s []uint64, v uint64) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // countsOf writes the counts of the first process of m that do not depend

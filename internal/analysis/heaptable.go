@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/memtrail/memtrail/internal/trace"
@@ -35,11 +34,8 @@ type heapTable struct {
 	freeRefs uint32
 	nlive    int   // live blocks
 	replaced block // the block the latest put replaced
-	// index and odd hold the blocks of earlier trace blocks by address
-	// (odd those the index cannot key); indexed counts them.
-	index   addrIndex
-	odd     map[uint64]uint32
-	indexed int
+	// index holds the blocks of earlier trace blocks by address.
+	index addrIndex
 	// pages, once more than manyIndexed blocks are indexed, counts them
 	// by a hash of their 4 KiB page. The index is out of the cache then,
 	// and a probe costs a miss: an allocation in a page whose count is 0
@@ -68,7 +64,7 @@ type liveBlock struct {
 	addr    uint64
 	slot    uint32 // in the address index, if indexed
 	live    bool
-	indexed bool // in the address index (or odd)
+	indexed bool // in the address index
 }
 
 // maxFreed is how many frees are remembered.
@@ -102,7 +98,7 @@ type freedBlock struct {
 func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, replaced bool) {
 	t.enter(blk)
 	if t.mayBeIndexed(addr) {
-		if ref, ok := t.byAddr(addr); ok {
+		if ref, ok := t.index.find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
 			t.replaced, replaced = t.at(ref).block, true
 			old = &t.replaced
@@ -147,39 +143,21 @@ func (t *heapTable) enter(blk uint32) {
 // addToIndex puts the live block of ref into the address index.
 func (t *heapTable) addToIndex(ref uint32) {
 	lb := t.at(ref)
-	if !indexable(lb.addr) {
-		if t.odd == nil {
-			t.odd = make(map[uint64]uint32)
-		}
-		if old, ok := t.odd[lb.addr]; ok {
-			// Two blocks of different trace blocks at one address:
-			// the older lost its free.
-			t.unlink(old)
-		}
-		t.odd[lb.addr] = ref
-	} else {
-		if t.index.full() {
-			t.index.grow()
-			t.index.each(func(slot, ref uint32) { t.at(ref).slot = slot })
-		}
-		var old uint32
-		var had bool
-		lb.slot, old, had = t.index.put(lb.addr, ref)
-		if had {
-			t.at(old).indexed = false
-			t.dropRef(old)
-			t.indexed--
-			if t.pages != nil {
-				t.pages[pageOf(lb.addr)]--
-			}
-		}
+	if t.index.full() {
+		t.index.grow()
+		t.index.each(func(slot, ref uint32) { t.at(ref).slot = slot })
 	}
-	lb.indexed = true
-	t.indexed++
-	switch {
-	case t.pages != nil:
+	slot, old, had := t.index.put(lb.addr, ref)
+	lb.slot, lb.indexed = slot, true
+	if had {
+		// Two blocks of different trace blocks at one address, which
+		// put prevents: the older lost its free. (Only a trace of
+		// another writer, without lost frees, gets here.)
+		t.at(old).indexed = false
+		t.dropRef(old)
+	} else if t.pages != nil {
 		t.pages[pageOf(lb.addr)]++
-	case t.indexed > manyIndexed:
+	} else if t.index.n > manyIndexed {
 		t.countPages()
 	}
 }
@@ -207,20 +185,15 @@ func (t *heapTable) countPages() {
 
 // mayBeIndexed reports whether an indexed block may be at addr.
 func (t *heapTable) mayBeIndexed(addr uint64) bool {
-	return t.indexed > 0 && (t.pages == nil || t.pages[pageOf(addr)] != 0)
+	return t.index.n > 0 && (t.pages == nil || t.pages[pageOf(addr)] != 0)
 }
 
 // unlink takes the live block of ref out of the table.
 func (t *heapTable) unlink(ref uint32) {
 	lb := t.at(ref)
 	if lb.indexed {
-		if indexable(lb.addr) {
-			t.unindex(lb.slot)
-		} else {
-			delete(t.odd, lb.addr)
-		}
+		t.unindex(lb.slot)
 		lb.indexed = false
-		t.indexed--
 		if t.pages != nil {
 			t.pages[pageOf(lb.addr)]--
 		}
@@ -273,7 +246,7 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	t.enter(blk)
 	ref, found := t.byHandle(addr, h)
 	if !found && t.mayBeIndexed(addr) {
-		ref, found = t.byAddr(addr)
+		ref, found = t.index.find(addr)
 	}
 	if !found {
 		return nil, false
@@ -287,6 +260,11 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 // may move back a slot or more; their blocks learn where to.
 func (t *heapTable) unindex(i uint32) {
 	x := &t.index
+	if i == zeroSlot {
+		x.hasZero = false
+		x.n--
+		return
+	}
 	hole := uint64(i)
 	for j := (hole + 1) & x.mask; x.entries[j].key != 0; j = (j + 1) & x.mask {
 		// An entry may move back into the hole unless its home lies
@@ -315,19 +293,6 @@ func (t *heapTable) byHandle(addr uint64, h uint32) (uint32, bool) {
 	}
 	t.handles[h] = 0
 	return ref, true
-}
-
-// byAddr returns the ref of the live block at addr in the address index,
-// if there is one.
-func (t *heapTable) byAddr(addr uint64) (uint32, bool) {
-	if !indexable(addr) {
-		ref, ok := t.odd[addr]
-		return ref, ok
-	}
-	if i := t.index.find(addr); i >= 0 {
-		return t.index.entries[i].ref, true
-	}
-	return 0, false
 }
 
 // remember puts a free in the ring, over the oldest once it is full.
@@ -405,7 +370,6 @@ func (t *heapTable) clone() heapTable {
 		c.arena[i] = slices.Clone(chunk)
 	}
 	c.index = t.index.clone()
-	c.odd = maps.Clone(t.odd)
 	c.pages = slices.Clone(t.pages)
 	c.handles = slices.Clone(t.handles)
 	c.enter(0)

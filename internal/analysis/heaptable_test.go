@@ -109,7 +109,7 @@ func TestHeapTableManyIndexed(t *testing.T) {
 		}
 	}
 	if h.pages == nil {
-		t.Fatalf("%d indexed blocks and no page counts", h.indexed)
+		t.Fatalf("%d indexed blocks and no page counts", h.index.n)
 	}
 	for i := 1; i < n; i += 4 {
 		if old, replaced := h.put(addr(i), uint32(i), 2, &block{size: 1}); !replaced || old.size != uint64(i) {
@@ -129,7 +129,7 @@ func TestHeapTableManyIndexed(t *testing.T) {
 	for _, c := range h.pages {
 		counted += c
 	}
-	if int(counted) != h.indexed {
-		t.Errorf("page counts add up to %d, want the %d indexed blocks", counted, h.indexed)
+	if int(counted) != h.index.n {
+		t.Errorf("page counts add up to %d, want the %d indexed blocks", counted, h.index.n)
 	}
 }
