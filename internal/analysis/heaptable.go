@@ -32,7 +32,6 @@ type heapTable struct {
 	arena    [][]liveBlock
 	refs     uint32 // refs given out so far
 	freeRefs uint32
-	nlive    int   // live blocks
 	replaced block // the block the latest put replaced
 	// index holds the blocks of earlier trace blocks by address.
 	index addrIndex
@@ -106,7 +105,6 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 		}
 	}
 	ref := t.newRef()
-	t.nlive++
 	lb := t.at(ref)
 	lb.size, lb.born, lb.bornClock, lb.reallocs = b.size, b.born, b.bornClock, b.reallocs
 	lb.site, lb.thread, lb.api = b.site, b.thread, b.api
@@ -223,7 +221,6 @@ func (t *heapTable) newRef() uint32 {
 }
 
 func (t *heapTable) dropRef(ref uint32) {
-	t.nlive--
 	lb := t.at(ref)
 	lb.live, lb.slot = false, t.freeRefs
 	t.freeRefs = ref + 1
@@ -334,9 +331,6 @@ func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
 	}
 	return freedBlock{}, false
 }
-
-// len returns how many blocks are live.
-func (t *heapTable) len() int { return t.nlive }
 
 // each calls f for every live block, in no particular order.
 func (t *heapTable) each(f func(addr uint64, b block)) {

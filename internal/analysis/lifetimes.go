@@ -20,12 +20,8 @@ const LifetimeBuckets = 24
 // lifetimeBucket returns the bucket of an object that lived ns
 // nanoseconds, in a trace whose time unit is unit ns.
 func lifetimeBucket(ns, unit uint64) int {
-	switch {
-	case ns < unit:
-		return 0
-	case ns < 1<<32 && unit < 1<<32:
-		// Most lifetimes are short: a 32-bit division is the quicker.
-		return log4Bucket(uint64(uint32(ns) / uint32(unit)))
+	if ns < unit {
+		return 0 // most lifetimes, without a division
 	}
 	return log4Bucket(ns / max(unit, 1))
 }
