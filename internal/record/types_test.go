@@ -15,6 +15,7 @@ import (
 	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/record"
 	"github.com/memtrail/memtrail/internal/trace"
+	"github.com/memtrail/memtrail/internal/trace/tracetext"
 )
 
 // TestTypes records a program and a library of its own, which print the
@@ -101,24 +102,16 @@ func TestDemoTypes(t *testing.T) {
 // Type records, by object ID.
 func readTypes(t *testing.T, path string) (objects map[uint64]string, types map[uint64][]trace.Type) {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
+	recs, err := tracetext.Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	objects, types = map[uint64]string{}, map[uint64][]trace.Type{}
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return objects, types
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range recs {
 		switch rec.Kind {
 		case trace.KindObject:
 			objects[rec.Object.ID] = rec.Object.Path
@@ -126,4 +119,5 @@ func readTypes(t *testing.T, path string) (objects map[uint64]string, types map[
 			types[rec.Type.Object] = append(types[rec.Type.Object], *rec.Type)
 		}
 	}
+	return objects, types
 }

@@ -1,8 +1,8 @@
 package trace
 
 import (
+	"bytes"
 	"io"
-	"os"
 	"testing"
 )
 
@@ -11,16 +11,7 @@ import (
 // with memtrail run): the Writer's cost on a real program's events,
 // with and without compression.
 func BenchmarkRewrite(b *testing.B) {
-	path := os.Getenv("MEMTRAIL_BENCH_TRACE")
-	if path == "" {
-		b.Skip("MEMTRAIL_BENCH_TRACE is not set")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
+	r, err := NewReader(bytes.NewReader(benchTrace(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
