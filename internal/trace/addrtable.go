@@ -181,8 +181,12 @@ func (t *addrTable) holds(addr uint64) bool {
 		return s != nil
 	}
 	slot, _ := t.slotOf(addr)
-	return slot != nil && *slot != 0 && *slot&listedMark == 0
+	return holdsLive(slot)
 }
+
+// holdsLive reports whether an address slot holds a live block's handle
+// (not a mark, not empty).
+func holdsLive(slot *uint32) bool { return slot != nil && *slot != 0 && *slot&listedMark == 0 }
 
 // release takes addr out of the table as take does, and returns its
 // handle; if the block of that handle has a class, its slot keeps the

@@ -254,12 +254,13 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	code := uint64(addrEscape)
 	depth := -1
 	slot := h.liveAddrs.place(addr)
-	if slot != nil && *slot != 0 && *slot&listedMark == 0 || slot == nil && h.liveAddrs.holds(addr) {
-		// A live block is at addr (a realloc found out before). The
-		// lost free goes before the allocation, whose op is written:
-		// its op takes the allocation's place, which moves on. Its
-		// reference and stack come before the allocation's address
-		// and stack, as the decoding goes.
+	if holdsLive(slot) || slot == nil && h.liveAddrs.holds(addr) {
+		// A live block is at addr: only an allocation gets here (a
+		// realloc wrote its lost free before its own op). The lost
+		// free goes before the allocation, whose op is written: its op
+		// takes the allocation's place, which moves on. Its reference
+		// and stack come before the allocation's address and stack, as
+		// the decoding goes.
 		ops := w.s[streamOps]
 		op := ops[len(ops)-1]
 		w.s[streamOps] = ops[:len(ops)-1]
