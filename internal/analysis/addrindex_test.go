@@ -1,41 +1,72 @@
 package analysis
 
-import "testing"
+import (
+	"math/rand"
+	"testing"
+)
 
-// TestIndexProbes checks that the address index spreads the addresses of
-// arrays of equal blocks, as programs allocate them, over its slots: a
-// lookup, of an address there or not, passes few other entries. (Hashing
-// with the middle bits of the product put blocks 32 or 64 bytes apart
-// into runs that lookups walked 30 to 50 slots of.)
-func TestIndexProbes(t *testing.T) {
-	for _, spacing := range []uint64{16, 32, 48, 64, 4096, 1 << 20} {
-		var x addrIndex
-		const n = 1 << 18
-		base := uint64(0x7f00_0000_0000)
-		for i := range uint64(n) {
-			if x.full() {
-				x.grow()
-			}
-			x.put(base+i*spacing, uint32(i))
+// TestAddrIndexModel checks the address index against a map, with
+// addresses packed in pages, spread one to a page and over chunks, not
+// aligned, and 0; and that the pages and chunks of removed blocks are
+// given back, so that the index does not grow with the blocks it held.
+func TestAddrIndexModel(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	pick := func() uint64 {
+		switch r.Intn(5) {
+		case 0:
+			return 0x55_0000_0000 + uint64(r.Intn(1<<14))*16 // packed: 64 pages
+		case 1:
+			return 0x7f00_0000_0000 + uint64(r.Intn(1<<10))<<idxPageBits // one a page
+		case 2:
+			return uint64(r.Intn(1<<10)) << 30 // one a chunk
+		case 3:
+			return 0x55_0000_0000 + uint64(r.Intn(1<<12))*16 + 8 // not aligned
 		}
-		var passed, passedAbsent int
-		const lookups = 20000
-		for i := range uint64(lookups) {
-			addr := base + (i*97%n)*spacing
-			j := x.home(addr)
-			for ; x.entries[j].key != addr; j = (j + 1) & x.mask {
-				passed++
+		return 0
+	}
+	var x addrIndex
+	want := map[uint64]uint32{}
+	for round := range 3 {
+		for i := range 100_000 {
+			addr := pick()
+			if r.Intn(2) == 0 {
+				old, had := x.put(addr, uint32(i))
+				if w, ok := want[addr]; had != ok || had && old != w {
+					t.Fatalf("put(%#x) = %d, %v; want %d, %v", addr, old, had, w, ok)
+				}
+				want[addr] = uint32(i)
+			} else {
+				x.remove(addr)
+				delete(want, addr)
 			}
-			if x.entries[j].ref != uint32(i*97%n) {
-				t.Fatalf("spacing %d: the entry of %#x has ref %d", spacing, addr, x.entries[j].ref)
-			}
-			for j := x.home(addr + 8); x.entries[j].key != 0; j = (j + 1) & x.mask {
-				passedAbsent++
+			w, wok := want[addr]
+			if ref, ok := x.find(addr); ok != wok || ok && ref != w {
+				t.Fatalf("find(%#x) = %d, %v after the change; want %d, %v", addr, ref, ok, w, wok)
 			}
 		}
-		if mean, meanAbsent := float64(passed)/lookups, float64(passedAbsent)/lookups; mean > 4 || meanAbsent > 4 {
-			t.Errorf("blocks %d bytes apart: lookups pass %.1f entries on average (%.1f for absent addresses), want at most 4",
-				spacing, mean, meanAbsent)
+		for addr, ref := range want {
+			if got, ok := x.find(addr); !ok || got != ref {
+				t.Fatalf("round %d: find(%#x) = %d, %v; want %d", round, addr, got, ok, ref)
+			}
 		}
+		if x.n != len(want) {
+			t.Fatalf("round %d: %d indexed, want %d", round, x.n, len(want))
+		}
+		// Empty it: every page and chunk goes back.
+		for addr := range want {
+			x.remove(addr)
+			delete(want, addr)
+		}
+		if x.n != 0 || len(x.dir) != 0 || len(x.odd) != 0 || len(x.freePages) != int(x.npages) || len(x.freeChunks) != len(x.chunks) {
+			t.Fatalf("round %d, emptied: %d indexed, %d chunks in the directory, %d odd, %d of %d pages and %d of %d chunks free",
+				round, x.n, len(x.dir), len(x.odd), len(x.freePages), x.npages, len(x.freeChunks), len(x.chunks))
+		}
+		if _, ok := x.find(0x55_0000_0000); ok {
+			t.Fatalf("round %d: emptied, and find found a block", round)
+		}
+	}
+	// Three rounds over the same addresses need no more pages than one.
+	if limit := 64 + 1<<10 + 1<<10; int(x.npages) > limit {
+		t.Errorf("%d pages made for at most %d pages of address space", x.npages, limit)
 	}
 }

@@ -17,9 +17,9 @@ import (
 // its address up (a block live there already lost its free), but most
 // frees need not: the trace names the blocks freed in the trace block
 // that allocated them by handle (trace.Event.Handle), and the handle
-// table leads from the handle to the block, in an arena, without hashing;
-// the block knows its slot in the address index. Only the blocks that
-// outlive their trace block are freed by address.
+// table leads from the handle to the block, in an arena, without hashing.
+// Only the blocks that outlive their trace block go into the address
+// index, and are freed by address.
 //
 // The frees go, in order, into a ring that is only searched for a free
 // that finds no live block (a double or invalid free: rare), and a Bloom
@@ -27,19 +27,15 @@ import (
 type heapTable struct {
 	// arena holds the live blocks, in chunks so that it grows without
 	// copying, and refs to them are stable while they live; a released
-	// ref goes on the free list (refs + 1; 0 ends it) and is given out
-	// again first, so that the arena's hot part stays small.
+	// ref goes on the free list (refs + 1; 0 ends it, linked through
+	// liveBlock.next) and is given out again first, so that the arena's
+	// hot part stays small.
 	arena    [][]liveBlock
 	refs     uint32 // refs given out so far
 	freeRefs uint32
 	replaced block // the block the latest put replaced
 	// index holds the blocks of earlier trace blocks by address.
 	index addrIndex
-	// pages, once more than manyIndexed blocks are indexed, counts them
-	// by a hash of their 4 KiB page. The index is out of the cache then,
-	// and a probe costs a miss: an allocation in a page whose count is 0
-	// cannot land on an indexed block, and need not look.
-	pages []uint32
 	// handles maps the handles of trace block inBlock (ref + 1 by handle):
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
@@ -57,11 +53,11 @@ type heapTable struct {
 }
 
 // liveBlock is a live block in the arena; a released one has live unset,
-// and slot is then the next free ref + 1.
+// and next is then the next free ref + 1.
 type liveBlock struct {
 	block
 	addr    uint64
-	slot    uint32 // in the address index, if indexed
+	next    uint32
 	live    bool
 	indexed bool // in the address index
 }
@@ -96,7 +92,7 @@ type freedBlock struct {
 // for the writes each time.
 func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, replaced bool) {
 	t.enter(blk)
-	if t.mayBeIndexed(addr) {
+	if t.index.n > 0 {
 		if ref, ok := t.index.find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
 			t.replaced, replaced = t.at(ref).block, true
@@ -141,60 +137,22 @@ func (t *heapTable) enter(blk uint32) {
 // addToIndex puts the live block of ref into the address index.
 func (t *heapTable) addToIndex(ref uint32) {
 	lb := t.at(ref)
-	if t.index.full() {
-		t.index.grow()
-		t.index.each(func(slot, ref uint32) { t.at(ref).slot = slot })
-	}
-	slot, old, had := t.index.put(lb.addr, ref)
-	lb.slot, lb.indexed = slot, true
-	if had {
+	lb.indexed = true
+	if old, had := t.index.put(lb.addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
 		t.at(old).indexed = false
 		t.dropRef(old)
-	} else if t.pages != nil {
-		t.pages[pageOf(lb.addr)]++
-	} else if t.index.n > manyIndexed {
-		t.countPages()
 	}
-}
-
-// manyIndexed is how many indexed blocks make the index big enough to
-// count them by page (its 16-byte entries then take over 1 MiB).
-const manyIndexed = 1 << 15
-
-// pageCounters is the number of page counts: 256 KiB of them.
-const pageCounters = 1 << 16
-
-func pageOf(addr uint64) uint32 { return uint32((addr >> 12) * 0x9e3779b97f4a7c15 >> (64 - 16)) }
-
-// countPages makes the page counts.
-func (t *heapTable) countPages() {
-	t.pages = make([]uint32, pageCounters)
-	for _, chunk := range t.arena {
-		for i := range chunk {
-			if lb := &chunk[i]; lb.live && lb.indexed {
-				t.pages[pageOf(lb.addr)]++
-			}
-		}
-	}
-}
-
-// mayBeIndexed reports whether an indexed block may be at addr.
-func (t *heapTable) mayBeIndexed(addr uint64) bool {
-	return t.index.n > 0 && (t.pages == nil || t.pages[pageOf(addr)] != 0)
 }
 
 // unlink takes the live block of ref out of the table.
 func (t *heapTable) unlink(ref uint32) {
 	lb := t.at(ref)
 	if lb.indexed {
-		t.unindex(lb.slot)
+		t.index.remove(lb.addr)
 		lb.indexed = false
-		if t.pages != nil {
-			t.pages[pageOf(lb.addr)]--
-		}
 	}
 	t.dropRef(ref)
 }
@@ -210,7 +168,7 @@ func (t *heapTable) at(ref uint32) *liveBlock {
 func (t *heapTable) newRef() uint32 {
 	if t.freeRefs != 0 {
 		ref := t.freeRefs - 1
-		t.freeRefs = t.at(ref).slot
+		t.freeRefs = t.at(ref).next
 		return ref
 	}
 	if t.refs>>chunkBits == uint32(len(t.arena)) {
@@ -222,7 +180,7 @@ func (t *heapTable) newRef() uint32 {
 
 func (t *heapTable) dropRef(ref uint32) {
 	lb := t.at(ref)
-	lb.live, lb.slot = false, t.freeRefs
+	lb.live, lb.next = false, t.freeRefs
 	t.freeRefs = ref + 1
 }
 
@@ -242,7 +200,7 @@ func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block
 func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	t.enter(blk)
 	ref, found := t.byHandle(addr, h)
-	if !found && t.mayBeIndexed(addr) {
+	if !found {
 		ref, found = t.index.find(addr)
 	}
 	if !found {
@@ -251,29 +209,6 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	b := &t.at(ref).block
 	t.unlink(ref)
 	return b, true
-}
-
-// unindex deletes the entry in slot i of the index. The entries after it
-// may move back a slot or more; their blocks learn where to.
-func (t *heapTable) unindex(i uint32) {
-	x := &t.index
-	if i == zeroSlot {
-		x.hasZero = false
-		x.n--
-		return
-	}
-	hole := uint64(i)
-	for j := (hole + 1) & x.mask; x.entries[j].key != 0; j = (j + 1) & x.mask {
-		// An entry may move back into the hole unless its home lies
-		// after the hole, on the way to it.
-		if (j-x.home(x.entries[j].key))&x.mask >= (j-hole)&x.mask {
-			x.entries[hole] = x.entries[j]
-			t.at(x.entries[hole].ref).slot = uint32(hole)
-			hole = j
-		}
-	}
-	x.entries[hole] = indexEntry{}
-	x.n--
 }
 
 // byHandle returns the ref of the live block at addr that has handle h
@@ -364,7 +299,6 @@ func (t *heapTable) clone() heapTable {
 		c.arena[i] = slices.Clone(chunk)
 	}
 	c.index = t.index.clone()
-	c.pages = slices.Clone(t.pages)
 	c.handles = slices.Clone(t.handles)
 	c.enter(0)
 	c.handles = nil
