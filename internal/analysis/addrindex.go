@@ -44,7 +44,16 @@ type addrIndex struct {
 	// another.
 	lastKey [2]uint64
 	lastIdx [2]uint32
+	// near caches dir: the chunk number + 1 (0: none) and index of a
+	// chunk, at the chunk number's low bits. A map lookup would cost more
+	// than the rest of a lookup in the index.
+	near [nearChunks]struct {
+		key uint64
+		idx uint32
+	}
 }
+
+const nearChunks = 64
 
 const (
 	idxPageBits  = 12 // 4 KiB pages of address space
@@ -76,11 +85,16 @@ func (x *addrIndex) page(key uint64) (uint32, bool) {
 		x.lastIdx[0], x.lastIdx[1] = x.lastIdx[1], x.lastIdx[0]
 		return x.lastIdx[0], true
 	}
-	c, ok := x.dir[key>>idxChunkBits]
-	if !ok {
-		return 0, false
+	ck := key >> idxChunkBits
+	n := &x.near[ck%nearChunks]
+	if n.key != ck+1 {
+		c, ok := x.dir[ck]
+		if !ok {
+			return 0, false
+		}
+		n.key, n.idx = ck+1, c
 	}
-	p := x.chunks[c].pages[key&(1<<idxChunkBits-1)]
+	p := x.chunks[n.idx].pages[key&(1<<idxChunkBits-1)]
 	if p == 0 {
 		return 0, false
 	}
@@ -209,6 +223,9 @@ func (x *addrIndex) freePage(key uint64, p uint32) {
 	if x.chunks[c].live--; x.chunks[c].live == 0 {
 		delete(x.dir, ck)
 		x.freeChunks = append(x.freeChunks, c)
+		if n := &x.near[ck%nearChunks]; n.key == ck+1 {
+			n.key = 0
+		}
 	}
 	for i := range x.lastKey {
 		if x.lastKey[i] == key+1 {
