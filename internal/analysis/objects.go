@@ -1,18 +1,23 @@
 package analysis
 
-import (
-	"container/heap"
-	"slices"
-)
+import "slices"
 
 // topObjects keeps the n objects that rank highest by a key, in memory
-// bounded by n however many are offered: a min-heap whose root is the
-// lowest kept, which a better object replaces.
+// bounded by n however many are offered. Offers go into a buffer of four
+// times n; when it is full, a selection keeps the best n, and the lowest
+// key of those is the bar an object must reach to be offered at all
+// (shorter). That costs a few comparisons per offer where a heap of the n
+// best would move objects on every one: the frees of python3's exit, each
+// older than the one before, made that heap 12% of the replay.
 type topObjects struct {
 	n    int
 	by   objectKey
 	end  uint64 // for byAge: the time ages are counted to
 	objs []HeapObject
+	// bar is the lowest key of the n kept when the buffer was last cut,
+	// if cut is set.
+	bar uint64
+	cut bool
 }
 
 // objectKey is what topObjects ranks objects by. (A key function would
@@ -31,18 +36,6 @@ func (t *topObjects) key(o *HeapObject) uint64 {
 	return o.Age(t.end)
 }
 
-func (t *topObjects) Len() int { return len(t.objs) }
-func (t *topObjects) Less(i, j int) bool {
-	return t.before(&t.objs[j], &t.objs[i]) // the root is the one ranked last
-}
-func (t *topObjects) Swap(i, j int) { t.objs[i], t.objs[j] = t.objs[j], t.objs[i] }
-func (t *topObjects) Push(x any)    { t.objs = append(t.objs, x.(HeapObject)) }
-func (t *topObjects) Pop() any {
-	o := t.objs[len(t.objs)-1]
-	t.objs = t.objs[:len(t.objs)-1]
-	return o
-}
-
 // before reports whether a ranks before b: a higher key, then the earlier
 // allocation, then the lower address, so that the lists are the same from
 // run to run.
@@ -56,29 +49,78 @@ func (t *topObjects) before(a, b *HeapObject) bool {
 	return a.Addr < b.Addr
 }
 
-// shorter reports whether an object of this age ranks after all the n
-// kept by age, so that offering it is no use.
+// shorter reports whether an object of this age ranks after n kept by
+// age, so that offering it is no use.
 func (t *topObjects) shorter(age uint64) bool {
-	return len(t.objs) == t.n && (t.n <= 0 || age < t.key(&t.objs[0]))
+	return t.n <= 0 || t.cut && age < t.bar
 }
 
-// offer keeps o if it ranks among the n best so far.
+// offer keeps o if it may rank among the n best.
 func (t *topObjects) offer(o HeapObject) {
-	if t.n <= 0 {
+	if t.n <= 0 || t.cut && t.key(&o) < t.bar {
 		return
 	}
-	if len(t.objs) < t.n {
-		heap.Push(t, o)
+	if t.objs == nil {
+		t.objs = make([]HeapObject, 0, 4*t.n)
+	}
+	if len(t.objs) == cap(t.objs) {
+		t.keepBest()
+	}
+	t.objs = append(t.objs, o)
+}
+
+// keepBest cuts the buffer to the n best.
+func (t *topObjects) keepBest() {
+	if len(t.objs) <= t.n {
 		return
 	}
-	if t.before(&o, &t.objs[0]) {
-		t.objs[0] = o
-		heap.Fix(t, 0)
+	t.selectBest(t.n)
+	t.objs = t.objs[:t.n]
+	t.bar, t.cut = t.key(&t.objs[0]), true
+	for i := range t.objs {
+		t.bar = min(t.bar, t.key(&t.objs[i]))
+	}
+}
+
+// selectBest moves the n best objects to the front, in no order
+// (quickselect, with the median of three as the pivot).
+func (t *topObjects) selectBest(n int) {
+	objs := t.objs
+	lo, hi := 0, len(objs)
+	for hi-lo > 1 {
+		m, last := lo+(hi-lo)/2, hi-1
+		if t.before(&objs[m], &objs[lo]) {
+			objs[m], objs[lo] = objs[lo], objs[m]
+		}
+		if t.before(&objs[last], &objs[lo]) {
+			objs[last], objs[lo] = objs[lo], objs[last]
+		}
+		if t.before(&objs[m], &objs[last]) {
+			objs[m], objs[last] = objs[last], objs[m]
+		}
+		// objs[last] is the median of the three: the pivot.
+		store := lo
+		for i := lo; i < last; i++ {
+			if t.before(&objs[i], &objs[last]) {
+				objs[i], objs[store] = objs[store], objs[i]
+				store++
+			}
+		}
+		objs[store], objs[last] = objs[last], objs[store]
+		switch {
+		case store+1 == n:
+			return
+		case store+1 > n:
+			hi = store
+		default:
+			lo = store + 1
+		}
 	}
 }
 
 // sorted returns the objects kept, best first.
 func (t *topObjects) sorted() []HeapObject {
+	t.keepBest()
 	objs := slices.Clone(t.objs)
 	slices.SortFunc(objs, func(a, b HeapObject) int {
 		switch {

@@ -1,0 +1,57 @@
+package analysis
+
+import (
+	"math/rand"
+	"slices"
+	"testing"
+)
+
+// TestTopObjects checks the kept objects against a sort of all of them,
+// with many ties of key and of allocation time, offered in rising,
+// falling and random order, and skipping those shorter says need not be.
+func TestTopObjects(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for _, n := range []int{0, 1, 7, 100} {
+		for _, order := range []string{"rising", "falling", "random"} {
+			all := make([]HeapObject, 5000)
+			for i := range all {
+				all[i] = HeapObject{Addr: uint64(r.Intn(64)) * 16, Allocated: uint64(r.Intn(50)), Size: uint64(r.Intn(300))}
+				all[i].Freed = all[i].Allocated + uint64(r.Intn(40))
+			}
+			for _, by := range []objectKey{bySize, byAge} {
+				top := topObjects{n: n, by: by}
+				switch order {
+				case "rising":
+					slices.SortStableFunc(all, func(a, b HeapObject) int { return cmpUint(top.key(&a), top.key(&b)) })
+				case "falling":
+					slices.SortStableFunc(all, func(a, b HeapObject) int { return cmpUint(top.key(&b), top.key(&a)) })
+				}
+				for _, o := range all {
+					if by == byAge && top.shorter(o.Age(0)) {
+						continue
+					}
+					top.offer(o)
+				}
+				want := slices.Clone(all)
+				slices.SortFunc(want, func(a, b HeapObject) int {
+					switch {
+					case top.before(&a, &b):
+						return -1
+					case top.before(&b, &a):
+						return 1
+					}
+					return 0
+				})
+				got := top.sorted()
+				for i := range min(n, len(want)) {
+					if i >= len(got) || top.key(&got[i]) != top.key(&want[i]) || got[i].Allocated != want[i].Allocated || got[i].Addr != want[i].Addr {
+						t.Fatalf("n %d, %s, by %d: object %d of %d kept is %+v, want %+v", n, order, by, i, len(got), got[min(i, len(got)-1)], want[i])
+					}
+				}
+				if len(got) != min(n, len(want)) {
+					t.Fatalf("n %d, %s: %d kept, want %d", n, order, len(got), min(n, len(want)))
+				}
+			}
+		}
+	}
+}
