@@ -5,6 +5,7 @@
 //	go run ./bench                 # all workloads, 5 runs each
 //	go run ./bench -runs 3 -only dense,sqlite3
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
+//	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //
 // The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
 //
@@ -132,14 +133,15 @@ func main() {
 	runs := flag.Int("runs", 5, "runs of each workload under each tool")
 	only := flag.String("only", "", "comma-separated workloads to run (default all)")
 	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
+	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
 	flag.Parse()
-	if err := run(*runs, *only, *reading); err != nil {
+	if err := run(*runs, *only, *reading, *pgo); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs int, only string, reading bool) error {
+func run(runs int, only string, reading, pgo bool) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
 	}
@@ -162,6 +164,9 @@ func run(runs int, only string, reading bool) error {
 	memtrail, err := build(dir)
 	if err != nil {
 		return err
+	}
+	if pgo {
+		return writePGO(memtrail, dir, runs, only)
 	}
 	if reading {
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())

@@ -5,6 +5,11 @@
 // unreadable trace, a failed recording); 2 for a usage error. `memtrail run`
 // exits with the recorded program's own status (128+N if a signal N killed
 // it), or 1 if the recording failed while the program succeeded.
+//
+// With MEMTRAIL_CPUPROFILE set to a file name, memtrail writes a CPU
+// profile of its own work there (go tool pprof reads it): how
+// cmd/memtrail/default.pgo, the profile the compiler optimizes memtrail
+// with, is made (go run ./bench -pgo).
 package main
 
 import (
@@ -13,17 +18,47 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
 func main() {
+	stop, err := profileCPU(os.Getenv("MEMTRAIL_CPUPROFILE"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "memtrail: MEMTRAIL_CPUPROFILE: %v\n", err)
+		os.Exit(1)
+	}
 	code, err := run(os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "memtrail: %v\n", err)
 	}
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "memtrail: MEMTRAIL_CPUPROFILE: %v\n", err)
+		code = max(code, 1)
+	}
 	os.Exit(code)
+}
+
+// profileCPU starts a CPU profile into the file path, if path is not
+// empty, and returns what ends it.
+func profileCPU(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // command is a subcommand: its name, a one-line summary, and what runs it.
