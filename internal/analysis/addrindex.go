@@ -25,18 +25,21 @@ import (
 // a single block costs a quarter of the memory that page spans in the
 // traced program, which is live. Emptied pages and chunks are given out
 // again, so the index holds as many as there are with live blocks.
-// Addresses that are not 16-byte aligned go to a map.
+// Addresses that are not 16-byte aligned go to a map. (The Writer's
+// addrTable, in internal/trace, is laid out the same way for the same
+// reason; it also marks listed addresses and empties itself every trace
+// block, in memory outside the Go heap.)
 type addrIndex struct {
-	// pages are in runs of pageRun, so that adding one copies none.
-	pages     [][]indexPage
-	npages    uint32
-	pageLive  []uint16 // by page: how many of its refs are set
-	freePages []uint32
-	chunks    []indexChunk
+	// pages are in runs of 1<<pageRunBits, so that adding one copies none.
+	pages      [][]indexPage
+	npages     uint32
+	pageLive   []uint16 // by page: how many of its refs are set
+	freePages  []uint32
+	chunks     []indexChunk
 	freeChunks []uint32
-	dir       map[uint64]uint32 // chunk number → index in chunks
-	odd       map[uint64]uint32 // addresses not aligned to 16 bytes → ref
-	n         int               // blocks indexed
+	dir        map[uint64]uint32 // chunk number → index in chunks
+	odd        map[uint64]uint32 // addresses not aligned to 16 bytes → ref
+	n          int               // blocks indexed
 
 	// lastKey holds the page numbers + 1 (0: none) of the two pages
 	// found last, the latest first, and lastIdx their indexes: the

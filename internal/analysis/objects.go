@@ -122,14 +122,17 @@ func (t *topObjects) selectBest(n int) {
 func (t *topObjects) sorted() []HeapObject {
 	t.keepBest()
 	objs := slices.Clone(t.objs)
-	slices.SortFunc(objs, func(a, b HeapObject) int {
-		switch {
-		case t.before(&a, &b):
-			return -1
-		case t.before(&b, &a):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(objs, t.compare)
 	return objs
+}
+
+// compare orders objects best first, for slices.SortFunc.
+func (t *topObjects) compare(a, b HeapObject) int {
+	switch {
+	case t.before(&a, &b):
+		return -1
+	case t.before(&b, &a):
+		return 1
+	}
+	return 0
 }

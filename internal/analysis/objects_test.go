@@ -33,15 +33,7 @@ func TestTopObjects(t *testing.T) {
 					top.offer(o)
 				}
 				want := slices.Clone(all)
-				slices.SortFunc(want, func(a, b HeapObject) int {
-					switch {
-					case top.before(&a, &b):
-						return -1
-					case top.before(&b, &a):
-						return 1
-					}
-					return 0
-				})
+				slices.SortFunc(want, top.compare)
 				got := top.sorted()
 				for i := range min(n, len(want)) {
 					if i >= len(got) || top.key(&got[i]) != top.key(&want[i]) || got[i].Allocated != want[i].Allocated || got[i].Addr != want[i].Addr {
