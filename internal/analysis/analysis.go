@@ -52,6 +52,10 @@ type Options struct {
 	// trace made before (with any options); AnalyzeFile makes one.
 	Filter StackFilter
 	Stacks *Model
+	// HeapMap, if not 0, asks for the map of the address space of the
+	// blocks live at the end of the window, in about that many cells
+	// (Process.HeapMap).
+	HeapMap int
 }
 
 // DefaultObjects is how many objects the object lists keep by default.
@@ -132,6 +136,9 @@ type Process struct {
 	// and OldestObjects the oldest; FreedObjects those that lived longest
 	// of the objects freed in it. Each list holds at most Options.Objects.
 	LiveObjects, OldestObjects, FreedObjects []HeapObject
+	// HeapMap is the map of the blocks live at the end of the window, if
+	// Options.HeapMap asked for it.
+	HeapMap *HeapMap
 	// Window is the part of the run analyzed, in ns after the start
 	// (Options.From and To, with To filled in if it was the end).
 	Window struct{ From, To uint64 }

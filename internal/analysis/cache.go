@@ -141,8 +141,8 @@ func identify(f *os.File) (traceID, error) {
 
 // optionsKey names a set of options in a cache.
 func optionsKey(o Options) string {
-	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d filter=%q", o.From, o.To, o.Threads, o.objects(),
-		filterExprs(o.Filter))
+	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d filter=%q heapmap=%d", o.From, o.To, o.Threads, o.objects(),
+		filterExprs(o.Filter), o.HeapMap)
 }
 
 // cachePaths returns where the cache of the trace at path may be: beside

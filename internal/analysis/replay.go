@@ -488,6 +488,9 @@ func (rp *replay) finish() {
 	p.Summary.InUseAtExitBytes, p.Summary.InUseAtExitBlocks = rp.liveBytes, rp.liveBlocks
 	newIndex := sortSites(p.Sites)
 	rp.keptAndLive(newIndex, end)
+	if rp.opts.HeapMap > 0 {
+		p.HeapMap = rp.heapMap(rp.opts.HeapMap, newIndex)
+	}
 	p.FreedObjects = rp.freedLonger.sorted()
 	for i := range p.FreedObjects {
 		p.FreedObjects[i].Site = int(newIndex[p.FreedObjects[i].Site])

@@ -35,6 +35,9 @@ var heapViews = []struct {
 	// Only the worker's blocks.
 	{"cache", report.Options{View: "threads"}, analysis.Options{Threads: []uint64{2}}},
 	{"widget", report.Options{View: "lifetimes"}, analysis.Options{}},
+	// The heap map at exit and at 5 ms.
+	{"cache", report.Options{View: "heapmap"}, analysis.Options{HeapMap: 256}},
+	{"cache", report.Options{View: "heapmap"}, analysis.Options{From: 5e6, To: 5e6, HeapMap: 256}},
 }
 
 func TestHeapViews(t *testing.T) {

@@ -171,12 +171,15 @@ func jsonSites(p *analysis.Process, order analysis.SiteOrder, n int) []jsonSite 
 
 func jsonStack(p *analysis.Process, id uint64) []jsonFrame { return jsonFrames(p.Stack(id)) }
 
+// hex writes an address as JSON has it.
+func hex(addr uint64) string { return fmt.Sprintf("0x%x", addr) }
+
 func jsonFrames(frames []analysis.Frame) []jsonFrame {
 	list := make([]jsonFrame, 0, len(frames))
 	for _, f := range frames {
 		list = append(list, jsonFrame{
 			Function: f.Function, File: f.File, Line: f.Line, Object: f.Object,
-			Address: fmt.Sprintf("0x%x", f.Address), Inlined: f.Inlined,
+			Address: hex(f.Address), Inlined: f.Inlined,
 		})
 	}
 	return list

@@ -41,6 +41,7 @@ func views() []view {
 		{"lifetimes", "how long the objects of each call stack lived", lifetimesText, lifetimesJSON},
 		{"sizes", "the size histogram", sizesText, sizesJSON},
 		{"timeline", "the heap and the allocation rate over time", timelineText, timelineJSON},
+		{"heapmap", "the address space of the blocks live at the end (or at -at): how full each part of it is", heapMapText, heapMapJSON},
 	}
 }
 

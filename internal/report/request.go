@@ -1,0 +1,131 @@
+package report
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+)
+
+// Request is what someone asks a report for, by the names of memtrail
+// report's flags: the command line and the web UI's requests both make
+// one, and Options checks it.
+type Request struct {
+	View, Cost, Order              string
+	Threads                        string // thread indexes, comma-separated
+	Function, File, Module, Ignore string // regular expressions on the call stacks
+	Top, Frames, Chain             int
+	From, To, At                   time.Duration
+	// Given says which of the fields were given (by flag name: "from",
+	// "to", "at"...): a window's end of 0 is an error only if given.
+	Given map[string]bool
+}
+
+// Options checks the request and turns it into the options of the report
+// and of the analysis. Its errors are one line, naming the flag.
+func (r Request) Options() (Options, analysis.Options, error) {
+	var opts Options
+	var aopts analysis.Options
+	if err := CheckView(r.View); err != nil {
+		return opts, aopts, err
+	}
+	if r.Top < 1 || r.Frames < 1 || r.Chain < 1 {
+		return opts, aopts, fmt.Errorf("-top, -frames and -chain must be at least 1")
+	}
+	cost, err := analysis.ParseCost(r.Cost)
+	if err != nil {
+		return opts, aopts, err
+	}
+	opts = Options{View: r.View, Top: r.Top, Frames: r.Frames, Cost: cost, Chain: r.Chain}
+	switch r.Order {
+	case "size":
+		opts.Objects = BySize
+	case "age":
+		opts.Objects = ByAge
+	case "lifetime":
+		opts.Objects = ByLifetime
+	default:
+		return opts, aopts, fmt.Errorf("unknown order %q for -sort (orders: size, age, lifetime)", r.Order)
+	}
+	if aopts, err = r.window(); err != nil {
+		return opts, aopts, err
+	}
+	switch r.View {
+	case "objects":
+		aopts.Objects = max(r.Top, analysis.DefaultObjects)
+	case "heapmap":
+		aopts.HeapMap = HeapMapCells
+	}
+	if aopts.Threads, err = threadList(r.Threads); err != nil {
+		return opts, aopts, err
+	}
+	if aopts.Filter, err = r.stackFilter(); err != nil {
+		return opts, aopts, err
+	}
+	return opts, aopts, nil
+}
+
+// window checks -from, -to and -at.
+func (r Request) window() (analysis.Options, error) {
+	var aopts analysis.Options
+	given := r.Given
+	if given["at"] && (given["from"] || given["to"]) {
+		return aopts, fmt.Errorf("-at cannot go with -from or -to")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"from", r.From}, {"to", r.To}, {"at", r.At}} {
+		if given[d.name] && d.v < 0 {
+			return aopts, fmt.Errorf("-%s %v is negative: times count from the start of the process", d.name, d.v)
+		}
+	}
+	if given["to"] && r.To == 0 || given["at"] && r.At == 0 {
+		return aopts, fmt.Errorf("the window must end after the start of the process: nothing is allocated at 0")
+	}
+	if given["to"] && r.To < r.From {
+		return aopts, fmt.Errorf("-to %v is before -from %v", r.To, r.From)
+	}
+	aopts.From, aopts.To = uint64(r.From), uint64(r.To)
+	if given["at"] {
+		aopts.From, aopts.To = uint64(r.At), uint64(r.At)
+	}
+	return aopts, nil
+}
+
+func threadList(s string) ([]uint64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var list []uint64
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(part), 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("-thread %q: a thread is a number from 1 (see -view threads)", part)
+		}
+		list = append(list, n)
+	}
+	return list, nil
+}
+
+func (r Request) stackFilter() (analysis.StackFilter, error) {
+	var filter analysis.StackFilter
+	for _, re := range []struct {
+		name, expr string
+		dst        **regexp.Regexp
+	}{{"function", r.Function, &filter.Function}, {"file", r.File, &filter.File},
+		{"module", r.Module, &filter.Module}, {"ignore", r.Ignore, &filter.Ignore}} {
+		if re.expr == "" {
+			continue
+		}
+		compiled, err := regexp.Compile(re.expr)
+		if err != nil {
+			return filter, fmt.Errorf("-%s: %v", re.name, err)
+		}
+		*re.dst = compiled
+	}
+	return filter, nil
+}
