@@ -6,6 +6,7 @@
 //	go run ./bench -runs 3 -only dense,sqlite3
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
+//	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //
 // The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
 //
@@ -133,15 +134,16 @@ func main() {
 	runs := flag.Int("runs", 5, "runs of each workload under each tool")
 	only := flag.String("only", "", "comma-separated workloads to run (default all)")
 	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
+	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
 	flag.Parse()
-	if err := run(*runs, *only, *reading, *pgo); err != nil {
+	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs int, only string, reading, pgo bool) error {
+func run(runs int, only string, reading, pgo, webUI bool) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
 	}
@@ -167,6 +169,10 @@ func run(runs int, only string, reading, pgo bool) error {
 	}
 	if pgo {
 		return writePGO(memtrail, dir, runs, only)
+	}
+	if webUI {
+		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
+		return webBench(memtrail, dir, runs)
 	}
 	if reading {
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())

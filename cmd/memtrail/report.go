@@ -1,18 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/report"
 	"github.com/memtrail/memtrail/internal/trace"
+	"github.com/memtrail/memtrail/internal/web"
 )
 
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -34,19 +33,32 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	ignore := fs.String("ignore", "", "leave out the call stacks with a function matching `regexp`")
 	order := fs.String("sort", "size", "order of the object list: size, age (of the objects live at the end) or lifetime (of those freed)")
 	cache := fs.Bool("cache", true, "keep the analysis in TRACE.cache, and read it from there when the trace has not changed")
+	html := fs.String("html", "", "write one self-contained HTML page of the timeline, the flame graph and the leaks to `file`")
 	if err := parse(fs, args); err != nil {
 		return 2, err
 	}
 	if fs.NArg() != 1 {
 		return 2, usageError{"needs exactly one trace file"}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	opts, aopts, err := reportOptions(set, reportFlags{view: *view, top: *top, frames: *frames, cost: *cost,
-		chain: *chain, from: *from, to: *to, at: *at, threads: *threads, function: *function, file: *file,
-		module: *module, ignore: *ignore, order: *order})
+	if *html != "" {
+		var others []string
+		fs.Visit(func(fl *flag.Flag) {
+			if fl.Name != "html" && fl.Name != "pid" {
+				others = append(others, "-"+fl.Name)
+			}
+		})
+		if len(others) > 0 {
+			return 2, usageError{fmt.Sprintf("-html goes with -pid only, not with %s", strings.Join(others, ", "))}
+		}
+		return writeHTML(fs.Arg(0), *pid, *html)
+	}
+	req := report.Request{View: *view, Top: *top, Frames: *frames, Cost: *cost, Chain: *chain,
+		From: *from, To: *to, At: *at, Threads: *threads, Function: *function, File: *file,
+		Module: *module, Ignore: *ignore, Order: *order, Given: map[string]bool{}}
+	fs.Visit(func(fl *flag.Flag) { req.Given[fl.Name] = true })
+	opts, aopts, err := req.Options()
 	if err != nil {
-		return 2, err
+		return 2, usageError{err.Error()}
 	}
 	opts.PID = *pid
 	analyze := analyzeFile
@@ -61,115 +73,6 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	return 0, nil
-}
-
-// reportFlags are the values of report's flags that need checking.
-type reportFlags struct {
-	view, cost, threads, function, file, module, ignore, order string
-	top, frames, chain                                         int
-	from, to, at                                               time.Duration
-}
-
-// reportOptions checks the flags of report and turns them into options
-// of the report and of the analysis. set says which flags were given.
-func reportOptions(set map[string]bool, f reportFlags) (report.Options, analysis.Options, error) {
-	var opts report.Options
-	var aopts analysis.Options
-	if err := report.CheckView(f.view); err != nil {
-		return opts, aopts, usageError{err.Error()}
-	}
-	if f.top < 1 || f.frames < 1 || f.chain < 1 {
-		return opts, aopts, usageError{"-top, -frames and -chain must be at least 1"}
-	}
-	cost, err := analysis.ParseCost(f.cost)
-	if err != nil {
-		return opts, aopts, usageError{err.Error()}
-	}
-	opts = report.Options{View: f.view, Top: f.top, Frames: f.frames, Cost: cost, Chain: f.chain}
-	switch f.order {
-	case "size":
-		opts.Objects = report.BySize
-	case "age":
-		opts.Objects = report.ByAge
-	case "lifetime":
-		opts.Objects = report.ByLifetime
-	default:
-		return opts, aopts, usageError{fmt.Sprintf("unknown order %q for -sort (orders: size, age, lifetime)", f.order)}
-	}
-	if aopts, err = windowOptions(set, f); err != nil {
-		return opts, aopts, err
-	}
-	if f.view == "objects" {
-		aopts.Objects = max(f.top, analysis.DefaultObjects)
-	}
-	if aopts.Threads, err = threadList(f.threads); err != nil {
-		return opts, aopts, err
-	}
-	if aopts.Filter, err = stackFilter(f); err != nil {
-		return opts, aopts, err
-	}
-	return opts, aopts, nil
-}
-
-// windowOptions checks -from, -to and -at.
-func windowOptions(set map[string]bool, f reportFlags) (analysis.Options, error) {
-	var aopts analysis.Options
-	if set["at"] && (set["from"] || set["to"]) {
-		return aopts, usageError{"-at cannot go with -from or -to"}
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"from", f.from}, {"to", f.to}, {"at", f.at}} {
-		if set[d.name] && d.v < 0 {
-			return aopts, usageError{fmt.Sprintf("-%s %v is negative: times count from the start of the process", d.name, d.v)}
-		}
-	}
-	if set["to"] && f.to == 0 || set["at"] && f.at == 0 {
-		return aopts, usageError{"the window must end after the start of the process: nothing is allocated at 0"}
-	}
-	if set["to"] && f.to < f.from {
-		return aopts, usageError{fmt.Sprintf("-to %v is before -from %v", f.to, f.from)}
-	}
-	aopts.From, aopts.To = uint64(f.from), uint64(f.to)
-	if set["at"] {
-		aopts.From, aopts.To = uint64(f.at), uint64(f.at)
-	}
-	return aopts, nil
-}
-
-func threadList(s string) ([]uint64, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var list []uint64
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.ParseUint(strings.TrimSpace(part), 10, 64)
-		if err != nil || n == 0 {
-			return nil, usageError{fmt.Sprintf("-thread %q: a thread is a number from 1 (see -view threads)", part)}
-		}
-		list = append(list, n)
-	}
-	return list, nil
-}
-
-func stackFilter(f reportFlags) (analysis.StackFilter, error) {
-	var filter analysis.StackFilter
-	for _, re := range []struct {
-		name, expr string
-		dst        **regexp.Regexp
-	}{{"function", f.function, &filter.Function}, {"file", f.file, &filter.File},
-		{"module", f.module, &filter.Module}, {"ignore", f.ignore, &filter.Ignore}} {
-		if re.expr == "" {
-			continue
-		}
-		compiled, err := regexp.Compile(re.expr)
-		if err != nil {
-			return filter, usageError{fmt.Sprintf("-%s: %v", re.name, err)}
-		}
-		*re.dst = compiled
-	}
-	return filter, nil
 }
 
 func viewNames() string {
@@ -198,4 +101,20 @@ func analyzeFile(path string, opts analysis.Options) (*analysis.Model, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return analysis.Analyze(r, opts)
+}
+
+// writeHTML writes the page of report -html.
+func writeHTML(trace string, pid uint64, path string) (int, error) {
+	srv, err := web.New(trace)
+	if err != nil {
+		return 1, err
+	}
+	var page bytes.Buffer
+	if err := srv.WriteHTML(&page, pid); err != nil {
+		return 1, err
+	}
+	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {
+		return 1, err
+	}
+	return 0, nil
 }

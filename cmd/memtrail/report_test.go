@@ -85,6 +85,16 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"report", notTrace}, 1, "not a memtrail trace"},
 		{[]string{"report", headerOnly}, 1, "the trace holds no process"},
 		{[]string{"report", small, small}, 2, "needs exactly one trace file"},
+		{[]string{"report", "-html", filepath.Join(dir, "page.html"), "-view", "leaks", small}, 2, "-html goes with -pid only, not with -view"},
+		{[]string{"report", "-html", filepath.Join(dir, "no", "page.html"), small}, 1, "no such file or directory"},
+		{[]string{"report", "-html", filepath.Join(dir, "page.html"), empty}, 1, "not a memtrail trace"},
+		{[]string{"report", "-html", filepath.Join(dir, "page.html"), "-pid", "7", small}, 1, "process 7 is not in this trace"},
+		// view reads the trace before it serves anything.
+		{[]string{"view", empty}, 1, "not a memtrail trace"},
+		{[]string{"view", filepath.Join(dir, "missing.mtr")}, 1, "no such file"},
+		{[]string{"view", headerOnly}, 1, "holds no process"},
+		{[]string{"view", "-addr", "127.0.0.1:99999", small}, 1, "cannot serve on 127.0.0.1:99999"},
+		{[]string{"view"}, 2, "needs exactly one trace file"},
 	} {
 		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

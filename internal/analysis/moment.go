@@ -32,7 +32,6 @@ func EventsBetween(path string, p *Process, from, to uint64, limit int) (*Moment
 		return nil, err
 	}
 	mo := &Moment{From: from, To: to}
-	start, end := p.Start+from, p.Start+to
 	for {
 		events, _, err := r.NextBatch()
 		if errors.Is(err, io.EOF) {
@@ -47,10 +46,17 @@ func EventsBetween(path string, p *Process, from, to uint64, limit int) (*Moment
 		}
 		for i := range events {
 			e := &events[i]
-			if e.Process != p.ID || e.Time < start {
+			if e.Process != p.ID {
 				continue
 			}
-			if e.Time > end {
+			// Times before the process's start (its first events may
+			// come before its start record) count as its start, as in
+			// the replay.
+			t := max(e.Time, p.Start) - p.Start
+			if t < from {
+				continue
+			}
+			if t > to {
 				// Events come in time order.
 				return mo, nil
 			}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// webBench measures memtrail view on big traces: how long after the page
+// is asked for its timeline has arrived (the requests the UI makes first),
+// and how long each request of an interaction takes, with the analysis
+// of the trace in its cache (memtrail report made it).
+func webBench(memtrail, dir string, runs int) error {
+	fmt.Printf("\nThe web UI (memtrail view) on big traces, the analysis cached; medians of %d runs.\n", runs)
+	traces := []struct {
+		name string
+		args []string
+		env  []string
+	}{
+		{"dense, 50M events", []string{filepath.Join(dir, "dense"), "25000000"}, nil},
+		{"python3, 8.6M events", workloadArgs(dir, "python3"), []string{"PYTHONMALLOC=malloc"}},
+	}
+	for _, tr := range traces {
+		trace := filepath.Join(dir, "web.mtr")
+		os.Remove(trace + ".cache")
+		rec := exec.Command(memtrail, append([]string{"run", "-q", "-o", trace, "--"}, tr.args...)...)
+		rec.Dir, rec.Env = dir, append(os.Environ(), tr.env...)
+		if out, err := rec.CombinedOutput(); err != nil {
+			return fmt.Errorf("recording %s: %v\n%s", tr.name, err, out)
+		}
+		start := time.Now()
+		if out, err := exec.Command(memtrail, "report", trace).CombinedOutput(); err != nil {
+			return fmt.Errorf("report %s: %v\n%s", tr.name, err, out)
+		}
+		analysis := time.Since(start)
+		if err := webRuns(memtrail, trace, tr.name, analysis, runs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webRuns starts memtrail view on trace runs times and times its answers.
+func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) error {
+	// The requests of the UI, each once per run, in order: the page and
+	// what it asks for first, then one interaction each.
+	steps := []struct {
+		what  string
+		paths []string
+	}{
+		{"page to timeline", []string{"/", "/app.js", "/style.css", "/api/view?view=summary", "/api/view?view=timeline"}},
+		{"flame graph, bytes at the peak", []string{"/api/view?view=top-down"}},
+		{"flame graph, by another cost", []string{"/api/view?view=top-down&cost=allocated"}},
+		{"flame graph, inverted", []string{"/api/view?view=bottom-up"}},
+		{"leaks", []string{"/api/view?view=summary&top=50", "/api/view?view=leaks"}},
+		{"table: callers", []string{"/api/view?view=callers"}},
+		{"table: call graph", []string{"/api/view?view=callgraph"}},
+		{"objects", []string{"/api/view?view=objects"}},
+		{"click on the timeline: the events of a step", []string{"/api/events?from=1000000&to=1001000"}},
+		{"a window of the run (a new analysis)", []string{"/api/view?view=timeline&from=100000000&to=200000000"}},
+	}
+	times := make([][]time.Duration, len(steps))
+	var ready []time.Duration
+	for r := 0; r < runs; r++ {
+		start := time.Now()
+		view := exec.Command(memtrail, "view", trace)
+		stdout, err := view.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := view.Start(); err != nil {
+			return err
+		}
+		url, err := servedAt(stdout)
+		if err != nil {
+			view.Process.Kill()
+			view.Wait()
+			return fmt.Errorf("memtrail view %s: %w", name, err)
+		}
+		ready = append(ready, time.Since(start))
+		for i, s := range steps {
+			t0 := time.Now()
+			for _, p := range s.paths {
+				if err := get(url + p); err != nil {
+					view.Process.Kill()
+					view.Wait()
+					return fmt.Errorf("%s: %s: %w", name, p, err)
+				}
+			}
+			times[i] = append(times[i], time.Since(t0))
+		}
+		view.Process.Kill()
+		view.Wait()
+	}
+	fmt.Printf("\n%s: the first analysis (memtrail report) took %.2f s; memtrail view was serving %s after it started.\n\n",
+		name, analysis.Seconds(), ms(medianOf(ready)))
+	fmt.Println("| step | requests | time |")
+	fmt.Println("|---|---|---|")
+	for i, s := range steps {
+		fmt.Printf("| %s | %d | %s |\n", s.what, len(s.paths), ms(medianOf(times[i])))
+	}
+	return nil
+}
+
+// servedAt reads the address memtrail view prints.
+func servedAt(stdout io.Reader) (string, error) {
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("no address printed: %v", err)
+	}
+	m := regexp.MustCompile(`http://[^ ]+/`).FindString(line)
+	if m == "" {
+		return "", fmt.Errorf("no address in %q", line)
+	}
+	return strings.TrimSuffix(m, "/"), nil
+}
+
+func get(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}
+
+func medianOf(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// workloadArgs returns the command line of the workload of that name.
+func workloadArgs(dir, name string) []string {
+	for _, w := range workloads(dir) {
+		if w.name == name {
+			return w.args(dir)
+		}
+	}
+	panic("no workload " + name)
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/memtrail/memtrail/internal/web"
+)
+
+func viewCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("view", "[-addr host:port] trace", "memtrail view -addr 127.0.0.1:8080 prog.mtr", stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "serve the UI on `host:port` (port 0: a free one); the default keeps it to this machine")
+	if err := parse(fs, args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() != 1 {
+		return 2, usageError{"needs exactly one trace file"}
+	}
+	// The trace is read before the server starts: one that cannot be
+	// shown is an error here, not a broken page.
+	srv, err := web.New(fs.Arg(0))
+	if err != nil {
+		return 1, err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return 1, fmt.Errorf("cannot serve on %s: %w", *addr, err)
+	}
+	at := ln.Addr().(*net.TCPAddr)
+	host := at.IP.String()
+	if at.IP.IsUnspecified() {
+		host = "127.0.0.1"
+		fmt.Fprintf(stderr, "memtrail: serving on every interface: whoever can reach this machine can read the trace and the source files it names\n")
+	} else if !at.IP.IsLoopback() {
+		fmt.Fprintf(stderr, "memtrail: serving on %s: whoever can reach it can read the trace and the source files it names\n", at.IP)
+	}
+	url := fmt.Sprintf("http://%s/", net.JoinHostPort(host, fmt.Sprint(at.Port)))
+	fmt.Fprintf(stdout, "memtrail: %s is at %s (Ctrl-C stops)\n", fs.Arg(0), url)
+	if err := http.Serve(ln, srv.Handler()); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}

@@ -1,0 +1,91 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+)
+
+// exported are the requests whose answers a page written by WriteHTML
+// holds: what the UI asks for to show the header, the timeline, the flame
+// graph (by every cost, and inverted) and the leaks of a process, with no
+// window. The UI reads them from the page instead of asking the server.
+func exported(pid uint64) []string {
+	var paths []string
+	add := func(view, params string) {
+		p := "/api/view?view=" + view
+		if pid != 0 {
+			p += fmt.Sprintf("&pid=%d", pid)
+		}
+		paths = append(paths, p+params)
+	}
+	add("summary", "&top=50")
+	add("timeline", "")
+	add("leaks", "")
+	for _, tree := range []string{"top-down", "bottom-up"} {
+		add(tree, "")
+		for _, cost := range []string{"leaked", "allocated", "allocations", "temporary"} {
+			add(tree, "&cost="+cost)
+		}
+	}
+	return paths
+}
+
+// WriteHTML writes one self-contained HTML page of process pid of the
+// server's trace (0: the program itself), to attach to a CI run or send
+// to someone: the UI, its script and style inlined, with the answers to
+// the requests of its timeline, flame graph and leaks inside it. It needs
+// no server and nothing from the network.
+func (s *Server) WriteHTML(w io.Writer, pid uint64) error {
+	h := s.Handler()
+	data := make(map[string]json.RawMessage)
+	for _, path := range exported(pid) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			var e struct{ Error string }
+			json.Unmarshal(rec.Body.Bytes(), &e)
+			return fmt.Errorf("%s", e.Error)
+		}
+		data[path] = json.RawMessage(bytes.TrimSpace(rec.Body.Bytes()))
+	}
+	// encoding/json writes <, > and & as \u escapes: nothing in the data
+	// can end the script element that holds it.
+	blob, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	page, err := fs.ReadFile(uiFiles, "ui/index.html")
+	if err != nil {
+		return err
+	}
+	script, err := fs.ReadFile(uiFiles, "ui/app.js")
+	if err != nil {
+		return err
+	}
+	style, err := fs.ReadFile(uiFiles, "ui/style.css")
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(bytes.ToLower(script), []byte("</script")) || bytes.Contains(bytes.ToLower(style), []byte("</style")) {
+		return fmt.Errorf("the UI's script or style would end its own element")
+	}
+	html := string(page)
+	for _, r := range []struct{ tag, inline string }{
+		{`<link rel="stylesheet" href="style.css">`, "<style>\n" + string(style) + "</style>"},
+		{`<script src="app.js"></script>`, `<script id="memtrail-data" type="application/json">` + string(blob) +
+			"</script>\n<script>\n" + string(script) + "</script>"},
+	} {
+		if !strings.Contains(html, r.tag) {
+			return fmt.Errorf("the UI's index.html has no %s", r.tag)
+		}
+		html = strings.Replace(html, r.tag, r.inline, 1)
+	}
+	_, err = io.WriteString(w, html)
+	return err
+}

@@ -1,0 +1,335 @@
+// Package web serves the analysis of a trace to a browser: the UI, from
+// files embedded in the binary (ui/), and a JSON API that answers with the
+// report package's JSON views of the trace, over any window of the run,
+// and with the source files the trace's call stacks name.
+//
+//	GET /                      the UI (ui/index.html, app.js, style.css)
+//	GET /api/view?view=NAME    a view, as memtrail report -json -view NAME prints it;
+//	                           with pid, cost, from and to (ns after the process
+//	                           started), top, chain and sort as report's flags
+//	GET /api/source?path=PATH  {"path", "lines"}: a source file of the trace
+//	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
+//	                           (the first maxEvents), with their call stacks; and pid
+//
+// Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/report"
+)
+
+//go:embed ui
+var uiFiles embed.FS
+
+// Server serves one trace.
+type Server struct {
+	path string
+	// sources are the source files the trace's call stacks name: the
+	// only files /api/source reads.
+	sources map[string]bool
+
+	mu     sync.Mutex
+	models map[modelKey]*analysis.Model
+	recent []modelKey // the keys of models, the latest used last
+}
+
+// modelKey tells the analyses a server makes apart: by the options that
+// its requests may set.
+type modelKey struct {
+	from, to         uint64
+	objects, heapMap int
+}
+
+// maxModels is how many analyses (of different windows) a server keeps.
+const maxModels = 8
+
+// New analyzes the trace at path (through its cache) and returns a server
+// of it, or the error that makes the trace unreadable: a server never
+// starts on a trace it cannot show.
+func New(path string) (*Server, error) {
+	s := &Server{path: path, models: make(map[modelKey]*analysis.Model)}
+	m, err := s.model(analysis.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Processes) == 0 {
+		return nil, fmt.Errorf("%s holds no process", path)
+	}
+	s.sources = sourceFiles(m)
+	return s, nil
+}
+
+// sourceFiles returns the files the call stacks of m name.
+func sourceFiles(m *analysis.Model) map[string]bool {
+	files := make(map[string]bool)
+	for _, p := range m.Processes {
+		for i := range p.Sites {
+			for _, f := range p.SiteStack(&p.Sites[i]) {
+				if f.File != "" {
+					files[f.File] = true
+				}
+			}
+		}
+	}
+	return files
+}
+
+// model returns the analysis of the trace with opts, made or kept.
+// Only the window, the length of the object lists and the heap map's
+// cells may be set.
+func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
+	key := modelKey{opts.From, opts.To, opts.Objects, opts.HeapMap}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.models[key]; ok {
+		s.use(key)
+		return m, nil
+	}
+	m, _, err := analysis.AnalyzeFile(s.path, analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap})
+	if err != nil {
+		return nil, err
+	}
+	if len(s.recent) == maxModels {
+		delete(s.models, s.recent[0])
+		s.recent = s.recent[1:]
+	}
+	s.models[key] = m
+	s.recent = append(s.recent, key)
+	return m, nil
+}
+
+// use moves key to the end of recent.
+func (s *Server) use(key modelKey) {
+	for i, k := range s.recent {
+		if k == key {
+			s.recent = append(append(s.recent[:i:i], s.recent[i+1:]...), key)
+			return
+		}
+	}
+}
+
+// Handler returns the handler of the UI and the API.
+func (s *Server) Handler() http.Handler {
+	ui, err := fs.Sub(uiFiles, "ui")
+	if err != nil {
+		panic(err) // the embedded tree always has ui
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /", http.FileServerFS(ui))
+	mux.HandleFunc("GET /api/view", s.view)
+	mux.HandleFunc("GET /api/source", s.source)
+	mux.HandleFunc("GET /api/events", s.events)
+	return secured(mux)
+}
+
+// secured adds the headers that keep the page to itself: no script,
+// style or request but its own, and no guessing of content types.
+func secured(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// view answers /api/view.
+func (s *Server) view(w http.ResponseWriter, r *http.Request) {
+	opts, aopts, err := ViewOptions(r.URL.Query())
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
+	}
+	m, err := s.model(aopts)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	var b bytes.Buffer
+	if err := report.Write(&b, m, opts, true); err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b.Bytes())
+}
+
+// ViewOptions reads the parameters of a request for a view: those of
+// memtrail report's flags, with times in ns after the process started.
+func ViewOptions(q url.Values) (report.Options, analysis.Options, error) {
+	req := report.Request{View: q.Get("view"), Cost: "peak", Order: "size", Top: 10, Frames: 8, Chain: 5,
+		Given: map[string]bool{}}
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"cost", &req.Cost}, {"sort", &req.Order}} {
+		if v := q.Get(p.name); v != "" {
+			*p.dst = v
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"top", &req.Top}, {"chain", &req.Chain}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return report.Options{}, analysis.Options{}, fmt.Errorf("%s=%q is not a number", p.name, v)
+			}
+			*p.dst = n
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"from", &req.From}, {"to", &req.To}} {
+		if v := q.Get(p.name); v != "" {
+			ns, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return report.Options{}, analysis.Options{}, fmt.Errorf("%s=%q is not a time in ns", p.name, v)
+			}
+			*p.dst, req.Given[p.name] = time.Duration(ns), true
+		}
+	}
+	opts, aopts, err := req.Options()
+	if err != nil {
+		return opts, aopts, err
+	}
+	if v := q.Get("pid"); v != "" {
+		if opts.PID, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return opts, aopts, fmt.Errorf("pid=%q is not a process id", v)
+		}
+	}
+	return opts, aopts, nil
+}
+
+// maxEvents is how many events /api/events lists.
+const maxEvents = 200
+
+// events answers /api/events: what happened in a stretch of the run, as a
+// click on the timeline picks.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var from, to uint64
+	for _, p := range []struct {
+		name string
+		dst  *uint64
+	}{{"from", &from}, {"to", &to}} {
+		v, err := strconv.ParseUint(q.Get(p.name), 10, 64)
+		if err != nil {
+			fail(w, http.StatusBadRequest, fmt.Errorf("%s=%q is not a time in ns", p.name, q.Get(p.name)))
+			return
+		}
+		*p.dst = v
+	}
+	if to < from {
+		fail(w, http.StatusBadRequest, fmt.Errorf("to=%d is before from=%d", to, from))
+		return
+	}
+	var pid uint64
+	if v := q.Get("pid"); v != "" {
+		var err error
+		if pid, err = strconv.ParseUint(v, 10, 64); err != nil {
+			fail(w, http.StatusBadRequest, fmt.Errorf("pid=%q is not a process id", v))
+			return
+		}
+	}
+	m, err := s.model(analysis.Options{})
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	p, err := report.Pick(m, pid)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
+	}
+	mo, err := analysis.EventsBetween(s.path, p, from, to, maxEvents)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	var b bytes.Buffer
+	if err := report.MomentJSON(&b, p, mo); err != nil {
+		fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b.Bytes())
+}
+
+// maxSource bounds the source files served: bigger ones are not source.
+const maxSource = 16 << 20
+
+// source answers /api/source: a file the trace names, and no other.
+func (s *Server) source(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Query().Get("path")
+	if !s.sources[path] {
+		fail(w, http.StatusForbidden, fmt.Errorf("%q is not a source file of this trace", path))
+		return
+	}
+	lines, err := readSource(path)
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, fs.ErrNotExist) {
+			status = http.StatusNotFound
+		}
+		fail(w, status, err)
+		return
+	}
+	writeJSON(w, struct {
+		Path  string   `json:"path"`
+		Lines []string `json:"lines"`
+	}{path, lines})
+}
+
+// readSource reads the lines of a regular file of at most maxSource bytes.
+func readSource(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the source file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxSource {
+		return nil, fmt.Errorf("%s is not a source file (not a regular file of at most 16 MiB)", path)
+	}
+	lines := []string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), maxSource)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines, sc.Err()
+}
+
+// fail answers with an error, as JSON.
+func fail(w http.ResponseWriter, status int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(struct {
+		Error string `json:"error"`
+	}{err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,488 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/demo"
+	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/record"
+	"github.com/memtrail/memtrail/internal/report"
+	"github.com/memtrail/memtrail/internal/web"
+)
+
+var screenshots = flag.String("screenshots", "", "write a screenshot of every view into this directory (for docs/)")
+
+// recorded is a program recorded once for all the tests.
+type recorded struct {
+	once  sync.Once
+	trace string
+	err   error
+}
+
+var widgets, boxes recorded
+
+// record records args into dir once.
+func (r *recorded) record(t *testing.T, args func(dir string) ([]string, error)) string {
+	t.Helper()
+	r.once.Do(func() {
+		dir, err := os.MkdirTemp("", "memtrail-web-test-")
+		if err != nil {
+			r.err = err
+			return
+		}
+		argv, err := args(dir)
+		if err != nil {
+			r.err = err
+			return
+		}
+		devNull, err := os.Open(os.DevNull)
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer devNull.Close()
+		var log strings.Builder
+		res, err := record.Run(record.Options{Args: argv, Output: filepath.Join(dir, "trace.mtr"),
+			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test"})
+		switch {
+		case err != nil:
+			r.err = fmt.Errorf("recording %v: %v\n%s", argv, err, log.String())
+		case res.WriteErr != nil:
+			r.err = fmt.Errorf("recording %v: %v", argv, res.WriteErr)
+		default:
+			r.trace = res.Path
+		}
+	})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.trace
+}
+
+// widgetTrace records the mprof widget example: its red widgets leak.
+func widgetTrace(t *testing.T) string {
+	return widgets.record(t, func(dir string) ([]string, error) {
+		prog, err := demo.Build(dir)
+		return []string{prog}, err
+	})
+}
+
+// boxesTrace records testdata/boxes.cc, whose functions are templates.
+func boxesTrace(t *testing.T) string {
+	prog := fixture.Build(t, "testdata/boxes.cc")
+	return boxes.record(t, func(string) ([]string, error) { return []string{prog}, nil })
+}
+
+// serve starts a server of trace, closed when the test ends.
+func serve(t *testing.T, trace string) *httptest.Server {
+	t.Helper()
+	s, err := web.New(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// browser starts a headless Chromium for the test, which fails at the
+// first uncaught exception or console error of the page.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	exe := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			exe = p
+			break
+		}
+	}
+	if exe == "" {
+		t.Fatal("no Chromium: the browser tests need Debian's chromium package (.ci/run installs it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.WindowSize(1400, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	var mu sync.Mutex
+	var problems []string
+	listen := func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			problems = append(problems, fmt.Sprintf("exception at %s:%d: %s", d.URL, d.LineNumber+1, msg))
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, a.Description+string(a.Value))
+				}
+				problems = append(problems, "console error: "+strings.Join(args, " "))
+			}
+		}
+	}
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(listen))
+	if err := chromedp.Do(ctx); err != nil {
+		cancel()
+		cancelAlloc()
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		p := problems
+		mu.Unlock()
+		for _, msg := range p {
+			t.Errorf("the page: %s", msg)
+		}
+		cancel()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// do runs browser actions, failing the test on error.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(tctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval returns the value of a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(tctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition until it holds.
+func waitFor(t *testing.T, ctx context.Context, what, cond string) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 2000) : ""`))
+		t.Fatalf("waiting for %s (%s): %v\nthe page says:\n%s", what, cond, err, state)
+	}
+}
+
+// hasText waits until the first element matching sel says want, and
+// fails the test with what it says if it never does.
+func hasText(t *testing.T, ctx context.Context, what, sel, want string) {
+	t.Helper()
+	q := fmt.Sprintf(`document.querySelector(%q)`, sel)
+	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cond := fmt.Sprintf(`%s !== null && %s.textContent.includes(%q)`, q, q, want)
+	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(`+q+` || {textContent: "(no such element)"}).textContent`))
+		t.Errorf("%s says %q, want %q in it", what, got, want)
+	}
+}
+
+// tab shows a tab of the UI.
+func tab(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	do(t, ctx, "showing the "+name+" tab", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[data-tab=%q]`, name))))
+	waitFor(t, ctx, "the "+name+" tab", fmt.Sprintf(`document.querySelector("#tab-%s").classList.contains("active")`, name))
+}
+
+// shot writes a screenshot of the page, if -screenshots asks for them.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if *screenshots == "" {
+		return
+	}
+	do(t, ctx, "waiting for the page to settle", chromedp.Sleep(300*time.Millisecond))
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*screenshots, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// model analyzes a trace, as the server does.
+func model(t *testing.T, trace string) *analysis.Process {
+	t.Helper()
+	m, _, err := analysis.AnalyzeFile(trace, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Processes[0]
+}
+
+// TestTimeline opens the UI on the widget program: the header gives its
+// peak, the timeline marks it, and a click on the timeline shows what
+// happened at that moment.
+func TestTimeline(t *testing.T) {
+	trace := widgetTrace(t)
+	p := model(t, trace)
+	ts := serve(t, trace)
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+
+	hasText(t, ctx, "the header's peak", "#summary-peak", report.Size(p.Summary.PeakBytes))
+	hasText(t, ctx, "the header's in use at exit", "#summary-exit", report.Size(p.Summary.InUseAtExitBytes))
+	tab(t, ctx, "timeline")
+	waitFor(t, ctx, "the peak's marker", `document.querySelector("#timeline-peak-marker") !== null`)
+	shot(t, ctx, "timeline")
+
+	// Click in the middle of the chart: the detail of that step.
+	box := eval[[]float64](t, ctx, `(() => { const r = document.querySelector("#timeline").getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()`)
+	do(t, ctx, "clicking the timeline", chromedp.MouseClickXY(box[0]+box[2]/2, box[1]+box[3]/2))
+	for _, want := range []string{"allocations", "frees"} {
+		hasText(t, ctx, "the detail of a step of the timeline", "#timeline-detail", want)
+	}
+}
+
+// makeWidgetLink finds the link to the source of make_widget's frame in
+// the leaks' call stacks.
+const makeWidgetLink = `([...document.querySelectorAll("#leaks .stack-frame")].find(f => f.querySelector(".fn").textContent.startsWith("make_widget")) || {querySelector: () => undefined}).querySelector(".frame-link")`
+
+// TestSource follows a frame of a leak to its source line.
+func TestSource(t *testing.T) {
+	trace := widgetTrace(t)
+	ts := serve(t, trace)
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	tab(t, ctx, "leaks")
+	waitFor(t, ctx, "a frame of make_widget", makeWidgetLink+" !== undefined")
+	shot(t, ctx, "leaks")
+
+	file := eval[string](t, ctx, `(() => { const e = `+makeWidgetLink+`; e.click(); return e.dataset.file; })()`)
+	line := eval[int](t, ctx, `+`+makeWidgetLink+`.dataset.line`)
+	if filepath.Base(file) != "widget.c" || line <= 0 {
+		t.Fatalf("make_widget's frame links to %s:%d, want a line of widget.c", file, line)
+	}
+	waitFor(t, ctx, "the source line", `document.querySelector("#source .highlight") !== null`)
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(string(src), "\n")[line-1]
+	got := eval[string](t, ctx, `document.querySelector("#source .highlight").textContent`)
+	if !strings.Contains(got, strings.TrimSpace(want)) {
+		t.Errorf("the highlighted line is %q; want line %d of %s, %q", got, line, file, want)
+	}
+	hasText(t, ctx, "the source's title", "#source-title", fmt.Sprintf("widget.c:%d", line))
+	shot(t, ctx, "source")
+}
+
+// TestFlameCost switches the flame graph's cost: at the peak both the red
+// and the blue widgets are live; at exit only the red ones are.
+func TestFlameCost(t *testing.T) {
+	trace := widgetTrace(t)
+	ts := serve(t, trace)
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	tab(t, ctx, "flame")
+	const has = `[...document.querySelectorAll("#flame .frame")].some(e => e.dataset.function === %q)`
+	waitFor(t, ctx, "make_blue_widget at the peak", fmt.Sprintf(has, "make_blue_widget"))
+	waitFor(t, ctx, "make_red_widget at the peak", fmt.Sprintf(has, "make_red_widget"))
+	shot(t, ctx, "flame")
+
+	do(t, ctx, "choosing the cost 'still in use at exit'", chromedp.SetValue(chromedp.CSS("#flame-cost"), "leaked"))
+	eval[bool](t, ctx, `document.querySelector("#flame-cost").dispatchEvent(new Event("change"))`)
+	waitFor(t, ctx, "make_blue_widget gone", "!"+fmt.Sprintf(has, "make_blue_widget"))
+	waitFor(t, ctx, "make_red_widget still there", fmt.Sprintf(has, "make_red_widget"))
+
+	do(t, ctx, "searching make_red", chromedp.SendKeys(chromedp.CSS("#flame-search"), "make_red"))
+	waitFor(t, ctx, "the match", `[...document.querySelectorAll("#flame .frame.match")].every(e => e.dataset.function.includes("make_red")) && document.querySelectorAll("#flame .frame.match").length > 0`)
+
+	do(t, ctx, "showing the sunburst", chromedp.Click(chromedp.CSS("#flame-sunburst")))
+	waitFor(t, ctx, "an arc of make_red_widget", `[...document.querySelectorAll("#flame .arc")].some(e => e.dataset.function === "make_red_widget")`)
+	shot(t, ctx, "sunburst")
+}
+
+// TestTemplateNames checks that C++ template names, full of < and >, are
+// shown as they are, in the flame graph and the tables.
+func TestTemplateNames(t *testing.T) {
+	trace := boxesTrace(t)
+	ts := serve(t, trace)
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	tab(t, ctx, "flame")
+	waitFor(t, ctx, "make_box<int>", `[...document.querySelectorAll("#flame .frame")].some(e => e.dataset.function.startsWith("Box<int>* make_box<int>") && e.textContent.includes("make_box<int>"))`)
+	tab(t, ctx, "tables")
+	waitFor(t, ctx, "make_box<int> in the table", `document.querySelector("#table-view") && document.querySelector("#table-view").textContent.includes("make_box<int>")`)
+	// Nothing of a name became markup.
+	tags := eval[[]string](t, ctx, `[...new Set([...document.querySelectorAll("body *")].map(e => e.localName))].filter(n => n === "int" || n === "pair")`)
+	if len(tags) > 0 {
+		t.Errorf("names became elements: %v", tags)
+	}
+	shot(t, ctx, "tables")
+}
+
+// TestSourceEndpoint checks that /api/source serves the files the trace
+// names and nothing else.
+func TestSourceEndpoint(t *testing.T) {
+	trace := widgetTrace(t)
+	ts := serve(t, trace)
+	var widgetC string
+	for f := range sourcesOf(t, trace) {
+		if filepath.Base(f) == "widget.c" {
+			widgetC = f
+		}
+	}
+	if widgetC == "" {
+		t.Fatal("no frame of the widget trace is in widget.c")
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+	}{
+		{widgetC, http.StatusOK},
+		{"/etc/passwd", http.StatusForbidden},
+		{widgetC + "/../widget.c", http.StatusForbidden},
+		{trace, http.StatusForbidden},
+		{"", http.StatusForbidden},
+	} {
+		resp, err := http.Get(ts.URL + "/api/source?path=" + url.QueryEscape(c.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Lines []string
+			Error string
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != c.status {
+			t.Errorf("source %q: status %d (%v), want %d", c.path, resp.StatusCode, err, c.status)
+			continue
+		}
+		if c.status == http.StatusOK && !strings.Contains(strings.Join(body.Lines, "\n"), "make_red_widget") {
+			t.Errorf("source %q: %d lines without make_red_widget", c.path, len(body.Lines))
+		}
+		if c.status != http.StatusOK && body.Error == "" {
+			t.Errorf("source %q: status %d and no error message", c.path, resp.StatusCode)
+		}
+	}
+}
+
+// sourcesOf returns the files of the frames of a trace's call stacks.
+func sourcesOf(t *testing.T, trace string) map[string]bool {
+	p := model(t, trace)
+	files := map[string]bool{}
+	for i := range p.Sites {
+		for _, f := range p.SiteStack(&p.Sites[i]) {
+			files[f.File] = true
+		}
+	}
+	return files
+}
+
+// TestEventsEndpoint asks for the events of the whole run and of a
+// stretch of it: all are counted, the first 200 listed with their stacks.
+func TestEventsEndpoint(t *testing.T) {
+	trace := widgetTrace(t)
+	p := model(t, trace)
+	ts := serve(t, trace)
+	get := func(query string) (int, map[string]any) {
+		resp, err := http.Get(ts.URL + "/api/events?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return resp.StatusCode, body
+	}
+	status, all := get(fmt.Sprintf("from=0&to=%d", p.RunTime()))
+	if want := float64(p.Summary.Allocations + p.Summary.Frees); status != http.StatusOK || all["count"] != want {
+		t.Errorf("the whole run: status %d, %v events; want the %v allocations and frees", status, all["count"], want)
+	}
+	events, _ := all["events"].([]any)
+	if len(events) != 200 {
+		t.Fatalf("the whole run lists %d events, want the first 200", len(events))
+	}
+	first := events[0].(map[string]any)
+	stack, _ := json.Marshal(first["stack"])
+	if first["kind"] != "alloc" || first["size"] != float64(204) || !strings.Contains(string(stack), `"make_widget"`) {
+		t.Errorf("the first event is %v; want an allocation of a widget, 204 bytes from make_widget", first)
+	}
+	// The second half of the run has no allocation, only frees.
+	_, late := get(fmt.Sprintf("from=%d&to=%d", p.Summary.PeakTime-p.Start+1, p.RunTime()))
+	for _, e := range late["events"].([]any) {
+		if k := e.(map[string]any)["kind"]; k != "free" {
+			t.Fatalf("after the peak: an event of kind %v", k)
+		}
+	}
+	for _, q := range []string{"from=x&to=1", "from=5&to=1", "to=1", "from=0&to=1&pid=7"} {
+		if status, body := get(q); status != http.StatusBadRequest || body["error"] == "" {
+			t.Errorf("%s: status %d, %v; want 400 and an error", q, status, body)
+		}
+	}
+}
+
+// TestHTMLFile writes the page of report -html and opens it from a file,
+// with no server: the timeline, the flame graph and the leaks are there.
+func TestHTMLFile(t *testing.T) {
+	trace := widgetTrace(t)
+	p := model(t, trace)
+	s, err := web.New(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page strings.Builder
+	if err := s.WriteHTML(&page, 0); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "widget.html")
+	if err := os.WriteFile(file, []byte(page.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{`src="app.js"`, `href="style.css"`, `src="http`, `href="http`, "url(http", "@import"} {
+		if strings.Contains(page.String(), ref) {
+			t.Errorf("the page refers to %s: it must hold everything itself", ref)
+		}
+	}
+	ctx := browser(t)
+	do(t, ctx, "opening the page", chromedp.Navigate("file://"+file))
+	hasText(t, ctx, "the header's peak", "#summary-peak", report.Size(p.Summary.PeakBytes))
+	tab(t, ctx, "timeline")
+	waitFor(t, ctx, "the peak's marker", `document.querySelector("#timeline-peak-marker") !== null`)
+	tab(t, ctx, "flame")
+	waitFor(t, ctx, "make_red_widget", `[...document.querySelectorAll("#flame .frame")].some(e => e.dataset.function === "make_red_widget")`)
+	tab(t, ctx, "leaks")
+	waitFor(t, ctx, "a frame of make_widget", makeWidgetLink+" !== undefined")
+}
