@@ -238,6 +238,15 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
+// openUI serves the UI of trace and opens it in a browser.
+func openUI(t *testing.T, trace string) context.Context {
+	t.Helper()
+	ts := serve(t, trace)
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	return ctx
+}
+
 // model analyzes a trace, as the server does.
 func model(t *testing.T, trace string) *analysis.Process {
 	t.Helper()
@@ -254,9 +263,7 @@ func model(t *testing.T, trace string) *analysis.Process {
 func TestTimeline(t *testing.T) {
 	trace := widgetTrace(t)
 	p := model(t, trace)
-	ts := serve(t, trace)
-	ctx := browser(t)
-	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	ctx := openUI(t, trace)
 
 	hasText(t, ctx, "the header's peak", "#summary-peak", report.Size(p.Summary.PeakBytes))
 	hasText(t, ctx, "the header's in use at exit", "#summary-exit", report.Size(p.Summary.InUseAtExitBytes))
@@ -279,9 +286,7 @@ const makeWidgetLink = `([...document.querySelectorAll("#leaks .stack-frame")].f
 // TestSource follows a frame of a leak to its source line.
 func TestSource(t *testing.T) {
 	trace := widgetTrace(t)
-	ts := serve(t, trace)
-	ctx := browser(t)
-	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	ctx := openUI(t, trace)
 	tab(t, ctx, "leaks")
 	waitFor(t, ctx, "a frame of make_widget", makeWidgetLink+" !== undefined")
 	shot(t, ctx, "leaks")
@@ -309,9 +314,7 @@ func TestSource(t *testing.T) {
 // and the blue widgets are live; at exit only the red ones are.
 func TestFlameCost(t *testing.T) {
 	trace := widgetTrace(t)
-	ts := serve(t, trace)
-	ctx := browser(t)
-	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	ctx := openUI(t, trace)
 	tab(t, ctx, "flame")
 	const has = `[...document.querySelectorAll("#flame .frame")].some(e => e.dataset.function === %q)`
 	waitFor(t, ctx, "make_blue_widget at the peak", fmt.Sprintf(has, "make_blue_widget"))
@@ -335,9 +338,7 @@ func TestFlameCost(t *testing.T) {
 // shown as they are, in the flame graph and the tables.
 func TestTemplateNames(t *testing.T) {
 	trace := boxesTrace(t)
-	ts := serve(t, trace)
-	ctx := browser(t)
-	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	ctx := openUI(t, trace)
 	tab(t, ctx, "flame")
 	waitFor(t, ctx, "make_box<int>", `[...document.querySelectorAll("#flame .frame")].some(e => e.dataset.function.startsWith("Box<int>* make_box<int>") && e.textContent.includes("make_box<int>"))`)
 	tab(t, ctx, "tables")
