@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"sync"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -94,6 +95,13 @@ type stackTree struct {
 	nodes   map[uint64]stackNode
 	modules map[uint64]uint64 // object ID by module ID
 	syms    *symbols
+
+	// known holds the frames of the stacks looked up so far, by ID: every
+	// view goes through the stacks of all the sites, and the web UI
+	// shows one view after another of one model, from several
+	// goroutines.
+	mu    sync.Mutex
+	known map[uint64][]Frame
 }
 
 type stackNode struct {
@@ -104,7 +112,25 @@ func newStackTree(syms *symbols, owner uint64) *stackTree {
 	return &stackTree{owner: owner, nodes: make(map[uint64]stackNode), modules: make(map[uint64]uint64), syms: syms}
 }
 
+// frames returns the frames of stack id, innermost first. They are
+// shared: callers must not change them.
 func (t *stackTree) frames(id uint64) []Frame {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if frames, ok := t.known[id]; ok {
+		return frames
+	}
+	frames := t.walk(id)
+	if t.known == nil {
+		t.known = make(map[uint64][]Frame)
+	}
+	// Full, so that appending to them copies them.
+	t.known[id] = frames[:len(frames):len(frames)]
+	return t.known[id]
+}
+
+// walk makes the frames of stack id.
+func (t *stackTree) walk(id uint64) []Frame {
 	var frames []Frame
 	for depth := 0; id != 0 && depth < maxDepth; depth++ {
 		n, ok := t.nodes[id]

@@ -44,9 +44,24 @@ type Server struct {
 	sources map[string]bool
 
 	mu     sync.Mutex
-	models map[modelKey]*analysis.Model
+	models map[modelKey]*madeModel
 	recent []modelKey // the keys of models, the latest used last
+	// answers holds the answers to the latest view requests, by their
+	// query: going back to a view is instant.
+	answers     map[string][]byte
+	answerOrder []string
 }
+
+// madeModel is an analysis a server made or is making: the requests that
+// need it wait for it, and only for it.
+type madeModel struct {
+	once sync.Once
+	m    *analysis.Model
+	err  error
+}
+
+// maxAnswers is how many answers a server keeps.
+const maxAnswers = 64
 
 // modelKey tells the analyses a server makes apart: by the options that
 // its requests may set.
@@ -62,7 +77,7 @@ const maxModels = 8
 // of it, or the error that makes the trace unreadable: a server never
 // starts on a trace it cannot show.
 func New(path string) (*Server, error) {
-	s := &Server{path: path, models: make(map[modelKey]*analysis.Model)}
+	s := &Server{path: path, models: make(map[modelKey]*madeModel)}
 	m, err := s.model(analysis.Options{})
 	if err != nil {
 		return nil, err
@@ -71,7 +86,20 @@ func New(path string) (*Server, error) {
 		return nil, fmt.Errorf("%s holds no process", path)
 	}
 	s.sources = sourceFiles(m)
+	// The views of call stacks go through the frames of every site:
+	// find them while the page loads its timeline, which needs none.
+	go warm(m)
 	return s, nil
+}
+
+// warm looks up the frames of every site's stack of m once, so that the
+// first view that needs them finds them ready.
+func warm(m *analysis.Model) {
+	for _, p := range m.Processes {
+		for i := range p.Sites {
+			p.SiteStack(&p.Sites[i])
+		}
+	}
 }
 
 // sourceFiles returns the files the call stacks of m name.
@@ -95,22 +123,23 @@ func sourceFiles(m *analysis.Model) map[string]bool {
 func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 	key := modelKey{opts.From, opts.To, opts.Objects, opts.HeapMap}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if m, ok := s.models[key]; ok {
+	made, ok := s.models[key]
+	if ok {
 		s.use(key)
-		return m, nil
+	} else {
+		if len(s.recent) == maxModels {
+			delete(s.models, s.recent[0])
+			s.recent = s.recent[1:]
+		}
+		made = &madeModel{}
+		s.models[key] = made
+		s.recent = append(s.recent, key)
 	}
-	m, _, err := analysis.AnalyzeFile(s.path, analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap})
-	if err != nil {
-		return nil, err
-	}
-	if len(s.recent) == maxModels {
-		delete(s.models, s.recent[0])
-		s.recent = s.recent[1:]
-	}
-	s.models[key] = m
-	s.recent = append(s.recent, key)
-	return m, nil
+	s.mu.Unlock()
+	made.once.Do(func() {
+		made.m, _, made.err = analysis.AnalyzeFile(s.path, analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap})
+	})
+	return made.m, made.err
 }
 
 // use moves key to the end of recent.
@@ -149,7 +178,14 @@ func secured(h http.Handler) http.Handler {
 
 // view answers /api/view.
 func (s *Server) view(w http.ResponseWriter, r *http.Request) {
-	opts, aopts, err := ViewOptions(r.URL.Query())
+	q := r.URL.Query()
+	key := q.Encode() // sorted by parameter
+	if b, ok := s.answer(key); ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+		return
+	}
+	opts, aopts, err := ViewOptions(q)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err)
 		return
@@ -164,8 +200,35 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err)
 		return
 	}
+	s.keep(key, b.Bytes())
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(b.Bytes())
+}
+
+// answer returns the answer kept for a view request.
+func (s *Server) answer(key string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.answers[key]
+	return b, ok
+}
+
+// keep keeps the answer to a view request, over the oldest kept.
+func (s *Server) keep(key string, b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.answers[key]; ok {
+		return
+	}
+	if s.answers == nil {
+		s.answers = make(map[string][]byte)
+	}
+	if len(s.answerOrder) == maxAnswers {
+		delete(s.answers, s.answerOrder[0])
+		s.answerOrder = s.answerOrder[1:]
+	}
+	s.answers[key] = b
+	s.answerOrder = append(s.answerOrder, key)
 }
 
 // ViewOptions reads the parameters of a request for a view: those of
