@@ -40,8 +40,9 @@ var uiFiles embed.FS
 type Server struct {
 	path string
 	// sources are the source files the trace's call stacks name: the
-	// only files /api/source reads.
+	// only files /api/source reads. They are known once warmed is closed.
 	sources map[string]bool
+	warmed  chan struct{}
 
 	mu     sync.Mutex
 	models map[modelKey]*madeModel
@@ -77,7 +78,7 @@ const maxModels = 8
 // of it, or the error that makes the trace unreadable: a server never
 // starts on a trace it cannot show.
 func New(path string) (*Server, error) {
-	s := &Server{path: path, models: make(map[modelKey]*madeModel)}
+	s := &Server{path: path, models: make(map[modelKey]*madeModel), warmed: make(chan struct{})}
 	m, err := s.model(analysis.Options{})
 	if err != nil {
 		return nil, err
@@ -85,25 +86,15 @@ func New(path string) (*Server, error) {
 	if len(m.Processes) == 0 {
 		return nil, fmt.Errorf("%s holds no process", path)
 	}
-	s.sources = sourceFiles(m)
 	// The views of call stacks go through the frames of every site:
-	// find them while the page loads its timeline, which needs none.
-	go warm(m)
+	// look them up while the page loads its timeline, which needs none.
+	go s.warm(m)
 	return s, nil
 }
 
 // warm looks up the frames of every site's stack of m once, so that the
-// first view that needs them finds them ready.
-func warm(m *analysis.Model) {
-	for _, p := range m.Processes {
-		for i := range p.Sites {
-			p.SiteStack(&p.Sites[i])
-		}
-	}
-}
-
-// sourceFiles returns the files the call stacks of m name.
-func sourceFiles(m *analysis.Model) map[string]bool {
+// first view that needs them finds them ready, and notes their files.
+func (s *Server) warm(m *analysis.Model) {
 	files := make(map[string]bool)
 	for _, p := range m.Processes {
 		for i := range p.Sites {
@@ -114,7 +105,8 @@ func sourceFiles(m *analysis.Model) map[string]bool {
 			}
 		}
 	}
-	return files
+	s.sources = files
+	close(s.warmed)
 }
 
 // model returns the analysis of the trace with opts, made or kept.
@@ -341,6 +333,7 @@ const maxSource = 16 << 20
 // source answers /api/source: a file the trace names, and no other.
 func (s *Server) source(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Query().Get("path")
+	<-s.warmed
 	if !s.sources[path] {
 		fail(w, http.StatusForbidden, fmt.Errorf("%q is not a source file of this trace", path))
 		return
