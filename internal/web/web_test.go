@@ -493,3 +493,68 @@ func TestHTMLFile(t *testing.T) {
 	tab(t, ctx, "leaks")
 	waitFor(t, ctx, "a frame of make_widget", makeWidgetLink+" !== undefined")
 }
+
+// TestHeapMapHighlight picks an object and finds it highlighted in the
+// heap map: in the cell that holds its address.
+func TestHeapMapHighlight(t *testing.T) {
+	trace := widgetTrace(t)
+	ts := serve(t, trace)
+	// The heap map at exit, as the server sends it.
+	resp, err := http.Get(ts.URL + "/api/view?view=heapmap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hm struct {
+		Data struct {
+			CellBytes uint64 `json:"cell_bytes"`
+			Regions   []struct {
+				Start, End string
+				FirstCell  int `json:"first_cell"`
+			}
+			Cells []struct{ Used, Blocks uint64 }
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&hm)
+	resp.Body.Close()
+	if err != nil || len(hm.Data.Regions) == 0 {
+		t.Fatalf("the heap map: %v, %+v", err, hm.Data.Regions)
+	}
+	var used, blocks uint64
+	for _, c := range hm.Data.Cells {
+		used, blocks = used+c.Used, blocks+c.Blocks
+	}
+	p := model(t, trace)
+	if used != p.Summary.InUseAtExitBytes || blocks != p.Summary.InUseAtExitBlocks {
+		t.Errorf("the heap map at exit holds %d bytes in %d blocks, want the %d in %d in use at exit",
+			used, blocks, p.Summary.InUseAtExitBytes, p.Summary.InUseAtExitBlocks)
+	}
+
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	tab(t, ctx, "objects")
+	waitFor(t, ctx, "the object list", `document.querySelectorAll("#objects-table tbody tr").length > 0`)
+	addr := eval[string](t, ctx, `(() => { const r = document.querySelector("#objects-table tbody tr"); r.click(); return r.querySelector("code").textContent.match(/0x[0-9a-f]+/)[0]; })()`)
+	do(t, ctx, "showing the object in the heap map", chromedp.Click(chromedp.CSS("#object-in-heap")))
+	waitFor(t, ctx, "the heap map tab", `document.querySelector("#tab-heap").classList.contains("active")`)
+	waitFor(t, ctx, "the highlighted cell", `document.querySelector("#heapmap .cell.highlight") !== null`)
+	got := eval[int](t, ctx, `+document.querySelector("#heapmap .cell.highlight").dataset.index`)
+
+	var a uint64
+	fmt.Sscanf(addr, "0x%x", &a)
+	want := -1
+	for _, r := range hm.Data.Regions {
+		var start, end uint64
+		fmt.Sscanf(r.Start, "0x%x", &start)
+		fmt.Sscanf(r.End, "0x%x", &end)
+		if start <= a && a < end {
+			want = r.FirstCell + int((a-start)/hm.Data.CellBytes)
+		}
+	}
+	if got != want {
+		t.Errorf("the object at %s is highlighted in cell %d, want cell %d", addr, got, want)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll("#heapmap .cell.highlight").length`); n != 1 {
+		t.Errorf("%d cells highlighted, want 1", n)
+	}
+	shot(t, ctx, "heapmap")
+}

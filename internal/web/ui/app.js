@@ -300,6 +300,7 @@ const state = {
   to: null,
   tab: 'timeline',
   summary: null,    // the summary of the whole run (the header's)
+  object: null,     // the object selected in the Objects tab
 };
 
 // common returns the parameters every view takes, with extra ones.
@@ -498,6 +499,7 @@ function setProcess(pid) {
   state.to = null;
   tl.selected = null;
   fl.zoomPath = null;
+  setSelectedObject(null);
   writeHash();
   loadSummary();
   updateWindowLabel();
@@ -513,6 +515,7 @@ const TABS = {
   leaks: () => loadLeaks(),
   tables: () => loadTable(),
   objects: () => loadObjects(),
+  heap: () => { hm.time = state.to; hm.pinned = null; loadHeap(true); },
 };
 const loadedKey = {};
 
@@ -740,6 +743,7 @@ function drawTimeline() {
 
   tl.g = { M, W, H, t0, t1, step, plotW, x, pts, stepMark, hover, selRect, yTop1, yBase3 };
   markSelectedStep();
+  updateObjectMarker();
 }
 
 function markSelectedStep() {
@@ -1824,6 +1828,7 @@ async function loadObjects() {
     setStatus('objects-status', '', list.length === 0 ? 'No objects ' + (sort === 'lifetime' ? 'freed' : 'live') + ' in this window.' : '');
     $('#objects-info').textContent = list.length ? plural(list.length, 'object') : '';
     clear(detail).appendChild(el('p', { class: 'muted', text: 'Select an object to see where it was allocated.' }));
+    setSelectedObject(null);
     const rows = list.map((o, i) => ({ data: o, i }));
     objectsTable = new DataTable(tableEl, {
       columns: [
@@ -1849,6 +1854,7 @@ async function loadObjects() {
     objectsTable = null;
     clear(tableEl);
     clear(detail);
+    setSelectedObject(null);
     $('#objects-info').textContent = '';
     setStatus('objects-status', 'error', errorMessage(e));
   }
@@ -1867,6 +1873,11 @@ function selectObject(row, tr) {
   let title = fmtSize(o.size) + ' at ' + o.address;
   if (o.types && o.types.length) title += ' (' + o.types.join(' or ') + '?)';
   box.appendChild(el('h3', { text: title }));
+  box.appendChild(el('button', {
+    type: 'button', id: 'object-in-heap', class: 'small',
+    title: 'the heap map ' + endOfWindowText() + ', with the cell of this object marked',
+    text: 'show in heap map', onclick: () => showObjectInHeap(o),
+  }));
   const story = el('ul', { class: 'story' });
   story.appendChild(el('li', { text: 'allocated by ' + (o.api || 'the allocator') + ' ' + fmtDuration(o.allocated_ns) + ' after start' +
     (o.thread ? ', by thread ' + o.thread : ', by the parent process before the fork') }));
@@ -1876,8 +1887,493 @@ function selectObject(row, tr) {
   box.appendChild(story);
   box.appendChild(el('div', { class: 'stack-label', text: 'allocated at' }));
   box.appendChild(stackList(o.stack));
+  setSelectedObject(o);
   // Below the table when the page is narrow: bring it into view.
   if (box.getBoundingClientRect().top > window.innerHeight) box.scrollIntoView({ block: 'nearest' });
+}
+
+// ---------------------------------------------------------------------------
+// Heap map: the address space of the blocks live at a moment, in cells
+
+// HEAP_WIDTH is how many cells a row of the map has.
+const HEAP_WIDTH = 64;
+// HEAP_KEPT is how many heap maps (big answers) api() keeps.
+const HEAP_KEPT = 12;
+
+const hm = {
+  data: null,       // the heapmap view shown
+  cells: [],        // its cells
+  cellBytes: 0,
+  regions: [],      // its regions: {start, end (BigInt), startText, endText, first, last (cells)}
+  els: [],          // the element of each cell
+  shownTime: null,  // the time of the map shown: ns after start; null: at exit
+  time: null,       // the time asked for (the scrubber's)
+  run: 0,           // the process's run time: the scrubber's span
+  pinned: null,     // the index of the cell clicked
+  hover: null,      // the index of the cell under the pointer
+  object: null,     // the object of the Objects tab to find in the map
+  objectCell: -1,   // the index of its cell, if it is in the map
+  focusObject: false, // pin and scroll to the object's cell when the map is drawn
+  note: null,       // what the tooltip says about the object when it is not in the map
+  timer: 0,
+  kept: [],         // the paths of the heap maps kept among api()'s answers
+  gen: 0,           // counts the changes of the map and its marks: the tooltip is redrawn only for them
+  tipKey: '',       // what the tooltip shows
+};
+
+function toBig(s) {
+  try { return typeof s === 'string' && s !== '' ? BigInt(s) : null; } catch (e) { return null; }
+}
+
+function hexAddr(b) { return '0x' + b.toString(16); }
+
+// heapLevel is a cell's shade: 0 only if empty, 9 only if full, as the
+// text heap map of memtrail report.
+function heapLevel(used, size) {
+  used = Number(used) || 0;
+  if (used <= 0 || !size) return 0;
+  if (used >= size) return 9;
+  return 1 + Math.floor(used * 8 / size);
+}
+
+// heapTime returns the time to ask the map at: null at exit (or past it),
+// else at least 1 ns after start.
+function heapTime(t) {
+  if (t === null || t === undefined || !Number.isFinite(Number(t))) return null;
+  if (hm.run > 0 && t >= hm.run) return null;
+  return Math.max(1, Math.round(t));
+}
+
+function heapWhen(t) { return t === null ? 'at exit' : 'at ' + fmtDuration(t); }
+
+// keepHeapPath keeps only the latest heap maps among api()'s answers: a
+// scrubbed time each would add up.
+function keepHeapPath(path) {
+  hm.kept = hm.kept.filter((p) => p !== path);
+  hm.kept.push(path);
+  while (hm.kept.length > HEAP_KEPT) responses.delete(hm.kept.shift());
+}
+
+// setupHeapScrubber spans the scrubber over the run of the process: its
+// steps are the timeline's, if they cut the run fine enough, else about a
+// 200th of it; the far right is the exit.
+function setupHeapScrubber(sum, move) {
+  const input = $('#heap-time');
+  const run = sum && sum.summary ? Number(sum.summary.run_time_ns) || 0 : 0;
+  hm.run = run;
+  if (!(run > 0)) {
+    input.disabled = true;
+    return;
+  }
+  let step = 0;
+  const t = tl.data && tl.data.data;
+  if (t && sum && tl.data.pid === sum.pid) step = Number(t.step_ns) || 0;
+  if (!(step > 0 && run / step >= 100 && run / step <= 2000)) step = niceStep(run, 200);
+  step = Math.max(1, Math.round(step));
+  const max = Math.ceil(run / step) * step;
+  input.min = '0';
+  input.max = String(max);
+  input.step = String(step);
+  input.disabled = false;
+  if (move) input.value = String(hm.time === null ? max : Math.min(hm.time, max));
+}
+
+// sliderTime returns the time the scrubber is at.
+function sliderTime() {
+  const input = $('#heap-time');
+  const v = Number(input.value);
+  if (!(hm.run > 0) || v >= hm.run) return null;
+  return Math.max(1, v);
+}
+
+function updateHeapTimeLabel() {
+  const label = $('#heap-time-label');
+  label.textContent = heapWhen(hm.time);
+  label.setAttribute('title', hm.time === null ? 'the blocks still live when the process ended' :
+    'the blocks live ' + fmtDuration(hm.time) + ' after start');
+  const end = $('#heap-time-end');
+  const winEnd = heapTime(state.to);
+  end.textContent = winEnd === null ? 'back to the exit' : 'back to the window’s end';
+  end.disabled = hm.time === winEnd;
+}
+
+async function loadHeap(moveScrubber) {
+  const tok = nextToken('heap');
+  clearTimeout(hm.timer);
+  hm.timer = 0;
+  const pid = state.pid;
+  let sum = null;
+  try { sum = await api(viewURL('summary', { pid, top: 50 })); } catch (e) { sum = null; }
+  if (!isCurrent('heap', tok)) return;
+  setupHeapScrubber(sum, moveScrubber);
+  const t = heapTime(hm.time);
+  hm.time = t;
+  updateHeapTimeLabel();
+  setStatus('heap-status', 'loading', 'Loading the heap map ' + heapWhen(t) + '…');
+  $('#heapmap').classList.add('stale');
+  const path = viewURL('heapmap', { pid, to: t });
+  try {
+    const r = await api(path);
+    keepHeapPath(path);
+    if (!isCurrent('heap', tok)) return;
+    setStatus('heap-status', '', '');
+    hm.data = r;
+    hm.shownTime = t;
+    renderHeap();
+  } catch (e) {
+    if (!isCurrent('heap', tok)) return;
+    hm.data = null;
+    hm.cells = [];
+    hm.regions = [];
+    hm.els = [];
+    hm.pinned = null;
+    hm.hover = null;
+    hm.objectCell = -1;
+    hm.gen++;
+    hm.tipKey = '';
+    const box = clear($('#heapmap'));
+    box.classList.remove('stale');
+    box.removeAttribute('data-time');
+    clear($('#heap-tooltip'));
+    $('#heap-info').textContent = '';
+    setStatus('heap-status', 'error', errorMessage(e));
+  }
+}
+
+function renderHeap() {
+  const box = clear($('#heapmap'));
+  box.classList.remove('stale');
+  box.setAttribute('data-time', hm.shownTime === null ? 'exit' : String(hm.shownTime));
+  const d = (hm.data && hm.data.data) || {};
+  const cells = Array.isArray(d.cells) ? d.cells : [];
+  const cb = Number(d.cell_bytes) || 0;
+  const regions = Array.isArray(d.regions) ? d.regions : [];
+  hm.cells = cells;
+  hm.cellBytes = cb;
+  hm.regions = regions.map((r, i) => ({
+    index: i, start: toBig(r.start), end: toBig(r.end), startText: String(r.start), endText: String(r.end),
+    first: Number(r.first_cell) || 0,
+    last: i + 1 < regions.length ? Number(regions[i + 1].first_cell) || 0 : cells.length,
+  }));
+  hm.els = new Array(cells.length);
+  hm.hover = null;
+  if (hm.pinned !== null && hm.pinned >= cells.length) hm.pinned = null;
+
+  let used = 0, blocks = 0;
+  for (const c of cells) { used += Number(c.used) || 0; blocks += Number(c.blocks) || 0; }
+  const info = $('#heap-info');
+  if (cells.length === 0 || !cb) {
+    info.textContent = '';
+    box.appendChild(el('p', { class: 'muted heap-empty', text: 'No block is live ' + heapWhen(hm.shownTime) + '.' }));
+  } else {
+    info.textContent = plural(hm.regions.length, 'region') + ', ' + plural(cells.length, 'cell') + ' of ' + fmtSize(cb) +
+      ' · ' + fmtSize(used) + ' live in ' + plural(blocks, 'block') + ' (' + fmtPercent(used, cells.length * cb) + ' of the cells)';
+    info.setAttribute('title', 'a row is ' + HEAP_WIDTH + ' cells, ' + fmtSize(HEAP_WIDTH * cb) + ' of address space');
+  }
+
+  const frag = document.createDocumentFragment();
+  for (const reg of hm.regions) {
+    let rUsed = 0, rBlocks = 0;
+    for (let i = reg.first; i < reg.last; i++) {
+      rUsed += Number((cells[i] || {}).used) || 0;
+      rBlocks += Number((cells[i] || {}).blocks) || 0;
+    }
+    const size = reg.start !== null && reg.end !== null && reg.end > reg.start ? Number(reg.end - reg.start) : 0;
+    const head = el('div', { class: 'region-head', title: reg.startText + ' – ' + reg.endText + ': ' + fmtBytesExact(size) },
+      el('code', { class: 'region-start', text: reg.startText }),
+      el('span', { class: 'region-size', text: fmtSize(size) }),
+      el('span', { class: 'muted', text: plural(reg.last - reg.first, 'cell') + ' · ' + fmtSize(rUsed) + ' live in ' +
+        plural(rBlocks, 'block') + ' · up to ' + reg.endText }));
+    const grid = el('div', { class: 'region-cells' });
+    grid.style.gridTemplateColumns = 'repeat(' + HEAP_WIDTH + ', minmax(0, 1fr))';
+    for (let i = reg.first; i < reg.last; i++) {
+      const e = document.createElement('div');
+      e.className = 'cell l' + heapLevel((cells[i] || {}).used, cb);
+      e.setAttribute('data-index', String(i));
+      hm.els[i] = e;
+      grid.appendChild(e);
+    }
+    frag.appendChild(el('div', { class: 'region', 'data-region': String(reg.index) }, head, grid));
+  }
+  box.appendChild(frag);
+  markHeapObject();
+  markPinned();
+  showHeapCell(hm.pinned);
+}
+
+// regionOf returns the region of cell i.
+function regionOf(i) {
+  for (const r of hm.regions) if (i >= r.first && i < r.last) return r;
+  return null;
+}
+
+// cellStart returns the address of the first byte of cell i (BigInt).
+function cellStart(r, i) {
+  return r.start + BigInt(i - r.first) * BigInt(hm.cellBytes);
+}
+
+// cellOf returns the index of the cell that holds address a (BigInt), or -1.
+function cellOf(a) {
+  if (a === null || !hm.cellBytes) return -1;
+  for (const r of hm.regions) {
+    if (r.start === null || r.end === null) continue;
+    if (r.start <= a && a < r.end) {
+      const i = r.first + Number((a - r.start) / BigInt(hm.cellBytes));
+      return i < r.last ? i : -1;
+    }
+  }
+  return -1;
+}
+
+function objectText(o) {
+  return fmtSize(o.size) + ' at ' + o.address + (o.types && o.types.length ? ' (' + o.types.join(' or ') + '?)' : '');
+}
+
+// markHeapObject marks the cell of the object the Objects tab asked for,
+// or says why it is not in the map.
+function markHeapObject() {
+  hm.gen++;
+  for (const e of $$('#heapmap .cell.highlight, #heapmap .cell.object-span')) e.classList.remove('highlight', 'object-span');
+  hm.note = null;
+  hm.objectCell = -1;
+  const o = hm.object;
+  if (!o || !hm.data) return;
+  const addr = toBig(o.address);
+  const at = hm.shownTime === null ? Infinity : hm.shownTime;
+  const allocated = Number(o.allocated_ns) || 0;
+  let why = '';
+  let idx = -1;
+  if (addr === null) why = 'its address cannot be read';
+  else if (allocated > at) why = 'it was allocated later, ' + fmtDuration(allocated) + ' after start';
+  else if (!o.live && Number(o.freed_ns) <= at) why = 'it was freed before then, ' + fmtDuration(o.freed_ns) + ' after start';
+  else {
+    idx = cellOf(addr);
+    if (idx < 0) why = 'its address is outside every region of the map: it was freed or moved by then';
+    else if (!(Number(hm.cells[idx].used) > 0)) { why = 'its cell is empty: it was freed or moved by then'; idx = -1; }
+  }
+  if (why) {
+    let text = 'The selected object, ' + objectText(o) + ', is not in the heap map ' + heapWhen(hm.shownTime) + ': ' + why + '.';
+    if (!o.live && Number(o.freed_ns) > allocated) {
+      text += ' It was live from ' + fmtDuration(allocated) + ' to ' + fmtDuration(o.freed_ns) + ' after start: move the time there to see it.';
+    }
+    // A time the object was live at: just before it was freed.
+    hm.note = { text, liveAt: !o.live && Number(o.freed_ns) > allocated ? Math.max(1, Number(o.freed_ns) - 1) : null };
+    hm.focusObject = false;
+    return;
+  }
+  hm.objectCell = idx;
+  const cellEl = hm.els[idx];
+  if (cellEl) cellEl.classList.add('highlight');
+  // The cells the rest of the object covers.
+  const r = regionOf(idx);
+  const end = addr + BigInt(Math.max(Number(o.size) || 0, 1));
+  for (let j = idx + 1; r && j < r.last && j < idx + 8192 && cellStart(r, j) < end; j++) {
+    if (hm.els[j]) hm.els[j].classList.add('object-span');
+  }
+  if (hm.focusObject) {
+    hm.focusObject = false;
+    hm.pinned = idx;
+    if (cellEl) {
+      requestAnimationFrame(() => {
+        if (cellEl.isConnected) cellEl.scrollIntoView({ block: 'center', inline: 'nearest' });
+      });
+    }
+  }
+}
+
+// focusHeapCell keeps cell i in the tooltip and brings it into view.
+function focusHeapCell(i) {
+  hm.pinned = i;
+  markPinned();
+  showHeapCell(i);
+  if (hm.els[i]) hm.els[i].scrollIntoView({ block: 'center', inline: 'nearest' });
+}
+
+function markPinned() {
+  for (const e of $$('#heapmap .cell.pinned')) e.classList.remove('pinned');
+  if (hm.pinned !== null && hm.els[hm.pinned]) hm.els[hm.pinned].classList.add('pinned');
+}
+
+// coveringBlock returns the block that covers cell i though it starts in
+// an earlier cell, as {cell, block}, or null. Live blocks do not overlap:
+// only the nearest earlier cell where blocks start can hold it, and the
+// biggest block of a cell ends the latest.
+function coveringBlock(r, i) {
+  const start = cellStart(r, i);
+  for (let j = i - 1; j >= r.first; j--) {
+    const c = hm.cells[j];
+    if (!c || !(Number(c.blocks) > 0)) continue;
+    const b = c.biggest;
+    const a = b ? toBig(b.address) : null;
+    if (a !== null && a + BigInt(Number(b.size) || 0) > start) return { cell: j, block: b };
+    return null;
+  }
+  return null;
+}
+
+function blockDetails(box, b, stacks) {
+  const dl = el('dl', { class: 'kv heap-kv' });
+  const kv = (k, v) => dl.appendChild(el('div', null, el('dt', { text: k }), el('dd', null, v)));
+  kv('address', el('code', { text: b.address || '?' }));
+  kv('size', fmtBytesExact(Number(b.size) || 0));
+  kv('type?', b.types && b.types.length ? b.types.join(' or ') : 'no type of the program has that size');
+  kv('allocated', fmtDuration(b.allocated_ns) + ' after start');
+  box.appendChild(dl);
+  box.appendChild(el('div', { class: 'stack-label', text: 'allocated at' }));
+  box.appendChild(stackList((stacks || {})[String(b.site)]));
+}
+
+// showHeapCell shows cell i in the tooltip, or a hint if i is null. It
+// leaves the tooltip alone if it shows that already: a click on a link in
+// it must find the link it pressed.
+function showHeapCell(i) {
+  const key = hm.gen + '|' + i + '|' + (i !== null && i === hm.pinned);
+  if (key === hm.tipKey) return;
+  hm.tipKey = key;
+  const box = clear($('#heap-tooltip'));
+  if (!hm.data) return;
+  if (hm.note) {
+    const note = el('div', { class: 'heap-note' }, el('p', { text: hm.note.text }));
+    const t = hm.note.liveAt;
+    if (t !== null) {
+      note.appendChild(el('button', {
+        type: 'button', class: 'small', text: 'show the map ' + heapWhen(t),
+        onclick: () => { hm.time = t; hm.focusObject = true; loadHeap(true); },
+      }));
+    }
+    box.appendChild(note);
+  }
+  const c = i !== null ? hm.cells[i] : null;
+  const r = c ? regionOf(i) : null;
+  if (!c || !r || r.start === null) {
+    if (hm.objectCell >= 0 && hm.object) {
+      const k = hm.objectCell;
+      box.appendChild(el('p', { class: 'heap-object-here' }, 'The selected object, ' + objectText(hm.object) + ', is in cell ' + fmtCount(k) + ' ',
+        el('button', { type: 'button', class: 'small', text: 'show it', onclick: () => focusHeapCell(k) })));
+    }
+    if (hm.cells.length) box.appendChild(el('p', { class: 'muted', text: 'Hover over a cell to see what it holds; click it to keep it here.' }));
+    return;
+  }
+  const d = hm.data.data || {};
+  const cb = hm.cellBytes;
+  const start = cellStart(r, i);
+  let end = start + BigInt(cb);
+  if (r.end !== null && end > r.end) end = r.end;
+  const head = el('h3', { class: 'heap-cell-title' }, 'Cell ' + fmtCount(i) + ' ',
+    el('code', { text: hexAddr(start) + ' – ' + hexAddr(end) }));
+  if (i === hm.pinned) head.appendChild(el('span', { class: 'tag', text: 'kept (click it again to let go)' }));
+  box.appendChild(head);
+  if (i === hm.objectCell && hm.object) {
+    box.appendChild(el('p', { class: 'heap-object-here', text: 'The selected object, ' + objectText(hm.object) + ', starts in this cell.' }));
+  }
+  const used = Number(c.used) || 0;
+  const blocks = Number(c.blocks) || 0;
+  const dl = el('dl', { class: 'kv heap-kv' });
+  const kv = (k, v) => dl.appendChild(el('div', null, el('dt', { text: k }), el('dd', { text: v })));
+  kv('used', fmtCount(used) + ' of ' + fmtCount(cb) + ' bytes (' + fmtPercent(used, cb) + ')');
+  kv('blocks that start in it', fmtCount(blocks));
+  kv('region', '#' + (r.index + 1) + ' of ' + hm.regions.length + ', from ' + r.startText);
+  box.appendChild(dl);
+  if (c.biggest) {
+    box.appendChild(el('h3', { text: blocks > 1 ? 'The biggest block that starts in it' : 'The block that starts in it' }));
+    blockDetails(box, c.biggest, d.stacks);
+  } else if (used > 0) {
+    const cover = coveringBlock(r, i);
+    if (cover) {
+      box.appendChild(el('h3', { text: 'Part of a block that starts ' + plural(i - cover.cell, 'cell') + ' before' }));
+      blockDetails(box, cover.block, d.stacks);
+    } else {
+      box.appendChild(el('p', { class: 'muted', text: 'Part of a block that starts in an earlier cell.' }));
+    }
+  } else {
+    box.appendChild(el('p', { class: 'muted', text: 'Nothing live in it ' + heapWhen(hm.shownTime) + '.' }));
+  }
+}
+
+// showObjectInHeap shows the heap map at the end of the window with the
+// cell of object o marked.
+function showObjectInHeap(o) {
+  hm.object = o;
+  hm.focusObject = true;
+  hm.time = state.to;
+  loadedKey.heap = windowKey();
+  showTab('heap');
+  loadHeap(true);
+}
+
+// setSelectedObject records the object selected in the Objects tab (null:
+// none): the timeline marks when it was allocated.
+function setSelectedObject(o) {
+  state.object = o || null;
+  if (hm.object && hm.object !== state.object) {
+    hm.object = null;
+    if (hm.data) {
+      markHeapObject();
+      showHeapCell(hm.hover !== null ? hm.hover : hm.pinned);
+    }
+  }
+  updateObjectMarker();
+}
+
+// updateObjectMarker draws #timeline-object-marker at the allocation of
+// the selected object, or takes it away.
+function updateObjectMarker() {
+  const old = document.getElementById('timeline-object-marker');
+  if (old) old.remove();
+  const o = state.object;
+  const g = tl.g;
+  if (!o || !g || !tl.data || !g.hover.isConnected) return;
+  const t = Number(o.allocated_ns) || 0;
+  const before = t < g.t0, after = t > g.t1;
+  const xx = g.x(Math.min(Math.max(t, g.t0), g.t1));
+  let title = 'the selected object, ' + objectText(o) + ': allocated ' + fmtDuration(t) + ' after start';
+  if (before) title += ', before this window';
+  if (after) title += ', after this window';
+  if (!o.live && o.freed_ns) title += '; freed ' + fmtDuration(o.freed_ns) + ' after start';
+  const y0 = g.yTop1 - 8;
+  const m = svgEl('g', { id: 'timeline-object-marker', class: 'marker object' + (before || after ? ' outside' : '') },
+    svgTitle(title),
+    svgEl('line', { x1: xx, x2: xx, y1: y0, y2: g.yBase3, class: 'object-line' }),
+    svgEl('line', { x1: xx, x2: xx, y1: y0, y2: g.yBase3, class: 'object-hit' }),
+    svgEl('path', { d: 'M' + (xx - 5) + ',' + (y0 - 6) + 'h10l-5,7Z' }),
+    svgEl('text', { x: xx > g.W - g.M.right - 90 ? xx - 8 : xx + 8, y: y0, class: xx > g.W - g.M.right - 90 ? 'end' : '', text: 'selected object' }));
+  g.hover.parentNode.insertBefore(m, g.hover);
+}
+
+function setupHeapEvents() {
+  const map = $('#heapmap');
+  const cellIndex = (ev) => {
+    const c = ev.target.closest ? ev.target.closest('.cell') : null;
+    return c ? Number(c.getAttribute('data-index')) : null;
+  };
+  map.addEventListener('mouseover', (ev) => {
+    const i = cellIndex(ev);
+    if (i === null || i === hm.hover) return;
+    hm.hover = i;
+    showHeapCell(i);
+  });
+  map.addEventListener('mouseleave', () => {
+    hm.hover = null;
+    showHeapCell(hm.pinned);
+  });
+  map.addEventListener('click', (ev) => {
+    const i = cellIndex(ev);
+    if (i === null) return;
+    hm.pinned = hm.pinned === i ? null : i;
+    markPinned();
+    showHeapCell(i);
+  });
+  const input = $('#heap-time');
+  input.addEventListener('input', () => {
+    hm.time = sliderTime();
+    updateHeapTimeLabel();
+    clearTimeout(hm.timer);
+    hm.timer = setTimeout(() => loadHeap(false), 150);
+  });
+  $('#heap-time-end').addEventListener('click', () => {
+    hm.time = state.to;
+    loadHeap(true);
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -1981,6 +2477,7 @@ function setup() {
   setupTimelineEvents();
   setupFlameEvents();
   setupTableEvents();
+  setupHeapEvents();
 
   let resizeTimer = 0;
   window.addEventListener('resize', () => {
