@@ -364,3 +364,25 @@ func buckets(h []uint64) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// TestEventsBeforeStart analyzes a process whose first events, their times
+// rounded down to the time unit, come before its start record's time: it
+// starts with them, so that no time since its start and no age disagree.
+func TestEventsBeforeStart(t *testing.T) {
+	m := analyzeText(t, `info time-unit=1000000 command=[./prog]
+process id=1 pid=100 time=1500000 exe=/bin/prog args=[prog]
+thread process=1 index=1 tid=100
+alloc process=1 thread=1 time=1000000 api=malloc addr=0x1000 size=16 stack=0
+free process=1 thread=1 time=3000000 api=free addr=0x1000 stack=0
+process-end id=1 time=4000000 how=exited code=0
+end time=4000000 events=2
+`)
+	p := m.Processes[0]
+	if p.Start != 1000000 || p.RunTime() != 3000000 {
+		t.Errorf("the process starts at %d and runs %d ns; want 1000000 and 3000000", p.Start, p.RunTime())
+	}
+	o := p.FreedObjects[0]
+	if o.Allocated < p.Start || o.Age(0) != 2000000 || o.Freed-p.Start != 2000000 {
+		t.Errorf("the object: allocated at %d, freed at %d, age %d; the process started at %d", o.Allocated, o.Freed, o.Age(0), p.Start)
+	}
+}

@@ -46,6 +46,9 @@ type replay struct {
 	freedLonger topObjects // the objects freed in the window that lived longest
 
 	lastTime  uint64 // of the latest event
+	// begun says that an event of the process was seen: the first may
+	// move its start (see events).
+	begun bool
 	lostSum   uint64 // of the process's lost records
 	lostAtEnd uint64 // as its end record says
 }
@@ -102,6 +105,14 @@ func (rp *replay) sinceStart(t uint64) uint64 {
 
 // events replays a run of events of the process.
 func (rp *replay) events(events []trace.Event) {
+	if !rp.begun && len(events) > 0 {
+		// Event times are rounded down to the time unit, and the start
+		// record's is not: the first events may seem to come before
+		// the process started. It starts no later than they do, so
+		// that their times and ages after its start hold together.
+		rp.begun = true
+		rp.proc.Start = min(rp.proc.Start, events[0].Time)
+	}
 	for i := range events {
 		e := &events[i]
 		if rp.finished {
