@@ -534,6 +534,8 @@ func TestHeapMapHighlight(t *testing.T) {
 	tab(t, ctx, "objects")
 	waitFor(t, ctx, "the object list", `document.querySelectorAll("#objects-table tbody tr").length > 0`)
 	addr := eval[string](t, ctx, `(() => { const r = document.querySelector("#objects-table tbody tr"); r.click(); return r.querySelector("code").textContent.match(/0x[0-9a-f]+/)[0]; })()`)
+	waitFor(t, ctx, "the object's story", `document.querySelector("#object-in-heap") !== null`)
+	shot(t, ctx, "objects")
 	do(t, ctx, "showing the object in the heap map", chromedp.Click(chromedp.CSS("#object-in-heap")))
 	waitFor(t, ctx, "the heap map tab", `document.querySelector("#tab-heap").classList.contains("active")`)
 	waitFor(t, ctx, "the highlighted cell", `document.querySelector("#heapmap .cell.highlight") !== null`)
