@@ -2437,7 +2437,17 @@ function closeSource() {
 // ---------------------------------------------------------------------------
 // Start
 
+// fillCostSelects gives every cost menu the costs, the default first.
+function fillCostSelects() {
+  for (const sel of document.querySelectorAll('select.cost-select')) {
+    for (const [value, label] of Object.entries(COST_LABELS)) {
+      sel.appendChild(el('option', { value: value, text: label }));
+    }
+  }
+}
+
 function setup() {
+  fillCostSelects();
   readStaticData();
   if (STATIC) {
     document.body.classList.add('static');
