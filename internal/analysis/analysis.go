@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -50,6 +51,12 @@ type Options struct {
 	// peak and every list count those alone. Symbols come at the end of a
 	// trace, so the stacks are read in Stacks, an analysis of the same
 	// trace made before (with any options); AnalyzeFile makes one.
+	//
+	// Stacks also lets an analysis of a window stop reading at the end of
+	// the window, when Stacks is of the whole trace, complete and without
+	// warnings: what the trace has after the window (the ends of the
+	// processes, their later threads, losses and symbols) is then taken
+	// from it. The web UI looks at window after window that way.
 	Filter StackFilter
 	Stacks *Model
 	// HeapMap, if not 0, asks for the map of the address space of the
@@ -88,6 +95,9 @@ type Model struct {
 	// filter is Options.Filter: the model holds only the blocks of the
 	// call stacks it passed.
 	filter StackFilter
+	// stopped says that the analysis stopped reading at the end of its
+	// window (see Options.Stacks).
+	stopped bool
 }
 
 // Filter returns the stack filter the model was made with: it holds only
@@ -278,12 +288,16 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 	}
 	a := newAnalyzer(opts)
 	a.model.filter = opts.Filter
+	stopAt, canStop := a.windowEnd()
 	for {
 		// Events come in runs of thousands: replay them where the Reader
 		// keeps them.
 		events, rec, err := r.NextBatch()
 		if len(events) > 0 {
 			a.events(events)
+			if canStop && events[len(events)-1].Time > stopAt && a.sawAll() {
+				return a.finishFrom(opts.Stacks), nil
+			}
 			continue
 		}
 		if err == nil {
@@ -297,6 +311,62 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 			return nil, err
 		}
 	}
+}
+
+// windowEnd returns the time (since time zero) after which no event is in
+// the window of any process, if the analysis may stop reading there (see
+// Options.Stacks).
+func (a *analyzer) windowEnd() (uint64, bool) {
+	known := a.opts.Stacks
+	if a.opts.To == 0 || known == nil || !known.Complete || len(known.Warnings) > 0 || len(known.Processes) == 0 {
+		return 0, false
+	}
+	var end uint64
+	for _, kp := range known.Processes {
+		end = max(end, kp.Start+a.opts.To)
+	}
+	return end, true
+}
+
+// sawAll reports whether every process of Options.Stacks has begun in
+// this analysis.
+func (a *analyzer) sawAll() bool {
+	for _, kp := range a.opts.Stacks.Processes {
+		if rp, ok := a.procs[kp.ID]; !ok || !rp.started {
+			return false
+		}
+	}
+	return true
+}
+
+// finishFrom completes the model of a window whose end has been read,
+// taking what the rest of the trace says from known, the model of all of
+// it: the ends of the processes, their later threads and losses, and the
+// stacks with their symbols.
+func (a *analyzer) finishFrom(known *Model) *Model {
+	for _, kp := range known.Processes {
+		rp := a.procs[kp.ID]
+		p := rp.proc
+		p.Ended, p.How, p.Code = kp.Ended, kp.How, kp.Code
+		if !rp.finished {
+			p.End = kp.End
+			rp.lastTime = max(rp.lastTime, kp.End)
+		}
+		p.Lost, p.LostReasons = kp.Lost, kp.LostReasons
+		for i := range kp.Threads {
+			rp.thread(uint64(i + 1)).TID = kp.Threads[i].TID
+		}
+		// The process's stack tree takes the nodes and symbols of the
+		// known one, in place: the sites a fork child inherited point
+		// to it.
+		if kp.stacks != nil {
+			maps.Copy(p.stacks.nodes, kp.stacks.nodes)
+			maps.Copy(p.stacks.modules, kp.stacks.modules)
+			p.stacks.syms = kp.stacks.syms
+		}
+	}
+	a.model.Complete, a.model.stopped = known.Complete, true
+	return a.finish()
 }
 
 // damage takes in an error of the Reader. It returns the error if reading

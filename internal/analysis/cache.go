@@ -3,6 +3,7 @@ package analysis
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/gob"
 	"errors"
@@ -317,6 +318,10 @@ func cachedModelOf(m *Model) *cachedModel {
 		for at, frames := range syms.frames {
 			c.Symbols.Frames = append(c.Symbols.Frames, cachedFrames{Object: at.object, Offset: at.offset, Frames: frames})
 		}
+		// In order, as the objects: the same model makes the same cache.
+		slices.SortFunc(c.Symbols.Frames, func(a, b cachedFrames) int {
+			return cmp.Or(cmpUint(a.Object, b.Object), cmpUint(a.Offset, b.Offset))
+		})
 	}
 	return c
 }

@@ -129,7 +129,15 @@ func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 	}
 	s.mu.Unlock()
 	made.once.Do(func() {
-		made.m, _, made.err = analysis.AnalyzeFile(s.path, analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap})
+		opts := analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap}
+		if key.to != 0 {
+			// A window: its analysis stops reading at its end, and
+			// takes the rest from the analysis of the whole trace.
+			if opts.Stacks, made.err = s.model(analysis.Options{}); made.err != nil {
+				return
+			}
+		}
+		made.m, _, made.err = analysis.AnalyzeFile(s.path, opts)
 	})
 	return made.m, made.err
 }

@@ -1,0 +1,70 @@
+package analysis
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/memtrail/memtrail/internal/trace"
+	"github.com/memtrail/memtrail/internal/trace/tracetext"
+)
+
+// TestWindowStopsEarly analyzes windows of every test trace twice: reading
+// the whole trace, and stopping at the end of the window with the rest
+// taken from an analysis of the whole trace (Options.Stacks). The models
+// must be the same, and the second must stop early where it can.
+func TestWindowStopsEarly(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatal("no test traces", err)
+	}
+	stopped := 0
+	for _, file := range files {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := tracetext.Encode(string(text))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		analyze := func(opts Options) *Model {
+			r, err := trace.NewReader(strings.NewReader(string(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := Analyze(r, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		whole := analyze(Options{})
+		var run uint64
+		for _, p := range whole.Processes {
+			run = max(run, p.RunTime())
+		}
+		for _, w := range [][2]uint64{{0, run / 10}, {0, run / 2}, {run / 4, run / 2}, {run / 2, run / 2}, {0, run - 1}, {0, run + 10}} {
+			if w[1] == 0 {
+				continue
+			}
+			opts := Options{From: w[0], To: w[1]}
+			read := analyze(opts)
+			opts.Stacks = whole
+			early := analyze(opts)
+			if early.stopped {
+				stopped++
+			}
+			early.stopped = false
+			if !reflect.DeepEqual(cachedModelOf(read), cachedModelOf(early)) {
+				t.Errorf("%s, window %d to %d: the model stopping at the window's end differs from the one reading all", file, w[0], w[1])
+			}
+		}
+	}
+	if stopped == 0 {
+		t.Error("no analysis stopped at the end of its window")
+	}
+	t.Logf("%d analyses stopped early", stopped)
+}
