@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,8 +66,9 @@ func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) err
 		{"table: call graph", []string{"/api/view?view=callgraph"}},
 		{"objects", []string{"/api/view?view=objects"}},
 		{"click on the timeline: the events of a step", []string{"/api/events?from=1000000&to=1001000"}},
-		// A window the trace's cache does not hold: another one every run.
-		{"a window of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
+		// Windows the trace's cache does not hold: other ones every run.
+		{"a window in the first tenth of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
+		{"a window ending at nine tenths of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
 	}
 	times := make([][]time.Duration, len(steps))
 	var ready []time.Duration
@@ -91,8 +93,17 @@ func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) err
 			t0 := time.Now()
 			for _, p := range s.paths {
 				if strings.Contains(p, "%d") {
-					from := uint64(r+1) * 100_000_000
-					p = fmt.Sprintf(p, from, from+100_000_000)
+					run, err := runTime(url)
+					if err != nil {
+						view.Process.Kill()
+						view.Wait()
+						return fmt.Errorf("%s: %w", name, err)
+					}
+					from, to := run*uint64(r+1)/100, run*uint64(r+6)/100
+					if strings.Contains(s.what, "nine tenths") {
+						from, to = run/2+uint64(r), run*9/10+uint64(r)
+					}
+					p = fmt.Sprintf(p, from, to)
 				}
 				if err := get(url + p); err != nil {
 					view.Process.Kill()
@@ -113,6 +124,25 @@ func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) err
 		fmt.Printf("| %s | %d | %s |\n", s.what, len(s.paths), ms(medianOf(times[i])))
 	}
 	return nil
+}
+
+// runTime returns how long the program of the trace memtrail view serves
+// at url ran, in ns.
+func runTime(url string) (uint64, error) {
+	resp, err := http.Get(url + "/api/view?view=summary&top=50")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum struct {
+		Summary struct {
+			RunTimeNS uint64 `json:"run_time_ns"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&sum); err != nil {
+		return 0, err
+	}
+	return sum.Summary.RunTimeNS, nil
 }
 
 // servedAt reads the address memtrail view prints.

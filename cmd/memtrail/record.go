@@ -124,7 +124,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err := report.Text(stdout, m, report.Options{}); err != nil {
 		return 1, err
 	}
-	fmt.Fprintf(stderr, "\nmemtrail: the trace is %s; try mprof's tables on it:\n  memtrail report -view leaks %s\n  memtrail report -view bins %s\n  memtrail report -view callgraph %s\n",
-		res.Path, res.Path, res.Path, res.Path)
+	fmt.Fprintf(stderr, "\nmemtrail: the trace is %s; try mprof's tables on it:\n  memtrail report -view leaks %s\n  memtrail report -view bins %s\n  memtrail report -view callgraph %s\nor look at it in your browser:\n  memtrail view %s\n",
+		res.Path, res.Path, res.Path, res.Path, res.Path)
 	return 0, nil
 }
