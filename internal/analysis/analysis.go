@@ -205,6 +205,9 @@ type HeapObject struct {
 	Reallocs  uint64
 	Site      int // index in Process.Sites of its latest block's stack
 	API       trace.API
+	// FreeStack is the stack ID of the free of an object freed (0 if it
+	// is live, or the free had no stack).
+	FreeStack uint64
 }
 
 // Age returns how long o lived: until it was freed, or until end.

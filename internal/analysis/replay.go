@@ -324,7 +324,9 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		if !rp.freedLonger.shorter(lifetime) {
-			rp.freedLonger.offer(rp.object(addr, *b, e.Time))
+			o := rp.object(addr, *b, e.Time)
+			o.FreeStack = e.Stack
+			rp.freedLonger.offer(o)
 		}
 	}
 }

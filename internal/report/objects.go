@@ -81,6 +81,7 @@ type jsonObject struct {
 	API         string      `json:"api"`
 	StackID     uint64      `json:"stack_id"`
 	Stack       []jsonFrame `json:"stack"`
+	FreeStack   []jsonFrame `json:"free_stack"` // empty if live
 }
 
 func objectsJSON(c *viewContext) any {
@@ -92,7 +93,7 @@ func objectsJSON(c *viewContext) any {
 		jo := jsonObject{Address: fmt.Sprintf("%#x", o.Addr), Size: o.Size, Types: orEmpty(p.TypeNames(o.Size)),
 			AllocatedNS: sinceStart(p, o.Allocated),
 			Live:        o.Freed == 0, AgeNS: o.Age(end), Thread: o.Thread, Reallocs: o.Reallocs, API: o.API.String(),
-			StackID: s.Stack, Stack: jsonFrames(p.SiteStack(s))}
+			StackID: s.Stack, Stack: jsonFrames(p.SiteStack(s)), FreeStack: jsonStack(p, o.FreeStack)}
 		if o.Freed != 0 {
 			jo.FreedNS = sinceStart(p, o.Freed)
 		}

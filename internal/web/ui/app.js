@@ -1887,6 +1887,10 @@ function selectObject(row, tr) {
   box.appendChild(story);
   box.appendChild(el('div', { class: 'stack-label', text: 'allocated at' }));
   box.appendChild(stackList(o.stack));
+  if (!o.live && o.free_stack && o.free_stack.length) {
+    box.appendChild(el('div', { class: 'stack-label', text: 'freed at' }));
+    box.appendChild(stackList(o.free_stack));
+  }
   setSelectedObject(o);
   // Below the table when the page is narrow: bring it into view.
   if (box.getBoundingClientRect().top > window.innerHeight) box.scrollIntoView({ block: 'nearest' });
