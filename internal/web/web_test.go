@@ -535,6 +535,14 @@ func TestHeapMapHighlight(t *testing.T) {
 	waitFor(t, ctx, "the object list", `document.querySelectorAll("#objects-table tbody tr").length > 0`)
 	addr := eval[string](t, ctx, `(() => { const r = document.querySelector("#objects-table tbody tr"); r.click(); return r.querySelector("code").textContent.match(/0x[0-9a-f]+/)[0]; })()`)
 	waitFor(t, ctx, "the object's story", `document.querySelector("#object-in-heap") !== null`)
+	// Every object has its lifetime arc, and the one picked is marked.
+	if n, rows := eval[int](t, ctx, `document.querySelectorAll("#object-arcs .arc-life").length`),
+		eval[int](t, ctx, `document.querySelectorAll("#objects-table tbody tr").length`); n != rows {
+		t.Errorf("%d lifetime arcs for %d objects", n, rows)
+	}
+	if sel := eval[int](t, ctx, `document.querySelectorAll("#object-arcs .arc-life.selected").length`); sel != 1 {
+		t.Errorf("%d arcs marked for the object picked, want 1", sel)
+	}
 	shot(t, ctx, "objects")
 	do(t, ctx, "showing the object in the heap map", chromedp.Click(chromedp.CSS("#object-in-heap")))
 	waitFor(t, ctx, "the heap map tab", `document.querySelector("#tab-heap").classList.contains("active")`)

@@ -1830,6 +1830,7 @@ async function loadObjects() {
     clear(detail).appendChild(el('p', { class: 'muted', text: 'Select an object to see where it was allocated.' }));
     setSelectedObject(null);
     const rows = list.map((o, i) => ({ data: o, i }));
+    drawObjectArcs(rows, r.window || {});
     objectsTable = new DataTable(tableEl, {
       columns: [
         countCol('#', (r) => r.i + 1),
@@ -1852,11 +1853,61 @@ async function loadObjects() {
   } catch (e) {
     if (!isCurrent('objects', tok)) return;
     objectsTable = null;
+    clear($('#object-arcs'));
     clear(tableEl);
     clear(detail);
     setSelectedObject(null);
     $('#objects-info').textContent = '';
     setStatus('objects-status', 'error', errorMessage(e));
+  }
+}
+
+// drawObjectArcs draws each object of the list as an arc over the time
+// axis of the window, from its allocation to its free (or to the end of
+// the window, dashed, if it is live), as mVizion draws lifetimes: the
+// longer it lived, the higher its arc. A click on an arc selects its
+// object.
+function drawObjectArcs(rows, win) {
+  const svg = clear($('#object-arcs'));
+  if (rows.length === 0) return;
+  const W = svg.clientWidth || 1000, H = 150, M = { left: 16, right: 16, bottom: 22 };
+  svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+  const from = Number(win.from_ns) || 0;
+  const to = Math.max(Number(win.to_ns) || 0, from + 1);
+  const x = (t) => M.left + (Math.min(Math.max(t, from), to) - from) / (to - from) * (W - M.left - M.right);
+  const base = H - M.bottom;
+  svg.appendChild(svgEl('line', { x1: M.left, x2: W - M.right, y1: base, y2: base, class: 'axis' }));
+  for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+    const t = from + f * (to - from);
+    svg.appendChild(svgEl('text', { x: x(t), y: H - 6, class: 'tick', 'text-anchor': f === 0 ? 'start' : f === 1 ? 'end' : 'middle',
+      text: fmtDuration(t) }));
+  }
+  for (const r of rows) {
+    const o = r.data;
+    const x0 = x(Number(o.allocated_ns) || 0);
+    const x1 = o.live ? x(to) : x(Number(o.freed_ns) || 0);
+    const rx = Math.max((x1 - x0) / 2, 1);
+    const ry = Math.min(rx, base - 8);
+    const path = svgEl('path', {
+      d: 'M ' + x0 + ' ' + base + ' A ' + rx + ' ' + ry + ' 0 0 1 ' + (x0 + 2 * rx) + ' ' + base,
+      class: 'arc-life' + (o.live ? ' live' : ''), 'data-index': String(r.i),
+    });
+    path.appendChild(svgEl('title', { text: fmtSize(o.size) + ' at ' + o.address + ': allocated ' + fmtDuration(o.allocated_ns) +
+      (o.live ? ', live, ' : ', freed ' + fmtDuration(o.freed_ns) + ', after ') + fmtDuration(o.age_ns) }));
+    path.addEventListener('click', () => {
+      const tr = [...$$('#objects-table tbody tr')].find((t) => t._row && t._row.i === r.i);
+      if (tr) { tr.click(); tr.scrollIntoView({ block: 'nearest' }); }
+    });
+    svg.appendChild(path);
+  }
+}
+
+// markObjectArc marks the arc of the object of row i (-1: none).
+function markObjectArc(i) {
+  for (const p of $$('#object-arcs .arc-life')) {
+    const on = Number(p.getAttribute('data-index')) === i;
+    p.classList.toggle('selected', on);
+    if (on) p.parentNode.appendChild(p); // drawn last: over the others
   }
 }
 
@@ -1868,6 +1919,7 @@ function siteTop(o) {
 function selectObject(row, tr) {
   for (const t of $$('#objects-table tr.selected')) t.classList.remove('selected');
   tr.classList.add('selected');
+  markObjectArc(row.i);
   const o = row.data;
   const box = clear($('#object-detail'));
   let title = fmtSize(o.size) + ' at ' + o.address;
