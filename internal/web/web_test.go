@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -567,4 +568,56 @@ func TestHeapMapHighlight(t *testing.T) {
 		t.Errorf("%d cells highlighted, want 1", n)
 	}
 	shot(t, ctx, "heapmap")
+}
+
+// TestWindow drags across the timeline to choose a window, then moves it
+// later and makes it wider: every view follows, and the leaks of the
+// widget program's first moments are its blocks not yet freed then.
+func TestWindow(t *testing.T) {
+	trace := widgetTrace(t)
+	p := model(t, trace)
+	ctx := openUI(t, trace)
+	tab(t, ctx, "timeline")
+	waitFor(t, ctx, "the timeline", `document.querySelector("#timeline-peak-marker") !== null`)
+	box := eval[[]float64](t, ctx, `(() => { const r = document.querySelector("#timeline").getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()`)
+	y := box[1] + box[3]/2
+	do(t, ctx, "dragging across the timeline",
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, box[0]+box[2]*0.3, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, box[0]+box[2]*0.4, y, chromedp.ButtonLeft),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, box[0]+box[2]*0.45, y, chromedp.ButtonLeft))
+	waitFor(t, ctx, "a window", `location.hash.includes("to=")`)
+	window := func() (uint64, uint64) {
+		h := eval[string](t, ctx, `location.hash.slice(1)`)
+		q, err := url.ParseQuery(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var from, to uint64
+		fmt.Sscan(q.Get("from"), &from)
+		fmt.Sscan(q.Get("to"), &to)
+		return from, to
+	}
+	from, to := window()
+	if to <= from || to > p.RunTime() {
+		t.Fatalf("the window is %d to %d ns, in a run of %d", from, to, p.RunTime())
+	}
+	hasText(t, ctx, "the window's label", "#window-label", "Window: ")
+
+	do(t, ctx, "moving the window later", chromedp.Click(chromedp.CSS("#window-later")))
+	waitFor(t, ctx, "the window moved", fmt.Sprintf(`!location.hash.includes("to=%d")`, to))
+	from2, to2 := window()
+	// Later by half its length, within the run, the length kept.
+	wantTo := min(to+(to-from)/2, p.RunTime())
+	near := func(a, b uint64) bool { return a+1 >= b && b+1 >= a }
+	if !near(to2, wantTo) || !near(to2-from2, to-from) {
+		t.Errorf("moved later, the window %d–%d became %d–%d; want it to end at %d, as long", from, to, from2, to2, wantTo)
+	}
+	do(t, ctx, "zooming out", chromedp.Click(chromedp.CSS("#window-wider")))
+	waitFor(t, ctx, "the window grew", fmt.Sprintf(`!location.hash.includes("to=%d")`, to2))
+	from3, to3 := window()
+	if to3-from3 <= to2-from2 && !(from3 == 0 && to3 == 0) {
+		t.Errorf("zoomed out, the window %d–%d became %d–%d", from2, to2, from3, to3)
+	}
+	do(t, ctx, "going back to the whole run", chromedp.Click(chromedp.CSS("#window-reset")))
+	hasText(t, ctx, "the window's label", "#window-label", "Whole run")
 }

@@ -468,19 +468,43 @@ function renderSummary(r) {
 function updateWindowLabel() {
   const label = $('#window-label');
   const reset = $('#window-reset');
+  const moves = ['#window-earlier', '#window-later', '#window-wider'].map((s) => $(s));
   if (!hasWindow()) {
     const rt = state.summary && state.summary.summary ? state.summary.summary.run_time_ns : null;
     label.textContent = 'Whole run' + (rt ? ' (' + fmtDuration(rt) + ')' : '');
     label.classList.remove('on');
     reset.disabled = true;
+    for (const b of moves) b.disabled = true;
     return;
   }
+  for (const b of moves) b.disabled = false;
   const from = state.from || 0;
   const to = state.to;
   label.textContent = 'Window: ' + fmtDuration(from) + ' – ' + (to !== null ? fmtDuration(to) : 'end') +
     (to !== null ? ' (' + fmtDuration(to - from) + ')' : '');
   label.classList.add('on');
   reset.disabled = false;
+}
+
+// runTime returns the process's run time in ns, 0 if unknown.
+function runTime() {
+  return state.summary && state.summary.summary ? Number(state.summary.summary.run_time_ns) || 0 : 0;
+}
+
+// moveWindow pans the window by a share of its length (-0.5: back by
+// half), or with wider set makes it twice as long around its middle,
+// within the run.
+function moveWindow(share, wider) {
+  const run = runTime();
+  const from = state.from || 0;
+  const to = state.to !== null ? state.to : run;
+  const len = Math.max(to - from, 1);
+  let f = from + share * len, t = to + share * len;
+  if (wider) { f = from - len / 2; t = to + len / 2; }
+  if (f < 0) { t -= f; f = 0; }
+  if (run && t > run) { f = Math.max(0, f - (t - run)); t = run; }
+  if (f <= 0 && run && t >= run) { tl.selected = null; setWindow(null, null); return; }
+  setWindow(f, Math.max(t, f + 1));
 }
 
 // setWindow makes [from, to) the window of every view; null, null: the whole run.
@@ -2527,6 +2551,9 @@ function setup() {
   for (const b of $$('button[data-tab]')) b.addEventListener('click', () => showTab(b.getAttribute('data-tab')));
   $('#process').addEventListener('change', (e) => setProcess(e.target.value));
   $('#window-reset').addEventListener('click', () => { tl.selected = null; setWindow(null, null); });
+  $('#window-earlier').addEventListener('click', () => moveWindow(-0.5, false));
+  $('#window-later').addEventListener('click', () => moveWindow(0.5, false));
+  $('#window-wider').addEventListener('click', () => moveWindow(0, true));
   $('#objects-sort').addEventListener('change', () => { loadedKey.objects = windowKey(); loadObjects(); });
   $('#source-close').addEventListener('click', closeSource);
   document.addEventListener('keydown', (e) => {
