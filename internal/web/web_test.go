@@ -278,6 +278,15 @@ func TestTimeline(t *testing.T) {
 	for _, want := range []string{"allocations", "frees"} {
 		hasText(t, ctx, "the detail of a step of the timeline", "#timeline-detail", want)
 	}
+
+	// Click at the start of the run, where the widgets are made: the
+	// step's events, each with its call stack.
+	do(t, ctx, "clicking the start of the timeline", chromedp.MouseClickXY(box[0]+box[2]*0.09, box[1]+box[3]/2))
+	waitFor(t, ctx, "the events of the first step", `document.querySelectorAll("#timeline-events tr.event").length > 0`)
+	hasText(t, ctx, "the first event", "#timeline-events tr.event", "alloc")
+	do(t, ctx, "opening the first event's call stack", chromedp.Click(chromedp.CSS("#timeline-events tr.event")))
+	waitFor(t, ctx, "its call stack", `[...document.querySelectorAll("#timeline-events tr.event-stack:not([hidden]) .fn")].some(e => e.textContent.startsWith("make_widget"))`)
+	shot(t, ctx, "timeline-events")
 }
 
 // makeWidgetLink finds the link to the source of make_widget's frame in
