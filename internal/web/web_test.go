@@ -284,6 +284,16 @@ func TestTimeline(t *testing.T) {
 	do(t, ctx, "clicking the start of the timeline", chromedp.MouseClickXY(box[0]+box[2]*0.09, box[1]+box[3]/2))
 	waitFor(t, ctx, "the events of the first step", `document.querySelectorAll("#timeline-events tr.event").length > 0`)
 	hasText(t, ctx, "the first event", "#timeline-events tr.event", "alloc")
+	// As many events as the step's allocations and frees.
+	counts := eval[[]int](t, ctx, `(() => {
+		const n = (s) => +s.replace(/[^0-9]/g, "");
+		const kv = {};
+		for (const d of document.querySelectorAll("#timeline-detail dl > div")) kv[d.querySelector("dt").textContent] = d.querySelector("dd").textContent;
+		return [n(kv["allocations"]), n(kv["frees"]), n(document.querySelector("#timeline-events h3").textContent.split(" ")[0])];
+	})()`)
+	if counts[0]+counts[1] != counts[2] || counts[2] == 0 {
+		t.Errorf("the step has %d allocations and %d frees, and lists %d events", counts[0], counts[1], counts[2])
+	}
 	do(t, ctx, "opening the first event's call stack", chromedp.Click(chromedp.CSS("#timeline-events tr.event")))
 	waitFor(t, ctx, "its call stack", `[...document.querySelectorAll("#timeline-events tr.event-stack:not([hidden]) .fn")].some(e => e.textContent.startsWith("make_widget"))`)
 	shot(t, ctx, "timeline-events")

@@ -915,11 +915,17 @@ function renderStepDetail() {
   box.appendChild(dl);
   box.appendChild(el('button', {
     type: 'button', class: 'small', text: 'Look at this step only',
-    onclick: () => { tl.selected = null; setWindow(from, to); },
+    onclick: () => { tl.selected = null; setWindow(from, lastOf(from, to)); },
   }));
   const events = el('div', { id: 'timeline-events', class: 'events' });
   box.appendChild(events);
-  loadStepEvents(events, from, to);
+  loadStepEvents(events, from, lastOf(from, to));
+}
+
+// lastOf returns the last ns of a step from from up to to, which is the
+// next step's: windows and event queries include both their ends.
+function lastOf(from, to) {
+  return Math.max(from, Math.round(to) - 1);
 }
 
 // eventsURL returns the path of the memory events of a stretch of the run.
