@@ -93,7 +93,8 @@ func New(path string) (*Server, error) {
 }
 
 // warm looks up the frames of every site's stack of m once, so that the
-// first view that needs them finds them ready, and notes their files.
+// first view that needs them finds them ready, and notes their files;
+// then it makes the answers to the requests likely to come next.
 func (s *Server) warm(m *analysis.Model) {
 	files := make(map[string]bool)
 	for _, p := range m.Processes {
@@ -107,6 +108,12 @@ func (s *Server) warm(m *analysis.Model) {
 	}
 	s.sources = files
 	close(s.warmed)
+	// Then the views people open first after the timeline: the flame
+	// graph both ways, the callers and the leaks.
+	for _, q := range []url.Values{{"view": {"top-down"}}, {"view": {"summary"}, "top": {"50"}},
+		{"view": {"bottom-up"}}, {"view": {"callers"}}} {
+		s.viewAnswer(q)
+	}
 }
 
 // model returns the analysis of the trace with opts, made or kept.
@@ -178,31 +185,36 @@ func secured(h http.Handler) http.Handler {
 
 // view answers /api/view.
 func (s *Server) view(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	b, status, err := s.viewAnswer(r.URL.Query())
+	if err != nil {
+		fail(w, status, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+// viewAnswer returns the answer to a view request, kept or made, or the
+// error and its status.
+func (s *Server) viewAnswer(q url.Values) ([]byte, int, error) {
 	key := q.Encode() // sorted by parameter
 	if b, ok := s.answer(key); ok {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(b)
-		return
+		return b, http.StatusOK, nil
 	}
 	opts, aopts, err := ViewOptions(q)
 	if err != nil {
-		fail(w, http.StatusBadRequest, err)
-		return
+		return nil, http.StatusBadRequest, err
 	}
 	m, err := s.model(aopts)
 	if err != nil {
-		fail(w, http.StatusInternalServerError, err)
-		return
+		return nil, http.StatusInternalServerError, err
 	}
 	var b bytes.Buffer
 	if err := report.Write(&b, m, opts, true); err != nil {
-		fail(w, http.StatusBadRequest, err)
-		return
+		return nil, http.StatusBadRequest, err
 	}
 	s.keep(key, b.Bytes())
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b.Bytes())
+	return b.Bytes(), http.StatusOK, nil
 }
 
 // answer returns the answer kept for a view request.

@@ -279,9 +279,10 @@ func TestTimeline(t *testing.T) {
 		hasText(t, ctx, "the detail of a step of the timeline", "#timeline-detail", want)
 	}
 
-	// Click at the start of the run, where the widgets are made: the
-	// step's events, each with its call stack.
-	do(t, ctx, "clicking the start of the timeline", chromedp.MouseClickXY(box[0]+box[2]*0.09, box[1]+box[3]/2))
+	// Click just after the peak, the last widget made: that step's events, each
+	// with its call stack.
+	peakX := eval[float64](t, ctx, `(() => { const r = document.querySelector("#timeline-peak-marker circle").getBoundingClientRect(); return r.x + r.width / 2 + 3; })()`)
+	do(t, ctx, "clicking the timeline at the peak", chromedp.MouseClickXY(peakX, box[1]+box[3]/2))
 	waitFor(t, ctx, "the events of the first step", `document.querySelectorAll("#timeline-events tr.event").length > 0`)
 	hasText(t, ctx, "the first event", "#timeline-events tr.event", "alloc")
 	// As many events as the step's allocations and frees.
