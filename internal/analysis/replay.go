@@ -46,11 +46,11 @@ type replay struct {
 	freedLonger topObjects // the objects freed in the window that lived longest
 
 	lastTime  uint64 // of the latest event
+	lostSum   uint64 // of the process's lost records
+	lostAtEnd uint64 // as its end record says
 	// begun says that an event of the process was seen: the first may
 	// move its start (see events).
 	begun bool
-	lostSum   uint64 // of the process's lost records
-	lostAtEnd uint64 // as its end record says
 }
 
 // block is a live block. It holds no pointer, so that the garbage collector
