@@ -641,3 +641,18 @@ func TestWindow(t *testing.T) {
 	do(t, ctx, "going back to the whole run", chromedp.Click(chromedp.CSS("#window-reset")))
 	hasText(t, ctx, "the window's label", "#window-label", "Whole run")
 }
+
+// TestFlameKeyboard walks the flame graph with the keyboard: Tab reaches
+// a frame, Enter zooms into it, O opens its source.
+func TestFlameKeyboard(t *testing.T) {
+	trace := widgetTrace(t)
+	ctx := openUI(t, trace)
+	tab(t, ctx, "flame")
+	const red = `[...document.querySelectorAll("#flame .frame")].find(e => e.dataset.function === "make_red_widget")`
+	waitFor(t, ctx, "make_red_widget", red+` !== undefined`)
+	eval[bool](t, ctx, `(`+red+`.focus(), true)`)
+	do(t, ctx, "pressing Enter", chromedp.KeyEvent("\r"))
+	waitFor(t, ctx, "the zoom into make_red_widget", `!document.querySelector("#flame-reset").disabled && document.activeElement.dataset.function === "make_red_widget"`)
+	do(t, ctx, "pressing O", chromedp.KeyEvent("o"))
+	hasText(t, ctx, "the source's title", "#source-title", "widget.c:")
+}

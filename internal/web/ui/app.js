@@ -1141,6 +1141,10 @@ function frameAttrs(n, cls) {
     a['data-function'] = n.isRoot ? 'all' : n.fn;
     a['data-file'] = n.file;
     a['data-line'] = String(n.line);
+    // Reachable with Tab: Enter zooms, O opens the source.
+    a.tabindex = '0';
+    a.role = 'button';
+    a['aria-label'] = nodeTitle(n);
   }
   a['data-node'] = String(n.id);
   return a;
@@ -1374,6 +1378,22 @@ function setupFlameEvents() {
     if (!n || n.omitted) return;
     if ($('#flame-sunburst').checked && n === fl.zoom && n.parent) zoomTo(n.parent);
     else zoomTo(n);
+  });
+  // From the keyboard: Enter or Space zooms into the frame that has the
+  // focus, O opens its source; the frame keeps the focus after a zoom.
+  svg.addEventListener('keydown', (ev) => {
+    const t = ev.target.closest ? ev.target.closest('[data-node]') : null;
+    const n = t ? fl.nodes[Number(t.getAttribute('data-node'))] : null;
+    if (!n || n.omitted) return;
+    if (ev.key === 'Enter' || ev.key === ' ') {
+      ev.preventDefault();
+      t.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+      const again = svg.querySelector('[data-node="' + n.id + '"]');
+      if (again) again.focus();
+    } else if ((ev.key === 'o' || ev.key === 'O') && n.file) {
+      ev.preventDefault();
+      openSource(n.file, n.line || 0);
+    }
   });
   // A double click on a frame opens its source.
   svg.addEventListener('dblclick', (ev) => {
