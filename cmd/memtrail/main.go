@@ -72,7 +72,7 @@ func commands() []command {
 	return []command{
 		{"run", "run a program and record its heap into a trace", runCmd},
 		{"report", "report where the memory of a recorded program went", reportCmd},
-		{"view", "show a trace in the browser: timeline, flame graph, leaks, tables, objects", viewCmd},
+		{"view", "show a trace in the browser: timeline, flame graph, leaks, tables, objects, heap map", viewCmd},
 		{"demo", "record the bundled example (the mprof widget program) and report on it", demoCmd},
 		{"version", "print memtrail's version", versionCmd},
 	}
@@ -123,6 +123,7 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "  memtrail run -o prog.mtr -- ./prog arg1 arg2\n")
 	fmt.Fprintf(w, "  memtrail report prog.mtr\n")
 	fmt.Fprintf(w, "  memtrail report --json prog.mtr\n")
+	fmt.Fprintf(w, "  memtrail view prog.mtr\n")
 	fmt.Fprintf(w, "\nRun memtrail <command> --help for a command's options.\n")
 }
 
