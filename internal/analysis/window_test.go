@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -50,16 +51,30 @@ func TestWindowStopsEarly(t *testing.T) {
 			if w[1] == 0 {
 				continue
 			}
-			opts := Options{From: w[0], To: w[1]}
-			read := analyze(opts)
-			opts.Stacks = whole
-			early := analyze(opts)
-			if early.stopped {
-				stopped++
-			}
-			early.stopped = false
-			if !reflect.DeepEqual(cachedModelOf(read), cachedModelOf(early)) {
-				t.Errorf("%s, window %d to %d: the model stopping at the window's end differs from the one reading all", file, w[0], w[1])
+			// Also with a stack filter, which needs the stacks of the
+			// whole trace anyway: a copy of them not marked complete
+			// makes the analysis read all.
+			readAll := *whole
+			readAll.Complete = false
+			for _, filter := range []StackFilter{{}, {Function: regexp.MustCompile("main|make")}} {
+				opts := Options{From: w[0], To: w[1], Filter: filter}
+				if !filter.IsZero() {
+					opts.Stacks = &readAll
+				}
+				read := analyze(opts)
+				opts.Stacks = whole
+				early := analyze(opts)
+				if read.stopped {
+					t.Fatalf("%s: the analysis given an incomplete model stopped early", file)
+				}
+				if early.stopped {
+					stopped++
+				}
+				early.stopped = false
+				if !reflect.DeepEqual(cachedModelOf(read), cachedModelOf(early)) {
+					t.Errorf("%s, window %d to %d, filter %v: the model stopping at the window's end differs from the one reading all",
+						file, w[0], w[1], filterExprs(filter))
+				}
 			}
 		}
 	}
