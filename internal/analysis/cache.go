@@ -58,6 +58,14 @@ func AnalyzeFile(path string, opts Options) (m *Model, fromCache bool, err error
 			return nil, false, err
 		}
 	}
+	if opts.To != 0 && opts.Stacks == nil {
+		if m := c.cached(opts); m != nil {
+			return m, true, nil
+		}
+		// A window stops reading at its end when an analysis of the
+		// whole trace is at hand to take the rest from.
+		opts.Stacks = c.cached(Options{})
+	}
 	m, fromCache, err = c.analyze(opts)
 	if err == nil && c.changed {
 		writeCache(paths, c.file)
@@ -73,17 +81,27 @@ type traceCache struct {
 	changed bool // file has entries the cache on disk does not
 }
 
-// analyze returns the model of the trace with opts, from the cache if it
-// holds it, else by analyzing the trace and adding the model to the cache.
-func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
+// cached returns the model of the trace with opts if the cache holds it,
+// else nil.
+func (c *traceCache) cached(opts Options) *Model {
 	key := optionsKey(opts)
 	for _, e := range c.file.Entries {
 		if e.Key == key {
 			if m, err := decodeModel(e.Model); err == nil {
-				return m, true, nil
+				return m
 			}
 		}
 	}
+	return nil
+}
+
+// analyze returns the model of the trace with opts, from the cache if it
+// holds it, else by analyzing the trace and adding the model to the cache.
+func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
+	if m := c.cached(opts); m != nil {
+		return m, true, nil
+	}
+	key := optionsKey(opts)
 	if _, err := c.trace.Seek(0, io.SeekStart); err != nil {
 		return nil, false, err
 	}

@@ -83,3 +83,45 @@ func TestWindowStopsEarly(t *testing.T) {
 	}
 	t.Logf("%d analyses stopped early", stopped)
 }
+
+// TestWindowFromCache analyzes a window of a trace file whose cache holds
+// the analysis of the whole trace: it stops at the window's end, with the
+// model of reading it all.
+func TestWindowFromCache(t *testing.T) {
+	text, err := os.ReadFile("testdata/widget.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := tracetext.Encode(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "widget.mtr")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	whole, _, err := AnalyzeFile(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := Options{From: whole.Processes[0].RunTime() / 4, To: whole.Processes[0].RunTime() / 2}
+	m, fromCache, err := AnalyzeFile(path, window)
+	if err != nil || fromCache || !m.stopped {
+		t.Fatalf("the window: %v, from the cache %v, stopped early %v; want it made, stopping early", err, fromCache, m.stopped)
+	}
+	r, err := trace.NewReader(strings.NewReader(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := Analyze(r, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.stopped = false
+	if !reflect.DeepEqual(cachedModelOf(read), cachedModelOf(m)) {
+		t.Error("the window's model differs from the one reading all")
+	}
+	if again, fromCache, _ := AnalyzeFile(path, window); !fromCache || again.Processes[0].Summary != m.Processes[0].Summary {
+		t.Error("the window's model is not in the cache")
+	}
+}
