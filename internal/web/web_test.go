@@ -369,6 +369,20 @@ func TestTemplateNames(t *testing.T) {
 	if len(tags) > 0 {
 		t.Errorf("names became elements: %v", tags)
 	}
+	// In a page of report -html, the names are in the data as escapes:
+	// nothing in them can end the element that holds them.
+	s, err := web.New(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page strings.Builder
+	if err := s.WriteHTML(&page, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(page.String(), "</script>"); n != 2 || !strings.Contains(page.String(), `make_box\u003cint\u003e`) {
+		t.Errorf("the page has %d </script> (want 2: the data's and the script's) and make_box<int> escaped %v",
+			n, strings.Contains(page.String(), `make_box\u003cint\u003e`))
+	}
 	shot(t, ctx, "tables")
 }
 
