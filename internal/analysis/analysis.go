@@ -291,6 +291,11 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 	}
 	a := newAnalyzer(opts)
 	a.model.filter = opts.Filter
+	return a.run(r)
+}
+
+// run replays what r has left of its trace into a's model.
+func (a *analyzer) run(r *trace.Reader) (*Model, error) {
 	stopAt, canStop := a.windowEnd()
 	for {
 		// Events come in runs of thousands: replay them where the Reader
@@ -299,7 +304,7 @@ func Analyze(r *trace.Reader, opts Options) (*Model, error) {
 		if len(events) > 0 {
 			a.events(events)
 			if canStop && events[len(events)-1].Time > stopAt && a.sawAll() {
-				return a.finishFrom(opts.Stacks), nil
+				return a.finishFrom(a.opts.Stacks), nil
 			}
 			continue
 		}

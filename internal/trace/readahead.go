@@ -45,6 +45,7 @@ type readAhead struct {
 type blockJob struct {
 	fetched
 	batches chan *batch // its batches, in order, if it was found; closed after the last
+	sound   uint32      // its number among the sound blocks, if it was found
 }
 
 // batchesAhead is how many batches each half of a block's decoding goes
@@ -58,7 +59,9 @@ const batchesAhead = 8
 // Reader's caller, not decoding, is what takes the time.
 func maxBlocks() int { return max(2, min(4, runtime.GOMAXPROCS(0)/2+1)) }
 
-func newReadAhead(src *source) *readAhead {
+// newReadAhead reads the blocks of src, which comes after sound blocks
+// of its trace, where the time unit was unit.
+func newReadAhead(src *source, sound uint32, unit uint64) *readAhead {
 	n := maxBlocks()
 	p := &readAhead{
 		src:     src,
@@ -67,8 +70,8 @@ func newReadAhead(src *source) *readAhead {
 		done:    make(chan struct{}),
 		buffers: make(chan []byte, n),
 	}
-	p.unitHint.Store(1)
-	go p.run()
+	p.unitHint.Store(unit)
+	go p.run(sound)
 	return p
 }
 
@@ -79,9 +82,8 @@ func (p *readAhead) stop() {
 
 // run reads the blocks of the file one after the other, and starts the
 // decoding of each sound one.
-func (p *readAhead) run() {
+func (p *readAhead) run(sound uint32) {
 	defer close(p.blocks)
-	var sound uint32
 	for !p.ended.Load() {
 		select {
 		case p.slots <- struct{}{}:
@@ -91,6 +93,7 @@ func (p *readAhead) run() {
 		job := &blockJob{fetched: p.src.next(p.buffer())}
 		if job.found {
 			sound++
+			job.sound = sound
 			job.batches = make(chan *batch, batchesAhead)
 			go p.decode(job, sound)
 		} else {

@@ -26,6 +26,11 @@ type Reader struct {
 	other int       // and in cur.others of the next record or damage
 
 	unit               uint64 // Info.TimeUnit as of cur; 1 until Info is read
+	// blockAt is the position before the block being read; fresh says
+	// that nothing of it has been returned yet, and atBlock that what
+	// NextBatch returned last was its first (see BlockStart).
+	blockAt        Position
+	fresh, atBlock bool
 	sawEnd             bool
 	lastDamaged        bool // the last block read was damaged: End may have been in it
 	incompleteReported bool
@@ -55,15 +60,39 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if v := binary.LittleEndian.Uint16(header[8:]); v != Version {
 		return nil, &VersionError{Version: v}
 	}
-	tr := &Reader{
-		ahead: newReadAhead(&source{r: r, offset: fileHeaderSize}),
-		unit:  1,
-	}
+	return newReader(&source{r: r, offset: fileHeaderSize}, Position{Unit: 1}), nil
+}
+
+func newReader(src *source, at Position) *Reader {
+	tr := &Reader{ahead: newReadAhead(src, at.Blocks, at.Unit), unit: at.Unit}
 	// A Reader dropped before the end of its trace leaves no goroutine
 	// behind.
 	runtime.AddCleanup(tr, (*readAhead).stop, tr.ahead)
-	return tr, nil
+	return tr
 }
+
+// Position is a place between two blocks of a trace where reading can
+// start again (NewReaderAt): the file offset of the block after it, the
+// number of sound blocks before that one, and the time unit in force
+// there.
+type Position struct {
+	Offset int64
+	Blocks uint32
+	Unit   uint64
+}
+
+// NewReaderAt returns a Reader of the trace r from a position that
+// BlockStart gave: r must be at its offset. It returns what a Reader from
+// the start returns after that position, but for the records before it
+// that the caller has taken in already (the Info, say).
+func NewReaderAt(r io.Reader, at Position) *Reader {
+	return newReader(&source{r: r, offset: at.Offset}, at)
+}
+
+// BlockStart reports whether what NextBatch returned last is the first
+// thing of a sound block with no damage before it, and the position
+// right before that block.
+func (r *Reader) BlockStart() (Position, bool) { return r.blockAt, r.atBlock }
 
 // Next returns the next record. It returns io.EOF after the End record, and
 // ErrIncomplete (once, then io.EOF) if the file ends without one. A
@@ -101,6 +130,7 @@ func (r *Reader) Next() (Record, error) {
 // NextBatch. Otherwise it returns no events, and the record and error
 // that Next would return. Calls of Next and NextBatch may be mixed.
 func (r *Reader) NextBatch() (events []Event, rec Record, err error) {
+	r.atBlock = false
 	for !r.sawEnd {
 		if b := r.cur; b != nil {
 			end := len(b.events)
@@ -109,10 +139,12 @@ func (r *Reader) NextBatch() (events []Event, rec Record, err error) {
 			}
 			if r.event < end {
 				events, r.event = b.events[r.event:end], end
+				r.atBlock, r.fresh = r.fresh, false
 				return events, Record{}, nil
 			}
 			if r.other < len(b.others) {
 				rec, err = r.nextOther()
+				r.atBlock, r.fresh = r.fresh && err == nil, false
 				return nil, rec, err
 			}
 		}
@@ -193,6 +225,7 @@ func (r *Reader) startBlock(job *blockJob) error {
 	case job.found:
 		r.lastDamaged = false
 		r.job = job
+		r.blockAt, r.fresh = Position{Offset: job.offset, Blocks: job.sound - 1, Unit: r.unit}, true
 	}
 	return nil
 }

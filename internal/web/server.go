@@ -45,7 +45,10 @@ type Server struct {
 	warmed  chan struct{}
 
 	mu     sync.Mutex
-	models map[modelKey]*madeModel
+	// checkpoints are where analyses of windows may start from, in
+	// trace order, once made (see checkpoint).
+	checkpoints []*analysis.Checkpoint
+	models      map[modelKey]*madeModel
 	recent []modelKey // the keys of models, the latest used last
 	// answers holds the answers to the latest view requests, by their
 	// query: going back to a view is instant.
@@ -89,7 +92,48 @@ func New(path string) (*Server, error) {
 	// The views of call stacks go through the frames of every site:
 	// look them up while the page loads its timeline, which needs none.
 	go s.warm(m)
+	go s.makeCheckpoints(m)
 	return s, nil
+}
+
+// Checkpoints: a window of the run needs the state of the replay where it
+// begins. The server replays the trace once more in the background and
+// keeps that state every so often (about 32 times in a run), within a
+// bound on the live blocks kept (about 100 bytes each): the analysis of a
+// window then starts from the latest checkpoint before it, and costs what
+// the window and the stretch before it since the checkpoint cost.
+const (
+	checkpointsPerRun   = 32
+	minCheckpointEvents = 1 << 17
+	maxCheckpointBlocks = 2_000_000
+)
+
+// makeCheckpoints makes the checkpoints of the trace of model m.
+func (s *Server) makeCheckpoints(m *analysis.Model) {
+	var events uint64
+	for _, p := range m.Processes {
+		events += p.Summary.Allocations + p.Summary.Frees + p.Summary.InvalidFrees
+	}
+	cps, err := analysis.CheckpointsOfFile(s.path, max(events/checkpointsPerRun, minCheckpointEvents), maxCheckpointBlocks)
+	if err != nil {
+		return // windows are analyzed from the start of the trace
+	}
+	s.mu.Lock()
+	s.checkpoints = cps
+	s.mu.Unlock()
+}
+
+// checkpoint returns the latest checkpoint the window of opts may start
+// from, if any.
+func (s *Server) checkpoint(opts analysis.Options) *analysis.Checkpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.checkpoints) - 1; i >= 0; i-- {
+		if s.checkpoints[i].Fits(opts) {
+			return s.checkpoints[i]
+		}
+	}
+	return nil
 }
 
 // warm looks up the frames of every site's stack of m once, so that the
@@ -141,6 +185,11 @@ func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 			// A window: its analysis stops reading at its end, and
 			// takes the rest from the analysis of the whole trace.
 			if opts.Stacks, made.err = s.model(analysis.Options{}); made.err != nil {
+				return
+			}
+		}
+		if cp := s.checkpoint(opts); cp != nil {
+			if made.m, made.err = analysis.AnalyzeFileFrom(s.path, cp, opts); made.err == nil {
 				return
 			}
 		}

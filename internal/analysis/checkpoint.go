@@ -1,0 +1,216 @@
+package analysis
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// Checkpoint is the state of the replay of a trace, with no window open,
+// between two of its blocks: the analysis of a window that begins after
+// it can go on from it (AnalyzeFrom) instead of replaying the trace from
+// its start. A window late in a long run is then as quick as an early one.
+type Checkpoint struct {
+	at trace.Position
+	a  *analyzer // never changed: AnalyzeFrom goes on from a copy
+	// after holds, by process ID, the time of the latest event replayed
+	// (ns since time zero): a window of a process must begin after it.
+	after map[uint64]uint64
+	// Blocks is how many live blocks the checkpoint holds: what it costs
+	// in memory, at about 100 bytes each.
+	Blocks uint64
+}
+
+// Checkpoints replays the trace r, with no window, and returns a
+// checkpoint every so many events, at the start of a block, while the
+// live blocks of all of them together stay under maxBlocks. It makes none
+// after damage, or once a process has ended: a window of a process that
+// ended needs its replay, which its end drops.
+func Checkpoints(r *trace.Reader, every uint64, maxBlocks uint64) ([]*Checkpoint, error) {
+	a := newAnalyzer(Options{From: math.MaxUint64})
+	var cps []*Checkpoint
+	var events, held uint64
+	for {
+		batch, rec, err := r.NextBatch()
+		if at, ok := r.BlockStart(); ok && events >= every && a.resumable() {
+			cp := a.checkpoint(at)
+			if held+cp.Blocks > maxBlocks {
+				return cps, nil
+			}
+			cps, held, events = append(cps, cp), held+cp.Blocks, 0
+		}
+		switch {
+		case len(batch) > 0:
+			a.events(batch)
+			events += uint64(len(batch))
+		case err == nil:
+			a.record(rec)
+		case errors.Is(err, io.EOF):
+			return cps, nil
+		default:
+			// Damage, or a trace without its end: no more checkpoints.
+			return cps, nil
+		}
+	}
+}
+
+// resumable reports whether the state of a can be a checkpoint: every
+// process it has begun is still running.
+func (a *analyzer) resumable() bool {
+	for _, rp := range a.order {
+		if rp.finished {
+			return false
+		}
+	}
+	return true
+}
+
+// checkpoint returns a checkpoint of a's state, before the block at at.
+func (a *analyzer) checkpoint(at trace.Position) *Checkpoint {
+	cp := &Checkpoint{at: at, a: a.clone(), after: make(map[uint64]uint64)}
+	for _, rp := range a.order {
+		cp.after[rp.proc.ID] = rp.lastTime
+		cp.Blocks += uint64(rp.liveBlocks)
+	}
+	return cp
+}
+
+// Fits reports whether the window of opts begins after the checkpoint in
+// every process it has begun, so that AnalyzeFrom may start there.
+func (cp *Checkpoint) Fits(opts Options) bool {
+	if !opts.Filter.IsZero() || len(opts.Threads) > 0 || opts.From == 0 {
+		return false // the replay before the window depends on them
+	}
+	for _, rp := range cp.a.order {
+		if cp.after[rp.proc.ID] >= rp.proc.Start+opts.From {
+			return false
+		}
+	}
+	return true
+}
+
+// Position returns where in the trace the checkpoint is.
+func (cp *Checkpoint) Position() trace.Position { return cp.at }
+
+// AnalyzeFrom analyzes the window of opts (see Fits) going on from the
+// checkpoint cp with r, a Reader of the same trace made at cp's Position.
+// The model is the one Analyze makes.
+func AnalyzeFrom(cp *Checkpoint, r *trace.Reader, opts Options) (*Model, error) {
+	if !cp.Fits(opts) {
+		return nil, errors.New("the window does not begin after the checkpoint")
+	}
+	a := cp.a.clone()
+	a.opts = opts
+	a.model.filter = opts.Filter
+	for _, rp := range a.order {
+		rp.opts = &a.opts
+		rp.freedLonger = topObjects{n: opts.objects(), by: byAge}
+	}
+	return a.run(r)
+}
+
+// clone returns a copy of a that shares nothing a replay changes.
+func (a *analyzer) clone() *analyzer {
+	c := &analyzer{opts: a.opts, syms: a.syms.clone(), procs: make(map[uint64]*replay, len(a.procs))}
+	m := *a.model
+	m.Warnings = slices.Clone(a.model.Warnings)
+	m.Processes = nil
+	c.model = &m
+	// The stack trees, each once: an inherited site points to its
+	// parent's.
+	trees := make(map[*stackTree]*stackTree)
+	tree := func(t *stackTree) *stackTree {
+		if t == nil {
+			return nil
+		}
+		if ct, ok := trees[t]; ok {
+			return ct
+		}
+		ct := &stackTree{owner: t.owner, nodes: maps.Clone(t.nodes), modules: maps.Clone(t.modules), syms: c.syms}
+		trees[t] = ct
+		return ct
+	}
+	for _, rp := range a.order {
+		crp := rp.clone(tree)
+		crp.opts = &c.opts
+		c.procs[crp.proc.ID] = crp
+		c.order = append(c.order, crp)
+	}
+	return c
+}
+
+// clone returns a copy of rp and of its process, with its stack trees
+// copied by tree.
+func (rp *replay) clone(tree func(*stackTree) *stackTree) *replay {
+	c := *rp
+	p := *rp.proc
+	p.Sites = slices.Clone(rp.proc.Sites)
+	for i := range p.Sites {
+		p.Sites[i].tree = tree(p.Sites[i].tree)
+	}
+	p.Problems = slices.Clone(rp.proc.Problems)
+	p.Threads = slices.Clone(rp.proc.Threads)
+	p.Bins = slices.Clone(rp.proc.Bins)
+	p.LostReasons = slices.Clone(rp.proc.LostReasons)
+	p.stacks = tree(rp.proc.stacks)
+	c.proc = &p
+	c.heap = rp.heap.clone()
+	c.sites = siteIndex{dense: slices.Clone(rp.sites.dense), sparse: maps.Clone(rp.sites.sparse)}
+	c.problems = maps.Clone(rp.problems)
+	c.timeline.tl.Points = slices.Clone(rp.timeline.tl.Points)
+	c.freedLonger.objs = slices.Clone(rp.freedLonger.objs)
+	return &c
+}
+
+// clone returns a copy of s.
+func (s *symbols) clone() *symbols {
+	c := &symbols{objects: make(map[uint64]*Object, len(s.objects)), strings: maps.Clone(s.strings),
+		frames: maps.Clone(s.frames), types: make(map[uint64]map[uint64][]string, len(s.types))}
+	for id, o := range s.objects {
+		oc := *o
+		c.objects[id] = &oc
+	}
+	for obj, bySize := range s.types {
+		cb := make(map[uint64][]string, len(bySize))
+		for size, names := range bySize {
+			cb[size] = slices.Clone(names)
+		}
+		c.types[obj] = cb
+	}
+	return c
+}
+
+// CheckpointsOfFile makes the checkpoints of the trace file at path (see
+// Checkpoints).
+func CheckpointsOfFile(path string, every, maxBlocks uint64) ([]*Checkpoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	return Checkpoints(r, every, maxBlocks)
+}
+
+// AnalyzeFileFrom analyzes a window of the trace file at path going on
+// from checkpoint cp, one of its own (see AnalyzeFrom).
+func AnalyzeFileFrom(path string, cp *Checkpoint, opts Options) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(cp.at.Offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return AnalyzeFrom(cp, trace.NewReaderAt(bufio.NewReaderSize(f, 1<<20), cp.at), opts)
+}

@@ -1,0 +1,85 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+)
+
+// TestReaderAt reads a trace of many blocks, and from the position before
+// each of them reads it again with NewReaderAt: the events are the rest
+// of the trace's, with the same block numbers and times.
+func TestReaderAt(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Info{TimeUnit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.BlockSize = 2 << 10
+	if err := w.ProcessStart(Process{ID: 1, PID: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range uint64(5000) {
+		e := Event{Kind: KindAlloc, API: APIMalloc, Process: 1, Thread: 1, Time: i * 3000, Addr: 0x10000 + i*64, Size: 48, Stack: 1 + i%5}
+		if i%2 == 1 {
+			e = Event{Kind: KindFree, API: APIFree, Process: 1, Thread: 1, Time: i * 3000, Addr: 0x10000 + (i-1)*64}
+		}
+		if err := w.Event(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	// The events after each block start, read from the start.
+	type start struct {
+		at   Position
+		rest []Event
+	}
+	var all []Event
+	var starts []start
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		events, _, err := r.NextBatch()
+		if at, ok := r.BlockStart(); ok {
+			starts = append(starts, start{at: at, rest: []Event{}})
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		for i := range starts {
+			starts[i].rest = append(starts[i].rest, events...)
+		}
+		all = append(all, events...)
+	}
+	if len(starts) < 10 || len(all) != 5000 {
+		t.Fatalf("%d events in %d blocks; want 5000 in many", len(all), len(starts))
+	}
+	for _, s := range starts {
+		r := NewReaderAt(bytes.NewReader(data[s.at.Offset:]), s.at)
+		var got []Event
+		for {
+			events, _, err := r.NextBatch()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("from %+v: %v", s.at, err)
+			}
+			got = append(got, events...)
+		}
+		if len(got) != len(s.rest) {
+			t.Fatalf("from %+v: %d events, want %d", s.at, len(got), len(s.rest))
+		}
+		for i := range got {
+			if got[i] != s.rest[i] {
+				t.Fatalf("from %+v: event %d is %+v, want %+v", s.at, i, got[i], s.rest[i])
+			}
+		}
+	}
+}
