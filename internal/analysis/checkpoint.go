@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"os"
 	"maps"
 	"math"
+	"os"
 	"slices"
 
 	"github.com/memtrail/memtrail/internal/trace"

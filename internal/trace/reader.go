@@ -25,12 +25,12 @@ type Reader struct {
 	event int       // the index in cur.events of the next event
 	other int       // and in cur.others of the next record or damage
 
-	unit               uint64 // Info.TimeUnit as of cur; 1 until Info is read
+	unit uint64 // Info.TimeUnit as of cur; 1 until Info is read
 	// blockAt is the position before the block being read; fresh says
 	// that nothing of it has been returned yet, and atBlock that what
 	// NextBatch returned last was its first (see BlockStart).
-	blockAt        Position
-	fresh, atBlock bool
+	blockAt            Position
+	fresh, atBlock     bool
 	sawEnd             bool
 	lastDamaged        bool // the last block read was damaged: End may have been in it
 	incompleteReported bool

@@ -44,12 +44,12 @@ type Server struct {
 	sources map[string]bool
 	warmed  chan struct{}
 
-	mu     sync.Mutex
+	mu sync.Mutex
 	// checkpoints are where analyses of windows may start from, in
 	// trace order, once made (see checkpoint).
 	checkpoints []*analysis.Checkpoint
 	models      map[modelKey]*madeModel
-	recent []modelKey // the keys of models, the latest used last
+	recent      []modelKey // the keys of models, the latest used last
 	// answers holds the answers to the latest view requests, by their
 	// query: going back to a view is instant.
 	answers     map[string][]byte
