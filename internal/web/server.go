@@ -10,6 +10,8 @@
 //	GET /api/source?path=PATH  {"path", "lines"}: a source file of the trace
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
 //	                           (the first maxEvents), with their call stacks; and pid
+//	GET /api/status            {"frames", "checkpoints", "ready"}: the server's
+//	                           background work (see warm and makeCheckpoints)
 //
 // Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
 package web
@@ -46,8 +48,10 @@ type Server struct {
 
 	mu sync.Mutex
 	// checkpoints are where analyses of windows may start from, in
-	// trace order, once made (see checkpoint).
-	checkpoints []*analysis.Checkpoint
+	// trace order, once made (see checkpoint); checkpointed is closed
+	// then.
+	checkpoints  []*analysis.Checkpoint
+	checkpointed chan struct{}
 	models      map[modelKey]*madeModel
 	recent      []modelKey // the keys of models, the latest used last
 	// answers holds the answers to the latest view requests, by their
@@ -81,7 +85,8 @@ const maxModels = 8
 // of it, or the error that makes the trace unreadable: a server never
 // starts on a trace it cannot show.
 func New(path string) (*Server, error) {
-	s := &Server{path: path, models: make(map[modelKey]*madeModel), warmed: make(chan struct{})}
+	s := &Server{path: path, models: make(map[modelKey]*madeModel), warmed: make(chan struct{}),
+		checkpointed: make(chan struct{})}
 	m, err := s.model(analysis.Options{})
 	if err != nil {
 		return nil, err
@@ -110,6 +115,7 @@ const (
 
 // makeCheckpoints makes the checkpoints of the trace of model m.
 func (s *Server) makeCheckpoints(m *analysis.Model) {
+	defer close(s.checkpointed)
 	var events uint64
 	for _, p := range m.Processes {
 		events += p.Summary.Allocations + p.Summary.Frees + p.Summary.InvalidFrees
@@ -219,6 +225,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/view", s.view)
 	mux.HandleFunc("GET /api/source", s.source)
 	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/status", s.status)
 	return secured(mux)
 }
 
@@ -339,6 +346,31 @@ func ViewOptions(q url.Values) (report.Options, analysis.Options, error) {
 		}
 	}
 	return opts, aopts, nil
+}
+
+// status answers /api/status: whether the server's background work is
+// done (the frames of the stacks looked up, the checkpoints made), and
+// how many checkpoints windows may start from.
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	var st struct {
+		Frames      bool `json:"frames"`
+		Checkpoints int  `json:"checkpoints"`
+		Ready       bool `json:"ready"`
+	}
+	select {
+	case <-s.warmed:
+		st.Frames = true
+	default:
+	}
+	select {
+	case <-s.checkpointed:
+		st.Ready = st.Frames
+	default:
+	}
+	s.mu.Lock()
+	st.Checkpoints = len(s.checkpoints)
+	s.mu.Unlock()
+	writeJSON(w, st)
 }
 
 // maxEvents is how many events /api/events lists.

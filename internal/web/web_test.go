@@ -670,3 +670,34 @@ func TestFlameKeyboard(t *testing.T) {
 	do(t, ctx, "pressing O", chromedp.KeyEvent("o"))
 	hasText(t, ctx, "the source's title", "#source-title", "widget.c:")
 }
+
+// TestStatus waits for the server's background work to be done.
+func TestStatus(t *testing.T) {
+	ts := serve(t, widgetTrace(t))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(ts.URL + "/api/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Frames, Ready bool
+			Checkpoints   int
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Ready {
+			if !st.Frames {
+				t.Error("ready before the frames are looked up")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after 20 s: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
