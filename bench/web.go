@@ -67,8 +67,9 @@ func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) err
 		{"objects", []string{"/api/view?view=objects"}},
 		{"click on the timeline: the events of a step", []string{"/api/events?from=1000000&to=1001000"}},
 		// Windows the trace's cache does not hold: other ones every run.
-		{"a window in the first tenth of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
-		{"a window ending at nine tenths of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
+		{"a window of 5% in the first tenth of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
+		{"a window of 5% ending at nine tenths of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
+		{"a window of 40% ending at nine tenths of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
 	}
 	times := make([][]time.Duration, len(steps))
 	var ready, warm []time.Duration
@@ -110,8 +111,11 @@ func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) err
 						return fmt.Errorf("%s: %w", name, err)
 					}
 					from, to := run*uint64(r+1)/100, run*uint64(r+6)/100
-					if strings.Contains(s.what, "nine tenths") {
+					switch {
+					case strings.Contains(s.what, "40%"):
 						from, to = run/2+uint64(r), run*9/10+uint64(r)
+					case strings.Contains(s.what, "nine tenths"):
+						from, to = run*85/100+uint64(r), run*9/10+uint64(r)
 					}
 					p = fmt.Sprintf(p, from, to)
 				}

@@ -95,9 +95,12 @@ func New(path string) (*Server, error) {
 		return nil, fmt.Errorf("%s holds no process", path)
 	}
 	// The views of call stacks go through the frames of every site:
-	// look them up while the page loads its timeline, which needs none.
-	go s.warm(m)
-	go s.makeCheckpoints(m)
+	// look them up while the page loads its timeline, which needs none;
+	// then make the checkpoints, which take longer.
+	go func() {
+		s.warm(m)
+		s.makeCheckpoints(m)
+	}()
 	return s, nil
 }
 
