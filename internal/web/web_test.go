@@ -371,14 +371,7 @@ func TestTemplateNames(t *testing.T) {
 	}
 	// In a page of report -html, the names are in the data as escapes:
 	// nothing in them can end the element that holds them.
-	s, err := web.New(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var page strings.Builder
-	if err := s.WriteHTML(&page, 0); err != nil {
-		t.Fatal(err)
-	}
+	page := htmlPage(t, trace)
 	if n := strings.Count(page.String(), "</script>"); n != 2 || !strings.Contains(page.String(), `make_box\u003cint\u003e`) {
 		t.Errorf("the page has %d </script> (want 2: the data's and the script's) and make_box<int> escaped %v",
 			n, strings.Contains(page.String(), `make_box\u003cint\u003e`))
@@ -496,11 +489,9 @@ func TestEventsEndpoint(t *testing.T) {
 	}
 }
 
-// TestHTMLFile writes the page of report -html and opens it from a file,
-// with no server: the timeline, the flame graph and the leaks are there.
-func TestHTMLFile(t *testing.T) {
-	trace := widgetTrace(t)
-	p := model(t, trace)
+// htmlPage returns the page report -html writes of trace.
+func htmlPage(t *testing.T, trace string) *strings.Builder {
+	t.Helper()
 	s, err := web.New(trace)
 	if err != nil {
 		t.Fatal(err)
@@ -509,6 +500,15 @@ func TestHTMLFile(t *testing.T) {
 	if err := s.WriteHTML(&page, 0); err != nil {
 		t.Fatal(err)
 	}
+	return &page
+}
+
+// TestHTMLFile writes the page of report -html and opens it from a file,
+// with no server: the timeline, the flame graph and the leaks are there.
+func TestHTMLFile(t *testing.T) {
+	trace := widgetTrace(t)
+	p := model(t, trace)
+	page := htmlPage(t, trace)
 	file := filepath.Join(t.TempDir(), "widget.html")
 	if err := os.WriteFile(file, []byte(page.String()), 0o644); err != nil {
 		t.Fatal(err)
