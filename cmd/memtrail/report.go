@@ -105,12 +105,8 @@ func analyzeFile(path string, opts analysis.Options) (*analysis.Model, error) {
 
 // writeHTML writes the page of report -html.
 func writeHTML(trace string, pid uint64, path string) (int, error) {
-	srv, err := web.New(trace)
-	if err != nil {
-		return 1, err
-	}
 	var page bytes.Buffer
-	if err := srv.WriteHTML(&page, pid); err != nil {
+	if err := web.WriteHTML(&page, trace, pid); err != nil {
 		return 1, err
 	}
 	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {

@@ -37,11 +37,15 @@ func exported(pid uint64) []string {
 }
 
 // WriteHTML writes one self-contained HTML page of process pid of the
-// server's trace (0: the program itself), to attach to a CI run or send
-// to someone: the UI, its script and style inlined, with the answers to
-// the requests of its timeline, flame graph and leaks inside it. It needs
-// no server and nothing from the network.
-func (s *Server) WriteHTML(w io.Writer, pid uint64) error {
+// trace at path (0: the program itself), to attach to a CI run or send to
+// someone: the UI, its script and style inlined, with the answers to the
+// requests of its timeline, flame graph and leaks inside it. It needs no
+// server and nothing from the network.
+func WriteHTML(w io.Writer, path string, pid uint64) error {
+	s, _, err := open(path)
+	if err != nil {
+		return err
+	}
 	h := s.Handler()
 	data := make(map[string]json.RawMessage)
 	for _, path := range exported(pid) {

@@ -85,14 +85,9 @@ const maxModels = 8
 // of it, or the error that makes the trace unreadable: a server never
 // starts on a trace it cannot show.
 func New(path string) (*Server, error) {
-	s := &Server{path: path, models: make(map[modelKey]*madeModel), warmed: make(chan struct{}),
-		checkpointed: make(chan struct{})}
-	m, err := s.model(analysis.Options{})
+	s, m, err := open(path)
 	if err != nil {
 		return nil, err
-	}
-	if len(m.Processes) == 0 {
-		return nil, fmt.Errorf("%s holds no process", path)
 	}
 	// The views of call stacks go through the frames of every site:
 	// look them up while the page loads its timeline, which needs none;
@@ -102,6 +97,21 @@ func New(path string) (*Server, error) {
 		s.makeCheckpoints(m)
 	}()
 	return s, nil
+}
+
+// open returns a server of the trace at path, and its analysis, with no
+// work in the background.
+func open(path string) (*Server, *analysis.Model, error) {
+	s := &Server{path: path, models: make(map[modelKey]*madeModel), warmed: make(chan struct{}),
+		checkpointed: make(chan struct{})}
+	m, err := s.model(analysis.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(m.Processes) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no process", path)
+	}
+	return s, m, nil
 }
 
 // Checkpoints: a window of the run needs the state of the replay where it

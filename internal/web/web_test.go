@@ -492,12 +492,8 @@ func TestEventsEndpoint(t *testing.T) {
 // htmlPage returns the page report -html writes of trace.
 func htmlPage(t *testing.T, trace string) *strings.Builder {
 	t.Helper()
-	s, err := web.New(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var page strings.Builder
-	if err := s.WriteHTML(&page, 0); err != nil {
+	if err := web.WriteHTML(&page, trace, 0); err != nil {
 		t.Fatal(err)
 	}
 	return &page
