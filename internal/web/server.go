@@ -52,8 +52,8 @@ type Server struct {
 	// then.
 	checkpoints  []*analysis.Checkpoint
 	checkpointed chan struct{}
-	models      map[modelKey]*madeModel
-	recent      []modelKey // the keys of models, the latest used last
+	models       map[modelKey]*madeModel
+	recent       []modelKey // the keys of models, the latest used last
 	// answers holds the answers to the latest view requests, by their
 	// query: going back to a view is instant.
 	answers     map[string][]byte
