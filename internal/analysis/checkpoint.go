@@ -19,12 +19,6 @@ import (
 type Checkpoint struct {
 	at trace.Position
 	a  *analyzer // never changed: AnalyzeFrom goes on from a copy
-	// after holds, by process ID, the time of the latest event replayed
-	// (ns since time zero): a window of a process must begin after it.
-	after map[uint64]uint64
-	// Blocks is how many live blocks the checkpoint holds: what it costs
-	// in memory, at about 100 bytes each.
-	Blocks uint64
 }
 
 // Checkpoints replays the trace r, with no window, and returns a
@@ -39,11 +33,14 @@ func Checkpoints(r *trace.Reader, every uint64, maxBlocks uint64) ([]*Checkpoint
 	for {
 		batch, rec, err := r.NextBatch()
 		if at, ok := r.BlockStart(); ok && events >= every && a.resumable() {
-			cp := a.checkpoint(at)
-			if held+cp.Blocks > maxBlocks {
+			// The live blocks a checkpoint holds are what it costs,
+			// at about 100 bytes each.
+			blocks := a.liveBlocks()
+			if held+blocks > maxBlocks {
 				return cps, nil
 			}
-			cps, held, events = append(cps, cp), held+cp.Blocks, 0
+			cps = append(cps, &Checkpoint{at: at, a: a.clone()})
+			held, events = held+blocks, 0
 		}
 		switch {
 		case len(batch) > 0:
@@ -51,13 +48,21 @@ func Checkpoints(r *trace.Reader, every uint64, maxBlocks uint64) ([]*Checkpoint
 			events += uint64(len(batch))
 		case err == nil:
 			a.record(rec)
-		case errors.Is(err, io.EOF):
-			return cps, nil
 		default:
-			// Damage, or a trace without its end: no more checkpoints.
+			// The end, damage, or a trace without its end: no more
+			// checkpoints.
 			return cps, nil
 		}
 	}
+}
+
+// liveBlocks returns how many blocks are live in all the processes of a.
+func (a *analyzer) liveBlocks() uint64 {
+	var n uint64
+	for _, rp := range a.order {
+		n += rp.liveBlocks
+	}
+	return n
 }
 
 // resumable reports whether the state of a can be a checkpoint: every
@@ -71,16 +76,6 @@ func (a *analyzer) resumable() bool {
 	return true
 }
 
-// checkpoint returns a checkpoint of a's state, before the block at at.
-func (a *analyzer) checkpoint(at trace.Position) *Checkpoint {
-	cp := &Checkpoint{at: at, a: a.clone(), after: make(map[uint64]uint64)}
-	for _, rp := range a.order {
-		cp.after[rp.proc.ID] = rp.lastTime
-		cp.Blocks += uint64(rp.liveBlocks)
-	}
-	return cp
-}
-
 // Fits reports whether the window of opts begins after the checkpoint in
 // every process it has begun, so that AnalyzeFrom may start there.
 func (cp *Checkpoint) Fits(opts Options) bool {
@@ -88,7 +83,8 @@ func (cp *Checkpoint) Fits(opts Options) bool {
 		return false // the replay before the window depends on them
 	}
 	for _, rp := range cp.a.order {
-		if cp.after[rp.proc.ID] >= rp.proc.Start+opts.From {
+		// Its latest event replayed must come before the window.
+		if rp.lastTime >= rp.proc.Start+opts.From {
 			return false
 		}
 	}
@@ -189,16 +185,7 @@ func (s *symbols) clone() *symbols {
 // CheckpointsOfFile makes the checkpoints of the trace file at path (see
 // Checkpoints).
 func CheckpointsOfFile(path string, every, maxBlocks uint64) ([]*Checkpoint, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	return Checkpoints(r, every, maxBlocks)
+	return withTrace(path, func(r *trace.Reader) ([]*Checkpoint, error) { return Checkpoints(r, every, maxBlocks) })
 }
 
 // AnalyzeFileFrom analyzes a window of the trace file at path going on
