@@ -117,7 +117,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	m, err := analyzeFile(res.Path, analysis.Options{})
+	m, err := analysis.AnalyzeTrace(res.Path, analysis.Options{})
 	if err != nil {
 		return 1, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/report"
-	"github.com/memtrail/memtrail/internal/trace"
 	"github.com/memtrail/memtrail/internal/web"
 )
 
@@ -61,7 +60,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{err.Error()}
 	}
 	opts.PID = *pid
-	analyze := analyzeFile
+	analyze := analysis.AnalyzeTrace
 	if *cache {
 		analyze = analyzeCached
 	}
@@ -87,20 +86,6 @@ func viewNames() string {
 func analyzeCached(path string, opts analysis.Options) (*analysis.Model, error) {
 	m, _, err := analysis.AnalyzeFile(path, opts)
 	return m, err
-}
-
-// analyzeFile reads and analyzes the trace at path.
-func analyzeFile(path string, opts analysis.Options) (*analysis.Model, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return analysis.Analyze(r, opts)
 }
 
 // writeHTML writes the page of report -html.

@@ -1,12 +1,36 @@
 package analysis
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
+
+// withTrace opens the trace file at path and returns what read makes of
+// a Reader of it.
+func withTrace[T any](path string, read func(*trace.Reader) (T, error)) (T, error) {
+	var zero T
+	f, err := os.Open(path)
+	if err != nil {
+		return zero, err
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return read(r)
+}
+
+// AnalyzeTrace reads the trace file at path and analyzes it, without the
+// cache (see AnalyzeFile).
+func AnalyzeTrace(path string, opts Options) (*Model, error) {
+	return withTrace(path, func(r *trace.Reader) (*Model, error) { return Analyze(r, opts) })
+}
 
 // Moment is what a process did in a stretch of its run: its memory events
 // there, the first Limit of them.
@@ -22,15 +46,10 @@ type Moment struct {
 // its start to the end of the stretch: it is for the short stretches a
 // click on a timeline picks.
 func EventsBetween(path string, p *Process, from, to uint64, limit int) (*Moment, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
+	return withTrace(path, func(r *trace.Reader) (*Moment, error) { return eventsBetween(r, p, from, to, limit) })
+}
+
+func eventsBetween(r *trace.Reader, p *Process, from, to uint64, limit int) (*Moment, error) {
 	mo := &Moment{From: from, To: to}
 	for {
 		events, _, err := r.NextBatch()
