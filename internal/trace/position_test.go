@@ -83,3 +83,36 @@ func TestReaderAt(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockStartAfterNext reads the first record of a block with Next and
+// the rest with NextBatch: that rest is not a block's start.
+func TestBlockStartAfterNext(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Info{TimeUnit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ProcessStart(Process{ID: 1, PID: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Event(Event{Kind: KindAlloc, API: APIMalloc, Process: 1, Thread: 1, Time: 1, Addr: 0x1000, Size: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.BlockStart(); ok {
+		t.Error("a block's start after Next")
+	}
+	r.NextBatch()
+	if _, ok := r.BlockStart(); ok {
+		t.Error("the second thing of a block, read with NextBatch after Next, is its start")
+	}
+}

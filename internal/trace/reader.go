@@ -91,7 +91,7 @@ func NewReaderAt(r io.Reader, at Position) *Reader {
 
 // BlockStart reports whether what NextBatch returned last is the first
 // thing of a sound block with no damage before it, and the position
-// right before that block.
+// right before that block. (It is false after Next.)
 func (r *Reader) BlockStart() (Position, bool) { return r.blockAt, r.atBlock }
 
 // Next returns the next record. It returns io.EOF after the End record, and
@@ -101,8 +101,13 @@ func (r *Reader) BlockStart() (Position, bool) { return r.blockAt, r.atBlock }
 // Event records allocate nothing. The pointers in other records are new for
 // each record; the caller may keep them.
 func (r *Reader) Next() (Record, error) {
+	// What Next returns is no block's start, and takes its block's.
+	r.atBlock = false
 	for !r.sawEnd {
 		if b := r.cur; b != nil {
+			if r.other < len(b.others) || r.event < len(b.events) {
+				r.fresh = false
+			}
 			if r.other < len(b.others) && b.others[r.other].at == r.event {
 				return r.nextOther()
 			}
