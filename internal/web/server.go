@@ -19,14 +19,17 @@ package web
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -52,12 +55,40 @@ type Server struct {
 	// then.
 	checkpoints  []*analysis.Checkpoint
 	checkpointed chan struct{}
-	models       map[modelKey]*madeModel
-	recent       []modelKey // the keys of models, the latest used last
+	models       recently[modelKey, *madeModel]
 	// answers holds the answers to the latest view requests, by their
 	// query: going back to a view is instant.
-	answers     map[string][]byte
-	answerOrder []string
+	answers recently[string, []byte]
+}
+
+// recently keeps the values of the latest keys used, at most n: the one
+// used longest ago goes first.
+type recently[K comparable, V any] struct {
+	n     int
+	m     map[K]V
+	order []K // the latest used last
+}
+
+func (c *recently[K, V]) get(k K) (V, bool) {
+	v, ok := c.m[k]
+	if ok {
+		i := slices.Index(c.order, k)
+		c.order = append(slices.Delete(c.order, i, i+1), k)
+	}
+	return v, ok
+}
+
+// put keeps v for k, which has none.
+func (c *recently[K, V]) put(k K, v V) {
+	if len(c.order) == c.n {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	if c.m == nil {
+		c.m = make(map[K]V)
+	}
+	c.m[k] = v
+	c.order = append(c.order, k)
 }
 
 // madeModel is an analysis a server made or is making: the requests that
@@ -102,8 +133,8 @@ func New(path string) (*Server, error) {
 // open returns a server of the trace at path, and its analysis, with no
 // work in the background.
 func open(path string) (*Server, *analysis.Model, error) {
-	s := &Server{path: path, models: make(map[modelKey]*madeModel), warmed: make(chan struct{}),
-		checkpointed: make(chan struct{})}
+	s := &Server{path: path, warmed: make(chan struct{}), checkpointed: make(chan struct{}),
+		models: recently[modelKey, *madeModel]{n: maxModels}, answers: recently[string, []byte]{n: maxAnswers}}
 	m, err := s.model(analysis.Options{})
 	if err != nil {
 		return nil, nil, err
@@ -185,17 +216,10 @@ func (s *Server) warm(m *analysis.Model) {
 func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 	key := modelKey{opts.From, opts.To, opts.Objects, opts.HeapMap}
 	s.mu.Lock()
-	made, ok := s.models[key]
-	if ok {
-		s.use(key)
-	} else {
-		if len(s.recent) == maxModels {
-			delete(s.models, s.recent[0])
-			s.recent = s.recent[1:]
-		}
+	made, ok := s.models.get(key)
+	if !ok {
 		made = &madeModel{}
-		s.models[key] = made
-		s.recent = append(s.recent, key)
+		s.models.put(key, made)
 	}
 	s.mu.Unlock()
 	made.once.Do(func() {
@@ -215,16 +239,6 @@ func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 		made.m, _, made.err = analysis.AnalyzeFile(s.path, opts)
 	})
 	return made.m, made.err
-}
-
-// use moves key to the end of recent.
-func (s *Server) use(key modelKey) {
-	for i, k := range s.recent {
-		if k == key {
-			s.recent = append(append(s.recent[:i:i], s.recent[i+1:]...), key)
-			return
-		}
-	}
 }
 
 // Handler returns the handler of the UI and the API.
@@ -267,10 +281,13 @@ func (s *Server) view(w http.ResponseWriter, r *http.Request) {
 // error and its status.
 func (s *Server) viewAnswer(q url.Values) ([]byte, int, error) {
 	key := q.Encode() // sorted by parameter
-	if b, ok := s.answer(key); ok {
+	s.mu.Lock()
+	b, ok := s.answers.get(key)
+	s.mu.Unlock()
+	if ok {
 		return b, http.StatusOK, nil
 	}
-	opts, aopts, err := ViewOptions(q)
+	opts, aopts, err := viewOptions(q)
 	if err != nil {
 		return nil, http.StatusBadRequest, err
 	}
@@ -278,43 +295,21 @@ func (s *Server) viewAnswer(q url.Values) ([]byte, int, error) {
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
-	var b bytes.Buffer
-	if err := report.Write(&b, m, opts, true); err != nil {
+	var out bytes.Buffer
+	if err := report.Write(&out, m, opts, true); err != nil {
 		return nil, http.StatusBadRequest, err
 	}
-	s.keep(key, b.Bytes())
-	return b.Bytes(), http.StatusOK, nil
-}
-
-// answer returns the answer kept for a view request.
-func (s *Server) answer(key string) ([]byte, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.answers[key]
-	return b, ok
+	if _, ok := s.answers.get(key); !ok { // another request may have made it
+		s.answers.put(key, out.Bytes())
+	}
+	s.mu.Unlock()
+	return out.Bytes(), http.StatusOK, nil
 }
 
-// keep keeps the answer to a view request, over the oldest kept.
-func (s *Server) keep(key string, b []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.answers[key]; ok {
-		return
-	}
-	if s.answers == nil {
-		s.answers = make(map[string][]byte)
-	}
-	if len(s.answerOrder) == maxAnswers {
-		delete(s.answers, s.answerOrder[0])
-		s.answerOrder = s.answerOrder[1:]
-	}
-	s.answers[key] = b
-	s.answerOrder = append(s.answerOrder, key)
-}
-
-// ViewOptions reads the parameters of a request for a view: those of
+// viewOptions reads the parameters of a request for a view: those of
 // memtrail report's flags, with times in ns after the process started.
-func ViewOptions(q url.Values) (report.Options, analysis.Options, error) {
+func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 	req := report.Request{View: q.Get("view"), Cost: "peak", Order: "size", Top: 10, Frames: 8, Chain: 5,
 		Given: map[string]bool{}}
 	for _, p := range []struct {
@@ -325,40 +320,39 @@ func ViewOptions(q url.Values) (report.Options, analysis.Options, error) {
 			*p.dst = v
 		}
 	}
-	for _, p := range []struct {
-		name string
-		dst  *int
-	}{{"top", &req.Top}, {"chain", &req.Chain}} {
-		if v := q.Get(p.name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return report.Options{}, analysis.Options{}, fmt.Errorf("%s=%q is not a number", p.name, v)
-			}
-			*p.dst = n
+	var nums [5]uint64
+	for i, p := range []struct{ name, what string }{
+		{"top", "a number"}, {"chain", "a number"}, {"from", "a time in ns"}, {"to", "a time in ns"}, {"pid", "a process id"},
+	} {
+		var err error
+		if nums[i], req.Given[p.name], err = param(q, p.name, p.what); err != nil {
+			return report.Options{}, analysis.Options{}, err
 		}
 	}
-	for _, p := range []struct {
-		name string
-		dst  *time.Duration
-	}{{"from", &req.From}, {"to", &req.To}} {
-		if v := q.Get(p.name); v != "" {
-			ns, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return report.Options{}, analysis.Options{}, fmt.Errorf("%s=%q is not a time in ns", p.name, v)
-			}
-			*p.dst, req.Given[p.name] = time.Duration(ns), true
-		}
+	if req.Given["top"] {
+		req.Top = int(min(nums[0], 1<<31))
 	}
+	if req.Given["chain"] {
+		req.Chain = int(min(nums[1], 1<<31))
+	}
+	req.From, req.To = time.Duration(min(nums[2], math.MaxInt64)), time.Duration(min(nums[3], math.MaxInt64))
 	opts, aopts, err := req.Options()
+	opts.PID = nums[4]
+	return opts, aopts, err
+}
+
+// param returns the value of the parameter name of q, a number, whether
+// it is given, and an error saying that it must be what it is not.
+func param(q url.Values, name, what string) (uint64, bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return opts, aopts, err
+		return 0, false, fmt.Errorf("%s=%q is not %s", name, v, what)
 	}
-	if v := q.Get("pid"); v != "" {
-		if opts.PID, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return opts, aopts, fmt.Errorf("pid=%q is not a process id", v)
-		}
-	}
-	return opts, aopts, nil
+	return n, true, nil
 }
 
 // status answers /api/status: whether the server's background work is
@@ -393,29 +387,19 @@ const maxEvents = 200
 // click on the timeline picks.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var from, to uint64
-	for _, p := range []struct {
-		name string
-		dst  *uint64
-	}{{"from", &from}, {"to", &to}} {
-		v, err := strconv.ParseUint(q.Get(p.name), 10, 64)
-		if err != nil {
-			fail(w, http.StatusBadRequest, fmt.Errorf("%s=%q is not a time in ns", p.name, q.Get(p.name)))
-			return
-		}
-		*p.dst = v
-	}
-	if to < from {
+	from, fromGiven, err := param(q, "from", "a time in ns")
+	to, toGiven, err2 := param(q, "to", "a time in ns")
+	pid, _, err3 := param(q, "pid", "a process id")
+	switch err := cmp.Or(err, err2, err3); {
+	case err != nil:
+		fail(w, http.StatusBadRequest, err)
+		return
+	case !fromGiven || !toGiven:
+		fail(w, http.StatusBadRequest, errors.New("from and to, the ends of the stretch in ns, are both needed"))
+		return
+	case to < from:
 		fail(w, http.StatusBadRequest, fmt.Errorf("to=%d is before from=%d", to, from))
 		return
-	}
-	var pid uint64
-	if v := q.Get("pid"); v != "" {
-		var err error
-		if pid, err = strconv.ParseUint(v, 10, 64); err != nil {
-			fail(w, http.StatusBadRequest, fmt.Errorf("pid=%q is not a process id", v))
-			return
-		}
 	}
 	m, err := s.model(analysis.Options{})
 	if err != nil {
