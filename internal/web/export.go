@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"strings"
+
+	"github.com/memtrail/memtrail/internal/analysis"
 )
 
 // exported are the requests whose answers a page written by WriteHTML
@@ -28,9 +29,12 @@ func exported(pid uint64) []string {
 	add("timeline", "")
 	add("leaks", "")
 	for _, tree := range []string{"top-down", "bottom-up"} {
-		add(tree, "")
-		for _, cost := range []string{"leaked", "allocated", "allocations", "temporary"} {
-			add(tree, "&cost="+cost)
+		for c := analysis.CostAllocations; c <= analysis.CostTemporary; c++ {
+			if c == analysis.CostPeak {
+				add(tree, "") // the UI's default: no cost in the request
+			} else {
+				add(tree, "&cost="+c.String())
+			}
 		}
 	}
 	return paths
@@ -46,17 +50,17 @@ func WriteHTML(w io.Writer, path string, pid uint64) error {
 	if err != nil {
 		return err
 	}
-	h := s.Handler()
 	data := make(map[string]json.RawMessage)
 	for _, path := range exported(pid) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		if rec.Code != http.StatusOK {
-			var e struct{ Error string }
-			json.Unmarshal(rec.Body.Bytes(), &e)
-			return fmt.Errorf("%s", e.Error)
+		q, err := url.ParseQuery(strings.TrimPrefix(path, "/api/view?"))
+		if err != nil {
+			return err
 		}
-		data[path] = json.RawMessage(bytes.TrimSpace(rec.Body.Bytes()))
+		b, _, err := s.viewAnswer(q)
+		if err != nil {
+			return err
+		}
+		data[path] = json.RawMessage(bytes.TrimSpace(b))
 	}
 	// encoding/json writes <, > and & as \u escapes: nothing in the data
 	// can end the script element that holds it.
