@@ -23,24 +23,7 @@ func TestTraceBlocksDoNotMatter(t *testing.T) {
 	events := busyHeap(20000)
 	var want string
 	for _, blockSize := range []int{0, 64 << 10, 4 << 10, 300} {
-		var buf bytes.Buffer
-		w, err := trace.NewWriter(&buf, trace.Info{TimeUnit: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.BlockSize = blockSize
-		if err := w.ProcessStart(trace.Process{ID: 1, PID: 100}); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range events {
-			if err := w.Event(e); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		got := countsOf(analyzeBytes(t, buf.Bytes()))
+		got := countsOf(analyzeBytes(t, writeEvents(t, events, blockSize)))
 		if blockSize == 0 {
 			want = got
 			continue
@@ -49,6 +32,33 @@ func TestTraceBlocksDoNotMatter(t *testing.T) {
 			t.Errorf("block size %d:\n%s\nwant, as in one block:\n%s", blockSize, got, want)
 		}
 	}
+}
+
+// writeEvents writes a trace of process 1 and its events, in trace blocks
+// of blockSize bytes (0: the Writer's), and returns it.
+func writeEvents(t *testing.T, events []trace.Event, blockSize int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Info{TimeUnit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.BlockSize = blockSize
+	if err := w.ProcessStart(trace.Process{ID: 1, PID: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if err := w.Event(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.ProcessEnd(trace.ProcessEnd{ID: 1, Time: events[len(events)-1].Time + 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // busyHeap returns n events of process 1 (see TestTraceBlocksDoNotMatter).

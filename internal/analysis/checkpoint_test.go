@@ -14,28 +14,7 @@ import (
 // its start, and going on from each checkpoint the window begins after.
 // The models must be the same, stopping at the window's end or not.
 func TestCheckpoints(t *testing.T) {
-	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, trace.Info{TimeUnit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.BlockSize = 4 << 10
-	if err := w.ProcessStart(trace.Process{ID: 1, PID: 100}); err != nil {
-		t.Fatal(err)
-	}
-	events := busyHeap(20000)
-	for _, e := range events {
-		if err := w.Event(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.ProcessEnd(trace.ProcessEnd{ID: 1, Time: events[len(events)-1].Time + 10}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
+	data := writeEvents(t, busyHeap(20000), 4<<10)
 	reader := func() *trace.Reader {
 		r, err := trace.NewReader(bytes.NewReader(data))
 		if err != nil {
