@@ -53,27 +53,33 @@ func webBench(memtrail, dir string, runs int) error {
 func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) error {
 	// The requests of the UI, each once per run, in order: the page and
 	// what it asks for first, then one interaction each.
+	// A window of the run is a share of it, other ones in every run r so
+	// that the trace's cache holds none: from and to in ns after the start.
+	type window func(run, r uint64) (from, to uint64)
 	steps := []struct {
-		what  string
-		paths []string
+		what   string
+		paths  []string
+		window window // if set, the one path is a window's, asked for once the server's background work is done
 	}{
-		{"page to timeline", []string{"/", "/app.js", "/style.css", "/api/view?view=summary", "/api/view?view=timeline"}},
-		{"flame graph, bytes at the peak", []string{"/api/view?view=top-down"}},
-		{"flame graph, by another cost", []string{"/api/view?view=top-down&cost=allocated"}},
-		{"flame graph, inverted", []string{"/api/view?view=bottom-up"}},
-		{"leaks", []string{"/api/view?view=summary&top=50", "/api/view?view=leaks"}},
-		{"table: callers", []string{"/api/view?view=callers"}},
-		{"table: call graph", []string{"/api/view?view=callgraph"}},
-		{"objects", []string{"/api/view?view=objects"}},
-		{"click on the timeline: the events of a step", []string{"/api/events?from=1000000&to=1001000"}},
-		// Windows the trace's cache does not hold: other ones every run.
-		{"a window of 5% in the first tenth of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
-		{"a window of 5% ending at nine tenths of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
-		{"a window of 40% ending at nine tenths of the run (a new analysis)", []string{"/api/view?view=timeline&from=%d&to=%d"}},
+		{what: "page to timeline", paths: []string{"/", "/app.js", "/style.css", "/api/view?view=summary", "/api/view?view=timeline"}},
+		{what: "flame graph, bytes at the peak", paths: []string{"/api/view?view=top-down"}},
+		{what: "flame graph, by another cost", paths: []string{"/api/view?view=top-down&cost=allocated"}},
+		{what: "flame graph, inverted", paths: []string{"/api/view?view=bottom-up"}},
+		{what: "leaks", paths: []string{"/api/view?view=summary&top=50", "/api/view?view=leaks"}},
+		{what: "table: callers", paths: []string{"/api/view?view=callers"}},
+		{what: "table: call graph", paths: []string{"/api/view?view=callgraph"}},
+		{what: "objects", paths: []string{"/api/view?view=objects"}},
+		{what: "click on the timeline: the events of a step", paths: []string{"/api/events?from=1000000&to=1001000"}},
+		{what: "a window of 5% in the first tenth of the run (a new analysis)",
+			window: func(run, r uint64) (uint64, uint64) { return run * (r + 1) / 100, run * (r + 6) / 100 }},
+		{what: "a window of 5% ending at nine tenths of the run (a new analysis)",
+			window: func(run, r uint64) (uint64, uint64) { return run*85/100 + r, run*9/10 + r }},
+		{what: "a window of 40% ending at nine tenths of the run (a new analysis)",
+			window: func(run, r uint64) (uint64, uint64) { return run/2 + r, run*9/10 + r }},
 	}
 	times := make([][]time.Duration, len(steps))
 	var ready, warm []time.Duration
-	for r := 0; r < runs; r++ {
+	for r := range uint64(runs) {
 		start := time.Now()
 		view := exec.Command(memtrail, "view", trace)
 		stdout, err := view.StdoutPipe()
@@ -83,59 +89,52 @@ func webRuns(memtrail, trace, name string, analysis time.Duration, runs int) err
 		if err := view.Start(); err != nil {
 			return err
 		}
-		url, err := servedAt(stdout)
+		err = func() error {
+			defer func() {
+				view.Process.Kill()
+				view.Wait()
+			}()
+			url, err := servedAt(stdout)
+			if err != nil {
+				return fmt.Errorf("memtrail view %s: %w", name, err)
+			}
+			ready = append(ready, time.Since(start))
+			var run uint64 // the process's run time, once its background work is done
+			for i, s := range steps {
+				paths := s.paths
+				if s.window != nil {
+					if run == 0 {
+						if err := waitReady(url); err != nil {
+							return fmt.Errorf("%s: %w", name, err)
+						}
+						warm = append(warm, time.Since(start))
+						if run, err = runTime(url); err != nil {
+							return fmt.Errorf("%s: %w", name, err)
+						}
+					}
+					from, to := s.window(run, r)
+					paths = []string{fmt.Sprintf("/api/view?view=timeline&from=%d&to=%d", from, to)}
+				}
+				t0 := time.Now()
+				for _, p := range paths {
+					if err := get(url + p); err != nil {
+						return fmt.Errorf("%s: %s: %w", name, p, err)
+					}
+				}
+				times[i] = append(times[i], time.Since(t0))
+			}
+			return nil
+		}()
 		if err != nil {
-			view.Process.Kill()
-			view.Wait()
-			return fmt.Errorf("memtrail view %s: %w", name, err)
+			return err
 		}
-		ready = append(ready, time.Since(start))
-		for i, s := range steps {
-			if strings.Contains(s.what, "window") && len(warm) < r+1 {
-				// Windows are asked for once the server's background
-				// work (the checkpoints windows start from) is done.
-				if err := waitReady(url); err != nil {
-					view.Process.Kill()
-					view.Wait()
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				warm = append(warm, time.Since(start))
-			}
-			t0 := time.Now()
-			for _, p := range s.paths {
-				if strings.Contains(p, "%d") {
-					run, err := runTime(url)
-					if err != nil {
-						view.Process.Kill()
-						view.Wait()
-						return fmt.Errorf("%s: %w", name, err)
-					}
-					from, to := run*uint64(r+1)/100, run*uint64(r+6)/100
-					switch {
-					case strings.Contains(s.what, "40%"):
-						from, to = run/2+uint64(r), run*9/10+uint64(r)
-					case strings.Contains(s.what, "nine tenths"):
-						from, to = run*85/100+uint64(r), run*9/10+uint64(r)
-					}
-					p = fmt.Sprintf(p, from, to)
-				}
-				if err := get(url + p); err != nil {
-					view.Process.Kill()
-					view.Wait()
-					return fmt.Errorf("%s: %s: %w", name, p, err)
-				}
-			}
-			times[i] = append(times[i], time.Since(t0))
-		}
-		view.Process.Kill()
-		view.Wait()
 	}
 	fmt.Printf("\n%s: the first analysis (memtrail report) took %.2f s; memtrail view was serving %s after it started, and done with its background work (frames, checkpoints) %s after it started.\n\n",
 		name, analysis.Seconds(), ms(medianOf(ready)), ms(medianOf(warm)))
 	fmt.Println("| step | requests | time |")
 	fmt.Println("|---|---|---|")
 	for i, s := range steps {
-		fmt.Printf("| %s | %d | %s |\n", s.what, len(s.paths), ms(medianOf(times[i])))
+		fmt.Printf("| %s | %d | %s |\n", s.what, max(len(s.paths), 1), ms(medianOf(times[i])))
 	}
 	return nil
 }
