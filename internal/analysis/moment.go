@@ -68,10 +68,9 @@ func eventsBetween(r *trace.Reader, p *Process, from, to uint64, limit int) (*Mo
 			if e.Process != p.ID {
 				continue
 			}
-			// Times before the process's start (its first events may
-			// come before its start record) count as its start, as in
-			// the replay.
-			t := max(e.Time, p.Start) - p.Start
+			// The replay starts a process no later than its first event
+			// (see replay.events): no event comes before its start.
+			t := e.Time - p.Start
 			if t < from {
 				continue
 			}
