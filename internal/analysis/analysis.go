@@ -301,6 +301,11 @@ func (a *analyzer) run(r *trace.Reader) (*Model, error) {
 		// Events come in runs of thousands: replay them where the Reader
 		// keeps them.
 		events, rec, err := r.NextBatch()
+		if a.stops {
+			if at, ok := r.BlockStart(); ok && at.Offset == a.stopAt {
+				return a.finishAtStop(), nil
+			}
+		}
 		if len(events) > 0 {
 			a.events(events)
 			if canStop && events[len(events)-1].Time > stopAt && a.sawAll() {
@@ -400,6 +405,10 @@ type analyzer struct {
 	procs map[uint64]*replay // by process ID
 	order []*replay          // in the order processes were first seen
 	last  *replay            // the process of the previous event: events come in runs
+	// stops says that the analysis ends where a block begins at offset
+	// stopAt of the trace: the end of a stretch of a Windows.
+	stops  bool
+	stopAt int64
 }
 
 func newAnalyzer(opts Options) *analyzer {

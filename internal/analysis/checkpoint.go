@@ -101,6 +101,11 @@ func AnalyzeFrom(cp *Checkpoint, r *trace.Reader, opts Options) (*Model, error) 
 	if !cp.Fits(opts) {
 		return nil, errors.New("the window does not begin after the checkpoint")
 	}
+	return cp.resume(opts).run(r)
+}
+
+// resume returns an analyzer with opts that goes on from the checkpoint.
+func (cp *Checkpoint) resume(opts Options) *analyzer {
 	a := cp.a.clone()
 	a.opts = opts
 	a.model.filter = opts.Filter
@@ -108,7 +113,7 @@ func AnalyzeFrom(cp *Checkpoint, r *trace.Reader, opts Options) (*Model, error) 
 		rp.opts = &a.opts
 		rp.freedLonger = topObjects{n: opts.objects(), by: byAge}
 	}
-	return a.run(r)
+	return a
 }
 
 // clone returns a copy of a that shares nothing a replay changes.

@@ -108,13 +108,17 @@ func (rp *replay) problem(k problemKey, size, time uint64) {
 	})
 }
 
-// sortProblems orders problems by kind, then the most frequent first; ties
-// stay in the order they first happened.
+// sortProblems orders problems by kind, then the most frequent first, then
+// the first to happen; ties stay as they are, in the order they first
+// happened when the list comes from one replay.
 func sortProblems(ps []Problem) {
 	slices.SortStableFunc(ps, func(a, b Problem) int {
 		if a.Kind != b.Kind {
 			return int(a.Kind) - int(b.Kind)
 		}
-		return cmpUint(b.Count, a.Count)
+		if a.Count != b.Count {
+			return cmpUint(b.Count, a.Count)
+		}
+		return cmpUint(a.FirstTime, b.FirstTime)
 	})
 }

@@ -136,7 +136,7 @@ func (rp *replay) inWindow(e *trace.Event) bool {
 		return false
 	}
 	if !rp.windowOpen && t >= rp.opts.From {
-		rp.openWindow()
+		rp.openWindow(rp.proc.Start + rp.opts.From)
 	}
 	return true
 }
@@ -153,12 +153,11 @@ func (rp *replay) event(e *trace.Event) {
 	}
 }
 
-// openWindow starts counting: what is live now is the first candidate for
-// the peak, at the window's start.
-func (rp *replay) openWindow() {
+// openWindow starts counting at time at (ns since time zero): what is live
+// now is the first candidate for the peak, then.
+func (rp *replay) openWindow(at uint64) {
 	rp.windowOpen = true
 	p := rp.proc
-	at := p.Start + rp.opts.From
 	if rp.epoch == 0 || rp.opts.From > 0 || rp.liveBytes > p.Summary.PeakBytes {
 		p.Summary.PeakBytes, p.Summary.PeakTime = rp.liveBytes, at
 		rp.epoch++
@@ -485,7 +484,7 @@ func (rp *replay) finish() {
 		end = min(end, p.Start+rp.opts.To)
 	}
 	if !rp.windowOpen {
-		rp.openWindow()
+		rp.openWindow(p.Start + rp.opts.From)
 	}
 	p.Window.From, p.Window.To = rp.opts.From, rp.sinceStart(max(end, p.Start+rp.opts.From))
 	for i := range p.Sites {
@@ -494,9 +493,13 @@ func (rp *replay) finish() {
 			s.PeakBytes, s.PeakBlocks = s.liveBytes, s.liveBlocks
 		}
 		s.InUseAtExitBytes, s.InUseAtExitBlocks = s.liveBytes, s.liveBlocks
+		// The replay's state goes: a model is the same however the
+		// replay went (see joinParts).
+		s.liveBytes, s.liveBlocks, s.epoch = 0, 0, 0
 	}
 	for i := range p.Threads {
 		p.Threads[i].InUseAtExitBytes = p.Threads[i].liveBytes
+		p.Threads[i].liveBytes = 0
 	}
 	p.Summary.InUseAtExitBytes, p.Summary.InUseAtExitBlocks = rp.liveBytes, rp.liveBlocks
 	newIndex := sortSites(p.Sites)

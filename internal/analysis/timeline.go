@@ -1,5 +1,7 @@
 package analysis
 
+import "github.com/memtrail/memtrail/internal/trace"
+
 // Timeline samples the heap of a process over the analyzed window in
 // equal steps: at most maxTimelinePoints of them, however long the run.
 type Timeline struct {
@@ -118,6 +120,24 @@ func (p *TimelinePoint) live(bytes, blocks uint64) {
 		p.PeakBytes, p.PeakBlocks = bytes, blocks
 	}
 	p.EndBytes, p.EndBlocks = bytes, blocks
+}
+
+// add adds the points of t, the timeline of a later part of the same
+// window, each to the step its start falls in.
+func (b *timelineBuilder) add(t *Timeline) {
+	for i, pt := range t.Points {
+		at := b.point(t.Time(i))
+		*at = at.Merge(pt)
+	}
+}
+
+// firstStep returns the step a timeline starts with: the time unit of
+// the trace, and at least 1 µs.
+func firstStep(info *trace.Info) uint64 {
+	if info == nil {
+		return 1000
+	}
+	return max(info.TimeUnit, 1000)
 }
 
 // finish extends the timeline to end (ns since time zero), so that it

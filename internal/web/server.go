@@ -10,8 +10,8 @@
 //	GET /api/source?path=PATH  {"path", "lines"}: a source file of the trace
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
 //	                           (the first maxEvents), with their call stacks; and pid
-//	GET /api/status            {"frames", "checkpoints", "ready"}: the server's
-//	                           background work (see warm and makeCheckpoints)
+//	GET /api/status            {"frames", "checkpoints", "stretches", "ready"}: the
+//	                           server's background work (see warm and makeWindows)
 //
 // Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
 package web
@@ -50,10 +50,9 @@ type Server struct {
 	warmed  chan struct{}
 
 	mu sync.Mutex
-	// checkpoints are where analyses of windows may start from, in
-	// trace order, once made (see checkpoint); checkpointed is closed
-	// then.
-	checkpoints  []*analysis.Checkpoint
+	// windows makes the analyses of windows quick once made (see
+	// makeWindows); checkpointed is closed then.
+	windows      *analysis.Windows
 	checkpointed chan struct{}
 	models       recently[modelKey, *madeModel]
 	// answers holds the answers to the latest view requests, by their
@@ -122,10 +121,10 @@ func New(path string) (*Server, error) {
 	}
 	// The views of call stacks go through the frames of every site:
 	// look them up while the page loads its timeline, which needs none;
-	// then make the checkpoints, which take longer.
+	// then prepare the windows, which takes longer.
 	go func() {
 		s.warm(m)
-		s.makeCheckpoints(m)
+		s.makeWindows(m)
 	}()
 	return s, nil
 }
@@ -145,45 +144,34 @@ func open(path string) (*Server, *analysis.Model, error) {
 	return s, m, nil
 }
 
-// Checkpoints: a window of the run needs the state of the replay where it
-// begins. The server replays the trace once more in the background and
-// keeps that state every so often (about 32 times in a run), within a
-// bound on the live blocks kept (about 100 bytes each): the analysis of a
-// window then starts from the latest checkpoint before it, and costs what
-// the window and the stretch before it since the checkpoint cost.
+// Windows: a window of the run needs the state of the replay where it
+// begins, and its analysis would cost what the window costs to replay.
+// The server reads the trace twice more in the background: once to keep
+// that state every so often (about 32 times in a run, within a bound on
+// the live blocks kept, about 100 bytes each), and once to analyze each
+// stretch between two of those checkpoints. A window is then put together
+// from the stretches it takes in and the two parts at its ends, or
+// replayed from the latest checkpoint before it (see analysis.Windows).
 const (
 	checkpointsPerRun   = 32
 	minCheckpointEvents = 1 << 17
 	maxCheckpointBlocks = 2_000_000
 )
 
-// makeCheckpoints makes the checkpoints of the trace of model m.
-func (s *Server) makeCheckpoints(m *analysis.Model) {
+// makeWindows prepares the analysis of windows of the trace of model m.
+func (s *Server) makeWindows(m *analysis.Model) {
 	defer close(s.checkpointed)
 	var events uint64
 	for _, p := range m.Processes {
 		events += p.Summary.Allocations + p.Summary.Frees + p.Summary.InvalidFrees
 	}
-	cps, err := analysis.CheckpointsOfFile(s.path, max(events/checkpointsPerRun, minCheckpointEvents), maxCheckpointBlocks)
+	w, err := analysis.NewWindows(s.path, m, max(events/checkpointsPerRun, minCheckpointEvents), maxCheckpointBlocks)
 	if err != nil {
 		return // windows are analyzed from the start of the trace
 	}
 	s.mu.Lock()
-	s.checkpoints = cps
+	s.windows = w
 	s.mu.Unlock()
-}
-
-// checkpoint returns the latest checkpoint the window of opts may start
-// from, if any.
-func (s *Server) checkpoint(opts analysis.Options) *analysis.Checkpoint {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.checkpoints) - 1; i >= 0; i-- {
-		if s.checkpoints[i].Fits(opts) {
-			return s.checkpoints[i]
-		}
-	}
-	return nil
 }
 
 // warm looks up the frames of every site's stack of m once, so that the
@@ -231,10 +219,12 @@ func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 				return
 			}
 		}
-		if cp := s.checkpoint(opts); cp != nil {
-			if made.m, made.err = analysis.AnalyzeFileFrom(s.path, cp, opts); made.err == nil {
-				return
-			}
+		s.mu.Lock()
+		w := s.windows
+		s.mu.Unlock()
+		if w != nil {
+			made.m, made.err = w.Analyze(opts)
+			return
 		}
 		made.m, _, made.err = analysis.AnalyzeFile(s.path, opts)
 	})
@@ -356,12 +346,14 @@ func param(q url.Values, name, what string) (uint64, bool, error) {
 }
 
 // status answers /api/status: whether the server's background work is
-// done (the frames of the stacks looked up, the checkpoints made), and
-// how many checkpoints windows may start from.
+// done (the frames of the stacks looked up, the windows prepared), and
+// how many checkpoints and stretches windows may start from or be put
+// together from.
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	var st struct {
 		Frames      bool `json:"frames"`
 		Checkpoints int  `json:"checkpoints"`
+		Stretches   int  `json:"stretches"`
 		Ready       bool `json:"ready"`
 	}
 	select {
@@ -375,7 +367,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 	s.mu.Lock()
-	st.Checkpoints = len(s.checkpoints)
+	if s.windows != nil {
+		st.Checkpoints, st.Stretches = s.windows.Checkpoints(), s.windows.Stretches()
+	}
 	s.mu.Unlock()
 	writeJSON(w, st)
 }
