@@ -3,6 +3,7 @@ module github.com/memtrail/memtrail
 go 1.26.8
 
 require (
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/klauspost/compress v1.20.3
 	golang.org/x/sys v0.49.0

@@ -73,6 +73,7 @@ func commands() []command {
 		{"run", "run a program and record its heap into a trace", runCmd},
 		{"report", "report where the memory of a recorded program went", reportCmd},
 		{"view", "show a trace in the browser: timeline, flame graph, leaks, tables, objects, heap map", viewCmd},
+		{"export", "write a trace in the format of another tool: " + exportFormatList(), exportCmd},
 		{"demo", "record the bundled example (the mprof widget program) and report on it", demoCmd},
 		{"version", "print memtrail's version", versionCmd},
 	}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/export"
+	"github.com/memtrail/memtrail/internal/report"
+)
+
+// exportFormat is a format memtrail export writes.
+type exportFormat struct {
+	name, summary string
+	// flags are the options that go with the format, besides -format, -o
+	// and -pid.
+	flags []string
+	write func(x *exportJob, w io.Writer) error
+}
+
+func exportFormats() []exportFormat {
+	return []exportFormat{
+		{"pprof", "a gzipped pprof profile (go tool pprof, Pyroscope, Parca)", []string{"at"}, writePProf},
+	}
+}
+
+// exportJob is what one memtrail export was asked to do, and the analysis
+// it works on.
+type exportJob struct {
+	trace string
+	pid   uint64
+	at    string // pprof: exit, peak or a time
+	model *analysis.Model
+	proc  *analysis.Process
+	log   io.Writer
+}
+
+func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("export", "-format F -o OUT [options] trace",
+		"memtrail export -format pprof -o heap.pb.gz prog.mtr && go tool pprof -top heap.pb.gz", stderr)
+	format := fs.String("format", "", "what to write: "+exportFormatList())
+	out := fs.String("o", "", "write to `file` (- for stdout)")
+	pid := fs.Uint64("pid", 0, "export process `pid` (default: the trace's first process)")
+	at := fs.String("at", "exit", "pprof: count as in use the blocks live at exit, at the peak, or at a `time` after the start of the process (e.g. 1.5s, 200ms)")
+	if err := parse(fs, args); err != nil {
+		return 2, err
+	}
+	f, err := checkExport(fs, *format, *out)
+	if err != nil {
+		return 2, err
+	}
+	job := &exportJob{trace: fs.Arg(0), pid: *pid, at: *at, log: stderr}
+	if _, err := job.atTime(); err != nil {
+		return 2, err
+	}
+	if err := job.analyze(); err != nil {
+		return 1, err
+	}
+	if err := writeOutput(*out, stdout, func(w io.Writer) error { return f.write(job, w) }); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// checkExport checks the command line of memtrail export as far as it
+// can without the trace, and returns the format asked for.
+func checkExport(fs *flag.FlagSet, format, out string) (exportFormat, error) {
+	if fs.NArg() != 1 {
+		return exportFormat{}, usageError{"needs exactly one trace file"}
+	}
+	if format == "" {
+		return exportFormat{}, usageError{"needs -format: " + exportFormatList()}
+	}
+	i := slices.IndexFunc(exportFormats(), func(f exportFormat) bool { return f.name == format })
+	if i < 0 {
+		return exportFormat{}, usageError{fmt.Sprintf("unknown format %q (formats: %s)", format, exportFormatList())}
+	}
+	f := exportFormats()[i]
+	if out == "" {
+		return f, usageError{"needs -o: the file to write (- for stdout)"}
+	}
+	var misplaced []string
+	fs.Visit(func(fl *flag.Flag) {
+		if !slices.Contains([]string{"format", "o", "pid"}, fl.Name) && !slices.Contains(f.flags, fl.Name) {
+			misplaced = append(misplaced, "-"+fl.Name)
+		}
+	})
+	if len(misplaced) > 0 {
+		return f, usageError{fmt.Sprintf("%s does not go with -format %s", strings.Join(misplaced, ", "), f.name)}
+	}
+	return f, nil
+}
+
+func exportFormatList() string {
+	var names []string
+	for _, f := range exportFormats() {
+		names = append(names, f.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// atTime reads -at: 0 for exit and peak.
+func (x *exportJob) atTime() (at time.Duration, err error) {
+	switch x.at {
+	case "exit", "peak":
+		return 0, nil
+	}
+	at, err = time.ParseDuration(x.at)
+	switch {
+	case err != nil:
+		return 0, usageError{fmt.Sprintf("-at %q is neither exit, peak nor a time such as 1.5s or 200ms", x.at)}
+	case at <= 0:
+		return 0, usageError{fmt.Sprintf("-at %s: the moment must come after the start of the process", x.at)}
+	}
+	return at, nil
+}
+
+// analyze analyzes the trace (through its cache, as report does) and
+// picks the process to export.
+func (x *exportJob) analyze() error {
+	m, _, err := analysis.AnalyzeFile(x.trace, analysis.Options{})
+	if err != nil {
+		return err
+	}
+	p, err := report.Pick(m, x.pid)
+	if err != nil {
+		return err
+	}
+	if x.pid == 0 && len(m.Processes) > 1 {
+		fmt.Fprintf(x.log, "memtrail: the trace has %d processes; exporting pid %d, the first (choose another with -pid)\n",
+			len(m.Processes), p.PID)
+	}
+	x.model, x.proc = m, p
+	return nil
+}
+
+// writeOutput writes what write makes to the file out, or to stdout if
+// out is "-". A file that could not be written completely is removed.
+func writeOutput(out string, stdout io.Writer, write func(io.Writer) error) error {
+	if out == "-" {
+		w := bufio.NewWriter(stdout)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out)
+		return err
+	}
+	return nil
+}
+
+func writePProf(x *exportJob, w io.Writer) error {
+	inUse := export.InUseAtExit()
+	switch x.at {
+	case "peak":
+		inUse = export.InUseAtPeak()
+	case "exit":
+	default:
+		at, _ := x.atTime()
+		moment, err := x.momentAt(at)
+		if err != nil {
+			return err
+		}
+		inUse = export.InUseAt(at, moment)
+	}
+	return export.PProf(w, x.model.Info, x.proc, inUse)
+}
+
+// momentAt returns the process exported, analyzed at the moment at after
+// its start.
+func (x *exportJob) momentAt(at time.Duration) (*analysis.Process, error) {
+	if uint64(at) > x.proc.RunTime() {
+		return nil, fmt.Errorf("-at %s is after the end of process %d, which ran %s",
+			x.at, x.proc.PID, report.Duration(x.proc.RunTime()))
+	}
+	m, _, err := analysis.AnalyzeFile(x.trace, analysis.Options{From: uint64(at), To: uint64(at), Stacks: x.model})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range m.Processes {
+		if p.ID == x.proc.ID {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("process %d is not in the analysis at %v", x.proc.PID, at)
+}
