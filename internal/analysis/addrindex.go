@@ -32,6 +32,7 @@ import (
 type addrIndex struct {
 	// pages are in runs of 1<<pageRunBits, so that adding one copies none.
 	pages      [][]indexPage
+	shared     []bool // by run: the run may be another index's too (see clone)
 	npages     uint32
 	pageLive   []uint16 // by page: how many of its refs are set
 	freePages  []uint32
@@ -110,8 +111,18 @@ func (x *addrIndex) remember(key uint64, p uint32) {
 	x.lastKey[0], x.lastIdx[0] = key+1, p
 }
 
-// at returns page p.
+// at returns page p, to read.
 func (x *addrIndex) at(p uint32) *indexPage {
+	return &x.pages[p>>pageRunBits][p&(1<<pageRunBits-1)]
+}
+
+// atw returns page p, to change: its run is x's own, copied if it may be
+// shared.
+func (x *addrIndex) atw(p uint32) *indexPage {
+	if run := p >> pageRunBits; int(run) < len(x.shared) && x.shared[run] {
+		x.pages[run] = slices.Clone(x.pages[run])
+		x.shared[run] = false
+	}
 	return &x.pages[p>>pageRunBits][p&(1<<pageRunBits-1)]
 }
 
@@ -149,7 +160,7 @@ func (x *addrIndex) put(addr uint64, ref uint32) (old uint32, existed bool) {
 		if !ok {
 			p = x.newPage(key)
 		}
-		r := &x.at(p)[slotOf(addr)]
+		r := &x.atw(p)[slotOf(addr)]
 		old, existed = *r-1, *r != 0
 		if !existed {
 			x.pageLive[p]++
@@ -176,7 +187,7 @@ func (x *addrIndex) remove(addr uint64) {
 	if !ok || x.at(p)[slotOf(addr)] == 0 {
 		return
 	}
-	x.at(p)[slotOf(addr)] = 0
+	x.atw(p)[slotOf(addr)] = 0
 	x.n--
 	if x.pageLive[p]--; x.pageLive[p] == 0 {
 		x.freePage(key, p)
@@ -237,14 +248,26 @@ func (x *addrIndex) freePage(key uint64, p uint32) {
 	}
 }
 
+// clone returns a copy of x that shares its runs of pages until either
+// writes to one (see heapTable.clone).
 func (x *addrIndex) clone() addrIndex {
+	x.share()
 	c := *x
-	c.pages = make([][]indexPage, len(x.pages))
-	for i, run := range x.pages {
-		c.pages[i] = slices.Clone(run)
-	}
+	c.pages, c.shared = slices.Clone(x.pages), slices.Clone(x.shared)
 	c.pageLive, c.freePages = slices.Clone(x.pageLive), slices.Clone(x.freePages)
 	c.chunks, c.freeChunks = slices.Clone(x.chunks), slices.Clone(x.freeChunks)
 	c.dir, c.odd = maps.Clone(x.dir), maps.Clone(x.odd)
 	return c
+}
+
+// share marks every run of pages shared, writing x only if one is not yet
+// (see heapTable.share).
+func (x *addrIndex) share() {
+	if len(x.shared) == len(x.pages) && !slices.Contains(x.shared, false) {
+		return
+	}
+	x.shared = make([]bool, len(x.pages))
+	for i := range x.shared {
+		x.shared[i] = true
+	}
 }

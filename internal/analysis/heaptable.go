@@ -31,6 +31,7 @@ type heapTable struct {
 	// liveBlock.next) and is given out again first, so that the arena's
 	// hot part stays small.
 	arena    [][]liveBlock
+	shared   []bool // by chunk: the chunk may be another table's too (see clone)
 	refs     uint32 // refs given out so far
 	freeRefs uint32
 	replaced block // the block the latest put replaced
@@ -101,7 +102,7 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 		}
 	}
 	ref := t.newRef()
-	lb := t.at(ref)
+	lb := t.atw(ref)
 	lb.size, lb.born, lb.bornClock, lb.reallocs = b.size, b.born, b.bornClock, b.reallocs
 	lb.site, lb.thread, lb.api = b.site, b.thread, b.api
 	lb.addr, lb.live, lb.indexed = addr, true, false
@@ -136,20 +137,20 @@ func (t *heapTable) enter(blk uint32) {
 
 // addToIndex puts the live block of ref into the address index.
 func (t *heapTable) addToIndex(ref uint32) {
-	lb := t.at(ref)
+	lb := t.atw(ref)
 	lb.indexed = true
 	if old, had := t.index.put(lb.addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
-		t.at(old).indexed = false
+		t.atw(old).indexed = false
 		t.dropRef(old)
 	}
 }
 
 // unlink takes the live block of ref out of the table.
 func (t *heapTable) unlink(ref uint32) {
-	lb := t.at(ref)
+	lb := t.atw(ref)
 	if lb.indexed {
 		t.index.remove(lb.addr)
 		lb.indexed = false
@@ -160,9 +161,23 @@ func (t *heapTable) unlink(ref uint32) {
 // chunkBits sets the size of the arena's chunks: 4,096 blocks.
 const chunkBits = 12
 
-// at returns the block of ref.
+// at returns the block of ref, to read.
 func (t *heapTable) at(ref uint32) *liveBlock {
 	return &t.arena[ref>>chunkBits][ref&(1<<chunkBits-1)]
+}
+
+// atw returns the block of ref, to change: its chunk is t's own.
+func (t *heapTable) atw(ref uint32) *liveBlock {
+	t.own(int(ref >> chunkBits))
+	return &t.arena[ref>>chunkBits][ref&(1<<chunkBits-1)]
+}
+
+// own makes chunk i of the arena t's own, copying it if it may be shared.
+func (t *heapTable) own(i int) {
+	if i < len(t.shared) && t.shared[i] {
+		t.arena[i] = slices.Clone(t.arena[i])
+		t.shared[i] = false
+	}
 }
 
 func (t *heapTable) newRef() uint32 {
@@ -178,8 +193,21 @@ func (t *heapTable) newRef() uint32 {
 	return t.refs - 1
 }
 
+// share marks every chunk of the arena shared, writing t only if one is
+// not yet: the tables of checkpoints are cloned by several goroutines at
+// once.
+func (t *heapTable) share() {
+	if len(t.shared) == len(t.arena) && !slices.Contains(t.shared, false) {
+		return
+	}
+	t.shared = make([]bool, len(t.arena))
+	for i := range t.shared {
+		t.shared[i] = true
+	}
+}
+
 func (t *heapTable) dropRef(ref uint32) {
-	lb := t.at(ref)
+	lb := t.atw(ref)
 	lb.live, lb.next = false, t.freeRefs
 	t.freeRefs = ref + 1
 }
@@ -280,7 +308,9 @@ func (t *heapTable) each(f func(addr uint64, b block)) {
 
 // update calls f on every live block, which it may change.
 func (t *heapTable) update(f func(*block)) {
-	for _, chunk := range t.arena {
+	for c := range t.arena {
+		t.own(c)
+		chunk := t.arena[c]
 		for i := range chunk {
 			if lb := &chunk[i]; lb.live {
 				f(&lb.block)
@@ -292,12 +322,15 @@ func (t *heapTable) update(f func(*block)) {
 // clone returns a copy of t, with every block in the address index: a
 // fork child names its blocks by address (the handles of its events are
 // its own).
+//
+// The copy shares the chunks of the arena and of the index with t until
+// either writes to one (copy on write): a window of python3 replayed from
+// a checkpoint changes a few of the chunks of its million live blocks,
+// and copying them all cost more than the replay.
 func (t *heapTable) clone() heapTable {
+	t.share()
 	c := *t
-	c.arena = make([][]liveBlock, len(t.arena))
-	for i, chunk := range t.arena {
-		c.arena[i] = slices.Clone(chunk)
-	}
+	c.arena, c.shared = slices.Clone(t.arena), slices.Clone(t.shared)
 	c.index = t.index.clone()
 	c.handles = slices.Clone(t.handles)
 	c.enter(0)
@@ -305,6 +338,10 @@ func (t *heapTable) clone() heapTable {
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
 	c.seen = t.seen.clone()
+	// The copy may be a checkpoint's, which clones of its own must not
+	// write to (enter wrote some chunks of its own).
+	c.share()
+	c.index.share()
 	return c
 }
 

@@ -133,3 +133,68 @@ func (t *heapTable) len() int {
 	t.each(func(uint64, block) { n++ })
 	return n
 }
+
+// TestHeapTableClones checks that a clone and its original, which share
+// their chunks until one writes (copy on write), go their own ways: random
+// allocations and frees on each, and on a clone of a clone, each checked
+// against its own map.
+func TestHeapTableClones(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	type table struct {
+		h    heapTable
+		want map[uint64]uint64 // size by address
+	}
+	step := func(tb *table, i int) {
+		addr := uint64(r.Intn(20000)+1) * 16
+		if r.Intn(2) == 0 {
+			tb.h.free(addr, 0, 1, 0)
+			delete(tb.want, addr)
+			return
+		}
+		tb.h.put(addr, 0, 1, &block{size: uint64(i)})
+		tb.want[addr] = uint64(i)
+	}
+	check := func(name string, tb *table) {
+		t.Helper()
+		n := 0
+		tb.h.each(func(addr uint64, b block) {
+			n++
+			if size, ok := tb.want[addr]; !ok || size != b.size {
+				t.Fatalf("%s: block at %#x of size %d, want %d (live %v)", name, addr, b.size, size, ok)
+			}
+		})
+		if n != len(tb.want) {
+			t.Fatalf("%s: %d live blocks, want %d", name, n, len(tb.want))
+		}
+		for addr, size := range tb.want {
+			if ref, ok := tb.h.index.find(addr); !ok || tb.h.at(ref).size != size {
+				t.Fatalf("%s: %#x not found by address", name, addr)
+			}
+		}
+	}
+	orig := &table{want: map[uint64]uint64{}}
+	for i := range 30000 {
+		step(orig, i)
+	}
+	clone := func(tb *table) *table {
+		c := &table{h: tb.h.clone(), want: make(map[uint64]uint64, len(tb.want))}
+		for a, s := range tb.want {
+			c.want[a] = s
+		}
+		return c
+	}
+	a := clone(orig)
+	for i := range 20000 {
+		step(orig, 100000+i)
+		step(a, 200000+i)
+	}
+	b := clone(a)
+	for i := range 20000 {
+		step(a, 300000+i)
+		step(b, 400000+i)
+		step(orig, 500000+i)
+	}
+	check("original", orig)
+	check("clone", a)
+	check("clone of the clone", b)
+}
