@@ -17,30 +17,35 @@ import (
 // it can go on from it (AnalyzeFrom) instead of replaying the trace from
 // its start. A window late in a long run is then as quick as an early one.
 type Checkpoint struct {
-	at trace.Position
-	a  *analyzer // never changed: AnalyzeFrom goes on from a copy
+	at     trace.Position
+	a      *analyzer // never changed: AnalyzeFrom goes on from a copy
+	blocks uint64    // live in a
 }
 
 // Checkpoints replays the trace r, with no window, and returns a
 // checkpoint every so many events, at the start of a block, while the
-// live blocks of all of them together stay under maxBlocks. It makes none
-// after damage, or once a process has ended: a window of a process that
-// ended needs its replay, which its end drops.
+// live blocks of all of them together stay under maxBlocks: when the next
+// would go over, every other one goes, and the spacing doubles, so that
+// they stay spread over the whole trace. It makes none after damage, or
+// once a process has ended: a window of a process that ended needs its
+// replay, which its end drops.
 func Checkpoints(r *trace.Reader, every uint64, maxBlocks uint64) ([]*Checkpoint, error) {
 	a := newAnalyzer(Options{From: math.MaxUint64})
 	var cps []*Checkpoint
-	var events, held uint64
+	var events uint64
 	for {
 		batch, rec, err := r.NextBatch()
 		if at, ok := r.BlockStart(); ok && events >= every && a.resumable() {
 			// The live blocks a checkpoint holds are what it costs,
 			// at about 100 bytes each.
 			blocks := a.liveBlocks()
-			if held+blocks > maxBlocks {
-				return cps, nil
+			for len(cps) > 0 && heldBlocks(cps)+blocks > maxBlocks {
+				cps, every = thin(cps), 2*every
 			}
-			cps = append(cps, &Checkpoint{at: at, a: a.clone()})
-			held, events = held+blocks, 0
+			if blocks <= maxBlocks {
+				cps = append(cps, &Checkpoint{at: at, a: a.clone(), blocks: blocks})
+			}
+			events = 0
 		}
 		switch {
 		case len(batch) > 0:
@@ -54,6 +59,25 @@ func Checkpoints(r *trace.Reader, every uint64, maxBlocks uint64) ([]*Checkpoint
 			return cps, nil
 		}
 	}
+}
+
+// heldBlocks returns how many live blocks the checkpoints hold.
+func heldBlocks(cps []*Checkpoint) uint64 {
+	var n uint64
+	for _, cp := range cps {
+		n += cp.blocks
+	}
+	return n
+}
+
+// thin returns every other checkpoint of cps: the second, the fourth...
+func thin(cps []*Checkpoint) []*Checkpoint {
+	kept := cps[:0]
+	for i := 1; i < len(cps); i += 2 {
+		kept = append(kept, cps[i])
+	}
+	clear(cps[len(kept):])
+	return kept
 }
 
 // liveBlocks returns how many blocks are live in all the processes of a.

@@ -90,3 +90,38 @@ func TestCheckpoints(t *testing.T) {
 		t.Error("the window of the file, from its last checkpoint, differs from the one from the start")
 	}
 }
+
+// TestCheckpointsThinned checks that checkpoints over the bound on live
+// blocks stay spread over the whole trace: every other one goes, rather
+// than the latest ones never being made.
+func TestCheckpointsThinned(t *testing.T) {
+	data := writeEvents(t, busyHeap(20000), 4<<10)
+	checkpoints := func(maxBlocks uint64) []*analysis.Checkpoint {
+		r, err := trace.NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cps, err := analysis.Checkpoints(r, 1000, maxBlocks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cps
+	}
+	all := checkpoints(1 << 30)
+	few := checkpoints(8000)
+	if len(all) < 10 || len(few) < 2 || len(few) >= len(all)/2 {
+		t.Fatalf("%d checkpoints unbounded, %d within 8,000 live blocks; want at least 10, and from 2 to half as many", len(all), len(few))
+	}
+	made := map[int64]bool{}
+	for _, cp := range all {
+		made[cp.Position().Offset] = true
+	}
+	for _, cp := range few {
+		if !made[cp.Position().Offset] {
+			t.Errorf("checkpoint at %d is not one of those made unbounded", cp.Position().Offset)
+		}
+	}
+	if last, end := few[len(few)-1].Position().Offset, all[len(all)-1].Position().Offset; last < end*2/3 {
+		t.Errorf("the last checkpoint within the bound is at %d, the last unbounded at %d: not spread over the trace", last, end)
+	}
+}
