@@ -27,6 +27,7 @@ type exportFormat struct {
 func exportFormats() []exportFormat {
 	return []exportFormat{
 		{"pprof", "a gzipped pprof profile (go tool pprof, Pyroscope, Parca)", []string{"at"}, writePProf},
+		{"massif", "valgrind massif's massif.out (ms_print, massif-visualizer)", nil, writeMassif},
 	}
 }
 
@@ -204,3 +205,5 @@ func (x *exportJob) momentAt(at time.Duration) (*analysis.Process, error) {
 	}
 	return nil, fmt.Errorf("process %d is not in the analysis at %v", x.proc.PID, at)
 }
+
+func writeMassif(x *exportJob, w io.Writer) error { return export.Massif(w, x.proc) }
