@@ -27,6 +27,7 @@ type exportFormat struct {
 func exportFormats() []exportFormat {
 	return []exportFormat{
 		{"pprof", "a gzipped pprof profile (go tool pprof, Pyroscope, Parca)", []string{"at"}, writePProf},
+		{"collapsed", "collapsed stacks (flamegraph.pl, speedscope), by -cost", []string{"cost"}, writeCollapsed},
 		{"massif", "valgrind massif's massif.out (ms_print, massif-visualizer)", nil, writeMassif},
 	}
 }
@@ -37,6 +38,7 @@ type exportJob struct {
 	trace string
 	pid   uint64
 	at    string // pprof: exit, peak or a time
+	cost  string // collapsed
 	model *analysis.Model
 	proc  *analysis.Process
 	log   io.Writer
@@ -49,6 +51,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	out := fs.String("o", "", "write to `file` (- for stdout)")
 	pid := fs.Uint64("pid", 0, "export process `pid` (default: the trace's first process)")
 	at := fs.String("at", "exit", "pprof: count as in use the blocks live at exit, at the peak, or at a `time` after the start of the process (e.g. 1.5s, 200ms)")
+	cost := fs.String("cost", "peak", "collapsed: what to weigh stacks by: allocations, allocated, peak, leaked or temporary")
 	if err := parse(fs, args); err != nil {
 		return 2, err
 	}
@@ -56,9 +59,12 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	job := &exportJob{trace: fs.Arg(0), pid: *pid, at: *at, log: stderr}
+	job := &exportJob{trace: fs.Arg(0), pid: *pid, at: *at, cost: *cost, log: stderr}
 	if _, err := job.atTime(); err != nil {
 		return 2, err
+	}
+	if _, err := analysis.ParseCost(*cost); err != nil {
+		return 2, usageError{err.Error()}
 	}
 	if err := job.analyze(); err != nil {
 		return 1, err
@@ -207,3 +213,11 @@ func (x *exportJob) momentAt(at time.Duration) (*analysis.Process, error) {
 }
 
 func writeMassif(x *exportJob, w io.Writer) error { return export.Massif(w, x.proc) }
+
+func writeCollapsed(x *exportJob, w io.Writer) error {
+	cost, err := analysis.ParseCost(x.cost)
+	if err != nil {
+		return err
+	}
+	return export.Collapsed(w, x.proc, cost)
+}
