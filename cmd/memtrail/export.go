@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/export"
 	"github.com/memtrail/memtrail/internal/report"
+	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // exportFormat is a format memtrail export writes.
@@ -21,14 +23,19 @@ type exportFormat struct {
 	// flags are the options that go with the format, besides -format, -o
 	// and -pid.
 	flags []string
-	write func(x *exportJob, w io.Writer) error
+	// write writes the format to w; writeDir, of a format made of
+	// several files, writes them into the directory dir. It exports all
+	// the processes of the trace, or those with -pid's.
+	write    func(x *exportJob, w io.Writer) error
+	writeDir func(x *exportJob, dir string) error
 }
 
 func exportFormats() []exportFormat {
 	return []exportFormat{
-		{"pprof", "a gzipped pprof profile (go tool pprof, Pyroscope, Parca)", []string{"at"}, writePProf},
-		{"collapsed", "collapsed stacks (flamegraph.pl, speedscope), by -cost", []string{"cost"}, writeCollapsed},
-		{"massif", "valgrind massif's massif.out (ms_print, massif-visualizer)", nil, writeMassif},
+		{"pprof", "a gzipped pprof profile (go tool pprof, Pyroscope, Parca)", []string{"at"}, writePProf, nil},
+		{"collapsed", "collapsed stacks (flamegraph.pl, speedscope), by -cost", []string{"cost"}, writeCollapsed, nil},
+		{"massif", "valgrind massif's massif.out (ms_print, massif-visualizer)", nil, writeMassif, nil},
+		{"parquet", "Parquet tables events.parquet and stacks.parquet in the directory -o (DuckDB, Spark, Trino, ClickHouse)", nil, nil, writeParquet},
 	}
 }
 
@@ -49,7 +56,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		"memtrail export -format pprof -o heap.pb.gz prog.mtr && go tool pprof -top heap.pb.gz", stderr)
 	format := fs.String("format", "", "what to write: "+exportFormatList())
 	out := fs.String("o", "", "write to `file` (- for stdout)")
-	pid := fs.Uint64("pid", 0, "export process `pid` (default: the trace's first process)")
+	pid := fs.Uint64("pid", 0, "export process `pid` (default: the trace's first process; for parquet, all of them)")
 	at := fs.String("at", "exit", "pprof: count as in use the blocks live at exit, at the peak, or at a `time` after the start of the process (e.g. 1.5s, 200ms)")
 	cost := fs.String("cost", "peak", "collapsed: what to weigh stacks by: allocations, allocated, peak, leaked or temporary")
 	if err := parse(fs, args); err != nil {
@@ -66,10 +73,15 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if _, err := analysis.ParseCost(*cost); err != nil {
 		return 2, usageError{err.Error()}
 	}
-	if err := job.analyze(); err != nil {
+	if err := job.analyze(f.writeDir != nil); err != nil {
 		return 1, err
 	}
-	if err := writeOutput(*out, stdout, func(w io.Writer) error { return f.write(job, w) }); err != nil {
+	if f.writeDir != nil {
+		err = f.writeDir(job, *out)
+	} else {
+		err = writeOutput(*out, stdout, func(w io.Writer) error { return f.write(job, w) })
+	}
+	if err != nil {
 		return 1, err
 	}
 	return 0, nil
@@ -89,8 +101,13 @@ func checkExport(fs *flag.FlagSet, format, out string) (exportFormat, error) {
 		return exportFormat{}, usageError{fmt.Sprintf("unknown format %q (formats: %s)", format, exportFormatList())}
 	}
 	f := exportFormats()[i]
-	if out == "" {
+	switch {
+	case out == "" && f.writeDir != nil:
+		return f, usageError{"needs -o: the directory to write the tables into"}
+	case out == "":
 		return f, usageError{"needs -o: the file to write (- for stdout)"}
+	case out == "-" && f.writeDir != nil:
+		return f, usageError{fmt.Sprintf("-format %s writes files into a directory, not to stdout", f.name)}
 	}
 	var misplaced []string
 	fs.Visit(func(fl *flag.Flag) {
@@ -129,8 +146,8 @@ func (x *exportJob) atTime() (at time.Duration, err error) {
 }
 
 // analyze analyzes the trace (through its cache, as report does) and
-// picks the process to export.
-func (x *exportJob) analyze() error {
+// picks the process to export, unless the format exports them all.
+func (x *exportJob) analyze(all bool) error {
 	m, _, err := analysis.AnalyzeFile(x.trace, analysis.Options{})
 	if err != nil {
 		return err
@@ -139,7 +156,7 @@ func (x *exportJob) analyze() error {
 	if err != nil {
 		return err
 	}
-	if x.pid == 0 && len(m.Processes) > 1 {
+	if x.pid == 0 && len(m.Processes) > 1 && !all {
 		fmt.Fprintf(x.log, "memtrail: the trace has %d processes; exporting pid %d, the first (choose another with -pid)\n",
 			len(m.Processes), p.PID)
 	}
@@ -220,4 +237,32 @@ func writeCollapsed(x *exportJob, w io.Writer) error {
 		return err
 	}
 	return export.Collapsed(w, x.proc, cost)
+}
+
+// writeParquet writes the events and stacks tables into dir.
+func writeParquet(x *exportJob, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tf, err := os.Open(x.trace)
+	if err != nil {
+		return err
+	}
+	defer tf.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(tf, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %w", x.trace, err)
+	}
+	events, stacks := filepath.Join(dir, "events.parquet"), filepath.Join(dir, "stacks.parquet")
+	err = writeOutput(events, nil, func(ew io.Writer) error {
+		return writeOutput(stacks, nil, func(sw io.Writer) error {
+			_, err := export.Parquet(ew, sw, r, x.model, x.pid)
+			return err
+		})
+	})
+	if err != nil {
+		// Neither table is of any use without the other.
+		os.Remove(stacks)
+	}
+	return err
 }
