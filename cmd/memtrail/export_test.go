@@ -42,17 +42,7 @@ func TestExportBadInput(t *testing.T) {
 		{[]string{"export", "-format", "pprof", "-o", filepath.Join(dir, "no", "such", "dir", "x.pb.gz"), small}, 1, "no such file or directory"},
 	} {
 		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code, err := run(c.args, &stdout, &stderr)
-			if code != c.code {
-				t.Errorf("exit status %d, want %d (error: %v)", code, c.code, err)
-			}
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v, want one saying %q", err, c.want)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("error of several lines: %q", err)
-			}
+			checkBadInput(t, c.args, c.code, c.want)
 			if _, err := os.Stat(out); err == nil {
 				t.Errorf("%s was written", out)
 			}

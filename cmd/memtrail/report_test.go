@@ -96,19 +96,24 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"view", "-addr", "127.0.0.1:99999", small}, 1, "cannot serve on 127.0.0.1:99999"},
 		{[]string{"view"}, 2, "needs exactly one trace file"},
 	} {
-		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code, err := run(c.args, &stdout, &stderr)
-			if code != c.code {
-				t.Errorf("exit status %d, want %d (error: %v)", code, c.code, err)
-			}
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v, want one saying %q", err, c.want)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("error of several lines: %q", err)
-			}
-		})
+		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) { checkBadInput(t, c.args, c.code, c.want) })
+	}
+}
+
+// checkBadInput runs the command line args, a mistake: it must end with
+// the exit status code and an error of one line that says want.
+func checkBadInput(t *testing.T, args []string, code int, want string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	got, err := run(args, &stdout, &stderr)
+	if got != code {
+		t.Errorf("exit status %d, want %d (error: %v)", got, code, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one saying %q", err, want)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error of several lines: %q", err)
 	}
 }
 

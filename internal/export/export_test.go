@@ -1,6 +1,7 @@
 package export_test
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/record"
+	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // recording is the fixture testdata/heap.c recorded once for all the
@@ -86,4 +88,20 @@ func recordHeap(t *testing.T) (*recording, string) {
 		return nil, fmt.Sprintf("the recording of heap.c has %d processes, warnings: %q", len(m.Processes), m.Warnings)
 	}
 	return &recording{prog: prog, path: res.Path, model: m, proc: m.Processes[0]}, ""
+}
+
+// openTrace returns a Reader of the trace file at path, closed when the
+// test ends.
+func openTrace(t *testing.T, path string) *trace.Reader {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	r, err := trace.NewReader(bufio.NewReader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

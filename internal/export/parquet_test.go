@@ -23,15 +23,7 @@ import (
 // exportParquet exports the trace at path, with its model m, into dir.
 func exportParquet(t *testing.T, path string, m *analysis.Model, dir string) export.ParquetCounts {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReader(f))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTrace(t, path)
 	events, err := os.Create(filepath.Join(dir, "events.parquet"))
 	if err != nil {
 		t.Fatal(err)
@@ -188,15 +180,7 @@ func TestParquetStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReader(f))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTrace(t, path)
 
 	runtime.GC()
 	var before runtime.MemStats

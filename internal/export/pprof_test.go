@@ -73,15 +73,7 @@ func peakBlocks(p *analysis.Process) uint64 {
 // leak_some and build_table, and the process analyzed at that moment.
 func timeBeforeTable(t *testing.T, rec *recording) (time.Duration, *analysis.Process) {
 	t.Helper()
-	f, err := os.Open(rec.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTrace(t, rec.path)
 	var firstRow uint64
 	for firstRow == 0 {
 		rec, err := r.Next()
