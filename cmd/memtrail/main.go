@@ -2,9 +2,11 @@
 // where the memory went.
 //
 // Exit status: 0 on success; 1 when memtrail itself fails (bad input, an
-// unreadable trace, a failed recording); 2 for a usage error. `memtrail run`
-// exits with the recorded program's own status (128+N if a signal N killed
-// it), or 1 if the recording failed while the program succeeded.
+// unreadable trace, a failed recording); 2 for a usage error; 3 when
+// `memtrail check` (or `memtrail run -check`) finds a budget broken.
+// `memtrail run` exits with the recorded program's own status (128+N if a
+// signal N killed it), or 1 if the recording failed while the program
+// succeeded.
 //
 // With MEMTRAIL_CPUPROFILE set to a file name, memtrail writes a CPU
 // profile of its own work there (go tool pprof reads it): how
@@ -73,6 +75,7 @@ func commands() []command {
 		{"run", "run a program and record its heap into a trace", runCmd},
 		{"report", "report where the memory of a recorded program went", reportCmd},
 		{"view", "show a trace in the browser: timeline, flame graph, leaks, tables, objects, heap map", viewCmd},
+		{"check", "check a trace against memory budgets (peak, in use at exit, allocations), for CI", checkCmd},
 		{"export", "write a trace in the format of another tool: " + exportFormatList(), exportCmd},
 		{"demo", "record the bundled example (the mprof widget program) and report on it", demoCmd},
 		{"version", "print memtrail's version", versionCmd},

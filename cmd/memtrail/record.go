@@ -22,8 +22,17 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	ring := sizeFlag(fs, "ring-size", record.DefaultRingSize, "buffer between the program's first thread and memtrail, a power of two (e.g. 4MiB; other threads get a quarter): a bigger one absorbs longer bursts")
 	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size, how long the program waited for memtrail")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
+	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
+	bf := addBudgetFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return 2, err
+	}
+	if *checked != bf.any() {
+		return 2, usageError{"-check goes with at least one budget (-max-peak, -max-in-use-at-exit, -max-allocations), and budgets with -check"}
+	}
+	sups, err := bf.suppressions()
+	if err != nil {
+		return 1, err
 	}
 	if fs.NArg() == 0 {
 		return 2, usageError{"needs a program to run"}
@@ -54,6 +63,17 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			code = 1
 		}
 		return code, fmt.Errorf("the trace is incomplete: %w (what was written before is readable)", res.WriteErr)
+	}
+	if *checked {
+		// The verdict is the result: stdout. A program that failed
+		// keeps its own status.
+		checkCode, err := checkTrace(res.Path, bf.budgets(), sups, 0, 5, 8, false, stdout)
+		if err != nil {
+			return max(code, 1), err
+		}
+		if code == 0 {
+			code = checkCode
+		}
 	}
 	return code, nil
 }

@@ -156,7 +156,11 @@ func jsonSummaryOf(p *analysis.Process) jsonSummary {
 }
 
 func jsonSites(p *analysis.Process, order analysis.SiteOrder, n int) []jsonSite {
-	sites := p.TopSites(order, n)
+	return jsonSitesOf(p, p.TopSites(order, n))
+}
+
+// jsonSitesOf lists sites of p with their stacks.
+func jsonSitesOf(p *analysis.Process, sites []*analysis.Site) []jsonSite {
 	list := make([]jsonSite, 0, len(sites))
 	for _, s := range sites {
 		list = append(list, jsonSite{

@@ -1,0 +1,148 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/check"
+)
+
+// CheckText writes the verdicts of memtrail check: for each process, each
+// budget held or broken, with the call stacks that weigh most in a broken
+// one, and what the suppressions took out.
+func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Options) error {
+	t := &textReport{m: m, opts: opts}
+	t.warnings()
+	broken, budgets := 0, 0
+	for _, v := range verdicts {
+		for _, r := range v.Results {
+			budgets++
+			if r.Broken {
+				broken++
+			}
+		}
+	}
+	switch {
+	case broken == 0 && budgets == 1:
+		t.printf("memtrail check: the budget held\n")
+	case broken == 0:
+		t.printf("memtrail check: all %d budgets held\n", budgets)
+	default:
+		t.printf("memtrail check: %d of %s broken\n", broken, Plural(uint64(budgets), "budget"))
+	}
+	for _, v := range verdicts {
+		t.p = v.Process
+		t.printf("\n%s  (pid %d, %s)\n", commandLine(v.Process), v.Process.PID, Ending(v.Process.How, v.Process.Code))
+		for _, r := range v.Results {
+			t.checkResult(r, v)
+		}
+		if len(v.Used) > 0 {
+			t.printf("  suppressed: %s in %s\n", Size(v.Suppressed.Bytes), Plural(v.Suppressed.Blocks, "block"))
+			for _, u := range v.Used {
+				t.printf("    %s in %s  %s  (%s)\n", Size(u.Bytes), Plural(u.Blocks, "block"), u.Suppression.Name, u.Suppression.Source)
+			}
+		}
+	}
+	_, err := io.WriteString(w, t.b.String())
+	return err
+}
+
+func (t *textReport) checkResult(r check.Result, v check.Verdict) {
+	amount := func(n uint64) string {
+		if r.Kind.IsBytes() {
+			return Size(n)
+		}
+		return Count(n)
+	}
+	status, cmp := "ok  ", "<="
+	if r.Broken {
+		status, cmp = "FAIL", ">"
+	}
+	t.printf("  %s %-15s %s %s %s (-%s)\n", status, r.Kind, amount(r.Actual), cmp, amount(r.Limit), r.Kind.Flag())
+	if !r.Broken {
+		return
+	}
+	p := t.p
+	switch r.Kind {
+	case check.Peak:
+		t.printf("       reached %s after the start; the call stacks that held most of it then:\n", Duration(p.Summary.PeakTime-min(p.Summary.PeakTime, p.Start)))
+	case check.InUseAtExit:
+		t.printf("       the call stacks whose blocks were still allocated at exit:\n")
+	case check.Allocations:
+		t.printf("       the call stacks that allocated most often:\n")
+	}
+	for i, s := range r.Sites {
+		var what string
+		switch r.Kind {
+		case check.Peak:
+			what = fmt.Sprintf("%s in %s", Size(s.PeakBytes), Plural(s.PeakBlocks, "block"))
+		case check.InUseAtExit:
+			what = fmt.Sprintf("%s in %s", Size(s.InUseAtExitBytes), Plural(s.InUseAtExitBlocks, "block"))
+		case check.Allocations:
+			what = fmt.Sprintf("%s, %s", Plural(s.Allocations, "allocation"), Size(s.BytesAllocated))
+		}
+		t.printf("       #%d %s\n", i+1, what)
+		t.frames(s.Stack, p.SiteStack(s), "          ")
+	}
+}
+
+type jsonCheck struct {
+	Broken    bool               `json:"broken"`
+	Processes []jsonCheckProcess `json:"processes"`
+	Warnings  []string           `json:"warnings"`
+}
+
+type jsonCheckProcess struct {
+	PID        uint64            `json:"pid"`
+	Program    string            `json:"program"`
+	Budgets    []jsonCheckBudget `json:"budgets"`
+	Suppressed jsonSuppressed    `json:"suppressed"`
+}
+
+type jsonCheckBudget struct {
+	Budget string     `json:"budget"` // the flag's name: max-peak, ...
+	Limit  uint64     `json:"limit"`
+	Actual uint64     `json:"actual"`
+	Broken bool       `json:"broken"`
+	Sites  []jsonSite `json:"sites"` // the call stacks that weigh most in actual
+}
+
+type jsonSuppressed struct {
+	Bytes  uint64         `json:"bytes"`
+	Blocks uint64         `json:"blocks"`
+	By     []jsonSuppress `json:"by"`
+}
+
+type jsonSuppress struct {
+	Suppression string `json:"suppression"`
+	Source      string `json:"source"`
+	Bytes       uint64 `json:"bytes"`
+	Blocks      uint64 `json:"blocks"`
+}
+
+// CheckJSON writes the verdicts of memtrail check as JSON.
+func CheckJSON(w io.Writer, m *analysis.Model, verdicts []check.Verdict) error {
+	out := jsonCheck{Processes: []jsonCheckProcess{}, Warnings: m.Warnings}
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
+	for _, v := range verdicts {
+		jp := jsonCheckProcess{PID: v.Process.PID, Program: v.Process.Exe, Budgets: []jsonCheckBudget{},
+			Suppressed: jsonSuppressed{Bytes: v.Suppressed.Bytes, Blocks: v.Suppressed.Blocks, By: []jsonSuppress{}}}
+		for _, r := range v.Results {
+			out.Broken = out.Broken || r.Broken
+			jp.Budgets = append(jp.Budgets, jsonCheckBudget{Budget: r.Kind.Flag(), Limit: r.Limit, Actual: r.Actual,
+				Broken: r.Broken, Sites: jsonSitesOf(v.Process, r.Sites)})
+		}
+		for _, u := range v.Used {
+			jp.Suppressed.By = append(jp.Suppressed.By, jsonSuppress{Suppression: u.Suppression.Name,
+				Source: u.Suppression.Source, Bytes: u.Bytes, Blocks: u.Blocks})
+		}
+		out.Processes = append(out.Processes, jp)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
