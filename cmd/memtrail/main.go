@@ -76,6 +76,7 @@ func commands() []command {
 		{"report", "report where the memory of a recorded program went", reportCmd},
 		{"view", "show a trace in the browser: timeline, flame graph, leaks, tables, objects, heap map", viewCmd},
 		{"check", "check a trace against memory budgets (peak, in use at exit, allocations), for CI", checkCmd},
+		{"diff", "compare two traces: which call stacks grew or shrank, by peak, bytes, allocations and in use at exit", diffCmd},
 		{"export", "write a trace in the format of another tool: " + exportFormatList(), exportCmd},
 		{"demo", "record the bundled example (the mprof widget program) and report on it", demoCmd},
 		{"version", "print memtrail's version", versionCmd},

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"io"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/report"
+)
+
+func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("diff", "[options] old-trace new-trace", "memtrail diff before.mtr after.mtr", stderr)
+	asJSON := fs.Bool("json", false, "write the comparison as JSON")
+	oldPID := fs.Uint64("old-pid", 0, "compare process `pid` of the old trace (default: its program itself)")
+	newPID := fs.Uint64("new-pid", 0, "compare process `pid` of the new trace (default: its program itself)")
+	top := fs.Int("top", 5, "show the `n` call stacks that grew most and the n that shrank most, by each cost")
+	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
+	if err := parse(fs, args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() != 2 {
+		return 2, usageError{"needs two trace files: the old run's and the new run's"}
+	}
+	var procs [2]*analysis.Process
+	for i, pid := range []uint64{*oldPID, *newPID} {
+		m, err := analyzeCached(fs.Arg(i), analysis.Options{})
+		if err != nil {
+			return 1, err
+		}
+		if procs[i], err = report.Pick(m, pid); err != nil {
+			return 1, err
+		}
+	}
+	changes := analysis.Compare(procs[0], procs[1])
+	var err error
+	if *asJSON {
+		err = report.DiffJSON(stdout, procs[0], procs[1], changes)
+	} else {
+		err = report.DiffText(stdout, procs[0], procs[1], changes, report.Options{Top: *top, Frames: *frames})
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
