@@ -71,7 +71,7 @@ func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, 
 	if asJSON {
 		err = report.CheckJSON(stdout, m, verdicts)
 	} else {
-		err = report.CheckText(stdout, m, verdicts, report.Options{Frames: frames})
+		err = report.CheckText(stdout, m, verdicts, report.Options{Frames: frames, Color: colored(stdout)})
 	}
 	if err != nil {
 		return 1, err

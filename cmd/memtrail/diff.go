@@ -35,7 +35,7 @@ func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *asJSON {
 		err = report.DiffJSON(stdout, procs[0], procs[1], changes)
 	} else {
-		err = report.DiffText(stdout, procs[0], procs[1], changes, report.Options{Top: *top, Frames: *frames})
+		err = report.DiffText(stdout, procs[0], procs[1], changes, report.Options{Top: *top, Frames: *frames, Color: colored(stdout)})
 	}
 	if err != nil {
 		return 1, err

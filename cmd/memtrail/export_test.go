@@ -87,18 +87,8 @@ func TestExportFormats(t *testing.T) {
 // TestExportHelp checks that export --help shows the options and an
 // example, and ends well.
 func TestExportHelp(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	realStdout := os.Stdout
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Stdout = w
-	code, err := run([]string{"export", "--help"}, &stdout, &stderr)
-	os.Stdout = realStdout
-	w.Close()
-	var help bytes.Buffer
-	help.ReadFrom(r)
+	var help, stderr bytes.Buffer
+	code, err := run([]string{"export", "--help"}, &help, &stderr)
 	if code != 0 || !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("status %d, %v", code, err)
 	}

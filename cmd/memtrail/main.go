@@ -79,6 +79,7 @@ func commands() []command {
 		{"diff", "compare two traces: which call stacks grew or shrank, by peak, bytes, allocations and in use at exit", diffCmd},
 		{"export", "write a trace in the format of another tool: " + exportFormatList(), exportCmd},
 		{"demo", "record the bundled example (the mprof widget program) and report on it", demoCmd},
+		{"completion", "print a shell completion script: bash, zsh or fish", completionCmd},
 		{"version", "print memtrail's version", versionCmd},
 	}
 }
@@ -90,6 +91,7 @@ func (e usageError) Error() string { return e.msg }
 
 // run runs the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) (int, error) {
+	progress, helpOut = stderr, stdout
 	if len(args) == 0 {
 		usage(stderr)
 		return 2, nil
@@ -145,12 +147,16 @@ func newFlags(name, synopsis, example string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// helpOut is where --help writes: the stdout of run, for help is what
+// was asked for.
+var helpOut io.Writer = os.Stdout
+
 // parse parses a subcommand's flags, turning mistakes into usage errors.
 func parse(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(os.Stdout)
+		fs.SetOutput(helpOut)
 		fs.Usage()
 		return err
 	}
@@ -161,6 +167,13 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("version", "", "memtrail version", stderr)
+	if err := parse(fs, args); err != nil {
+		return 2, err
+	}
+	if fs.NArg() > 0 {
+		return 2, usageError{"takes no arguments"}
+	}
 	fmt.Fprintf(stdout, "memtrail %s\n", version)
 	return 0, nil
 }

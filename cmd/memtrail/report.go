@@ -60,7 +60,10 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{err.Error()}
 	}
 	opts.PID = *pid
-	analyze := analysis.AnalyzeTrace
+	analyze := func(path string, opts analysis.Options) (*analysis.Model, error) {
+		opts.Progress = progressBar(progress, path)
+		return analysis.AnalyzeTrace(path, opts)
+	}
 	if *cache {
 		analyze = analyzeCached
 	}
@@ -83,10 +86,18 @@ func viewNames() string {
 }
 
 // analyzeCached analyzes the trace at path through its cache.
+// The reading of a trace shows its progress on progress, if it is a
+// terminal.
 func analyzeCached(path string, opts analysis.Options) (*analysis.Model, error) {
+	if opts.Progress == nil {
+		opts.Progress = progressBar(progress, path)
+	}
 	m, _, err := analysis.AnalyzeFile(path, opts)
 	return m, err
 }
+
+// progress is where long work shows its progress: the stderr of run.
+var progress io.Writer
 
 // writeHTML writes the page of report -html.
 func writeHTML(trace string, pid uint64, path string) (int, error) {

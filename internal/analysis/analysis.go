@@ -63,6 +63,10 @@ type Options struct {
 	// blocks live at the end of the window, in about that many cells
 	// (Process.HeapMap).
 	HeapMap int
+	// Progress, if set, is called every so often while a trace file is
+	// read, with the bytes read so far and its size, and once at the end
+	// (AnalyzeFile, AnalyzeTrace).
+	Progress func(done, total int64)
 }
 
 // DefaultObjects is how many objects the object lists keep by default.

@@ -105,11 +105,14 @@ func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
 	if _, err := c.trace.Seek(0, io.SeekStart); err != nil {
 		return nil, false, err
 	}
-	r, err := trace.NewReader(bufio.NewReaderSize(c.trace, 1<<20))
+	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(c.trace, opts.Progress), 1<<20))
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", c.path, err)
 	}
 	m, err := Analyze(r, opts)
+	if opts.Progress != nil {
+		opts.Progress(1, 1) // done, whatever is left after the end record
+	}
 	if err != nil {
 		return nil, false, err
 	}

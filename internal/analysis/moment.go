@@ -29,7 +29,21 @@ func withTrace[T any](path string, read func(*trace.Reader) (T, error)) (T, erro
 // AnalyzeTrace reads the trace file at path and analyzes it, without the
 // cache (see AnalyzeFile).
 func AnalyzeTrace(path string, opts Options) (*Model, error) {
-	return withTrace(path, func(r *trace.Reader) (*Model, error) { return Analyze(r, opts) })
+	if opts.Progress == nil {
+		return withTrace(path, func(r *trace.Reader) (*Model, error) { return Analyze(r, opts) })
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(f, opts.Progress), 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := Analyze(r, opts)
+	opts.Progress(1, 1)
+	return m, err
 }
 
 // Moment is what a process did in a stretch of its run: its memory events

@@ -56,9 +56,9 @@ func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 		}
 		return Count(n)
 	}
-	status, cmp := "ok  ", "<="
+	status, cmp := t.opts.paint(green, "ok  "), "<="
 	if r.Broken {
-		status, cmp = "FAIL", ">"
+		status, cmp = t.opts.paint(red, "FAIL"), ">"
 	}
 	t.printf("  %s %-15s %s %s %s (-%s)\n", status, r.Kind, amount(r.Actual), cmp, amount(r.Limit), r.Kind.Flag())
 	if !r.Broken {

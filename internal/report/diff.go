@@ -78,7 +78,12 @@ func DiffText(w io.Writer, oldP, newP *analysis.Process, changes []analysis.Stac
 		}{{"grew", grew}, {"shrank", shrank}} {
 			for i, sc := range part.list {
 				o, n := dc.cost.Of(&sc.Old), dc.cost.Of(&sc.New)
-				t.printf("  %s #%d %s  (%s -> %s)\n", part.what, i+1, change(dc.cost, sc.Change(dc.cost)), amount(dc.cost, o), amount(dc.cost, n))
+				color := red // more memory is worse
+				if part.what == "shrank" {
+					color = green
+				}
+				t.printf("  %s #%d %s  (%s -> %s)\n", part.what, i+1, opts.paint(color, change(dc.cost, sc.Change(dc.cost))),
+					amount(dc.cost, o), amount(dc.cost, n))
 				t.frames(1, sc.Frames, "      ")
 			}
 		}

@@ -34,7 +34,23 @@ type Options struct {
 	Chain int
 	// Objects orders the object list.
 	Objects ObjectOrder
+	// Color marks what went well and badly with terminal colors (check
+	// and diff).
+	Color bool
 }
+
+// paint writes s in the terminal color code if the options want colors.
+func (o Options) paint(code, s string) string {
+	if !o.Color {
+		return s
+	}
+	return "\033[" + code + "m" + s + "\033[0m"
+}
+
+const (
+	red   = "31"
+	green = "32"
+)
 
 // ObjectOrder is an order of the object list.
 type ObjectOrder int
