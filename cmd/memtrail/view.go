@@ -10,8 +10,9 @@ import (
 )
 
 func viewCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("view", "[-addr host:port] trace", "memtrail view -addr 127.0.0.1:8080 prog.mtr", stderr)
+	fs := newFlags("view", "[-addr host:port] [-compare old-trace] trace", "memtrail view -addr 127.0.0.1:8080 prog.mtr", stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "serve the UI on `host:port` (port 0: a free one); the default keeps it to this machine")
+	compare := fs.String("compare", "", "also show what changed since the run of `old-trace` (as memtrail diff does)")
 	if err := parse(fs, args); err != nil {
 		return 2, err
 	}
@@ -23,6 +24,11 @@ func viewCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	srv, err := web.New(fs.Arg(0))
 	if err != nil {
 		return 1, err
+	}
+	if *compare != "" {
+		if err := srv.Compare(*compare); err != nil {
+			return 1, err
+		}
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

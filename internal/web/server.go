@@ -10,8 +10,11 @@
 //	GET /api/source?path=PATH  {"path", "lines"}: a source file of the trace
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
 //	                           (the first maxEvents), with their call stacks; and pid
-//	GET /api/status            {"frames", "checkpoints", "stretches", "ready"}: the
-//	                           server's background work (see warm and makeWindows)
+//	GET /api/status            {"frames", "checkpoints", "stretches", "ready", "compare"}:
+//	                           the server's background work (see warm and makeWindows),
+//	                           and the trace it compares with, if any
+//	GET /api/diff?pid=PID      memtrail diff -json of the trace compared with (see
+//	                           Compare) and this one's process pid
 //
 // Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
 package web
@@ -48,6 +51,11 @@ type Server struct {
 	// only files /api/source reads. They are known once warmed is closed.
 	sources map[string]bool
 	warmed  chan struct{}
+	// base is the analysis of an older run to compare with, if any, and
+	// baseSources the source files its stacks name (see Compare).
+	base        *analysis.Model
+	basePath    string
+	baseSources map[string]bool
 
 	mu sync.Mutex
 	// windows makes the analyses of windows quick once made (see
@@ -178,6 +186,19 @@ func (s *Server) makeWindows(m *analysis.Model) {
 // first view that needs them finds them ready, and notes their files;
 // then it makes the answers to the requests likely to come next.
 func (s *Server) warm(m *analysis.Model) {
+	s.sources = sourceFiles(m)
+	close(s.warmed)
+	// Then the views people open first after the timeline: the flame
+	// graph both ways, the callers and the leaks.
+	for _, q := range []url.Values{{"view": {"top-down"}}, {"view": {"summary"}, "top": {"50"}},
+		{"view": {"bottom-up"}}, {"view": {"callers"}}} {
+		s.viewAnswer(q)
+	}
+}
+
+// sourceFiles returns the source files the stacks of m name, having
+// looked up the frames of every one.
+func sourceFiles(m *analysis.Model) map[string]bool {
 	files := make(map[string]bool)
 	for _, p := range m.Processes {
 		for i := range p.Sites {
@@ -188,14 +209,68 @@ func (s *Server) warm(m *analysis.Model) {
 			}
 		}
 	}
-	s.sources = files
-	close(s.warmed)
-	// Then the views people open first after the timeline: the flame
-	// graph both ways, the callers and the leaks.
-	for _, q := range []url.Values{{"view": {"top-down"}}, {"view": {"summary"}, "top": {"50"}},
-		{"view": {"bottom-up"}}, {"view": {"callers"}}} {
-		s.viewAnswer(q)
+	return files
+}
+
+// Compare makes the server compare its trace with the trace at path, of
+// an older run (memtrail view -compare): /api/diff answers, and the UI
+// shows the comparison. It is called before the server serves.
+func (s *Server) Compare(path string) error {
+	m, _, err := analysis.AnalyzeFile(path, analysis.Options{})
+	if err != nil {
+		return err
 	}
+	if len(m.Processes) == 0 {
+		return fmt.Errorf("%s holds no process", path)
+	}
+	s.base, s.basePath, s.baseSources = m, path, sourceFiles(m)
+	return nil
+}
+
+// diff answers /api/diff: the comparison of the base trace's program with
+// process pid of this one (default: its program).
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	if s.base == nil {
+		fail(w, http.StatusNotFound, errors.New("this server compares no traces: start it with memtrail view -compare OLD-TRACE TRACE"))
+		return
+	}
+	pid, _, err := param(r.URL.Query(), "pid", "a process id")
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return
+	}
+	key := "diff?" + r.URL.Query().Encode()
+	s.mu.Lock()
+	b, ok := s.answers.get(key)
+	s.mu.Unlock()
+	if !ok {
+		m, err := s.model(analysis.Options{})
+		if err != nil {
+			fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		newP, err := report.Pick(m, pid)
+		if err != nil {
+			fail(w, http.StatusBadRequest, err)
+			return
+		}
+		oldP, err := report.Pick(s.base, 0)
+		if err != nil {
+			fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		var out bytes.Buffer
+		if err := report.DiffJSON(&out, oldP, newP, analysis.Compare(oldP, newP)); err != nil {
+			fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		b = out.Bytes()
+		s.mu.Lock()
+		s.answers.put(key, b)
+		s.mu.Unlock()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
 }
 
 // model returns the analysis of the trace with opts, made or kept.
@@ -243,6 +318,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/source", s.source)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/status", s.status)
+	mux.HandleFunc("GET /api/diff", s.diff)
 	return secured(mux)
 }
 
@@ -351,11 +427,13 @@ func param(q url.Values, name, what string) (uint64, bool, error) {
 // together from.
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	var st struct {
-		Frames      bool `json:"frames"`
-		Checkpoints int  `json:"checkpoints"`
-		Stretches   int  `json:"stretches"`
-		Ready       bool `json:"ready"`
+		Frames      bool   `json:"frames"`
+		Checkpoints int    `json:"checkpoints"`
+		Stretches   int    `json:"stretches"`
+		Ready       bool   `json:"ready"`
+		Compare     string `json:"compare"` // the trace compared with, if any
 	}
+	st.Compare = s.basePath
 	select {
 	case <-s.warmed:
 		st.Frames = true
@@ -426,7 +504,7 @@ const maxSource = 16 << 20
 func (s *Server) source(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Query().Get("path")
 	<-s.warmed
-	if !s.sources[path] {
+	if !s.sources[path] && !s.baseSources[path] {
 		fail(w, http.StatusForbidden, fmt.Errorf("%q is not a source file of this trace", path))
 		return
 	}

@@ -697,3 +697,77 @@ func TestStatus(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestChanges serves the widget program compared with the boxes program
+// (memtrail view -compare): /api/diff's totals are the differences of the
+// two summaries, and the Changes tab lists the stacks that grew and
+// shrank; a click on one shows its stack, whose source opens, though it
+// is a file of the older trace only.
+func TestChanges(t *testing.T) {
+	newTrace, oldTrace := widgetTrace(t), boxesTrace(t)
+	s, err := web.New(newTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compare(oldTrace); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+
+	resp, err := http.Get(ts.URL + "/api/diff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Totals []struct {
+			Cost     string
+			Old, New uint64
+			Change   int64
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&d)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldP, newP := model(t, oldTrace), model(t, newTrace)
+	want := map[string][2]uint64{
+		"peak":      {oldP.Summary.PeakBytes, newP.Summary.PeakBytes},
+		"allocated": {oldP.Summary.BytesAllocated, newP.Summary.BytesAllocated},
+		"leaked":    {oldP.Summary.InUseAtExitBytes, newP.Summary.InUseAtExitBytes},
+	}
+	for _, tot := range d.Totals {
+		if w, ok := want[tot.Cost]; ok && (tot.Old != w[0] || tot.New != w[1] || tot.Change != int64(w[1])-int64(w[0])) {
+			t.Errorf("total %s: %d -> %d (%+d), want %d -> %d", tot.Cost, tot.Old, tot.New, tot.Change, w[0], w[1])
+		}
+	}
+
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	waitFor(t, ctx, "the Changes tab", `!document.querySelector('button[data-tab="diff"]').hidden`)
+	tab(t, ctx, "diff")
+	hasText(t, ctx, "the base", "#diff-base", "since "+oldTrace)
+	hasText(t, ctx, "the totals", "#diff-totals", "in use at exit")
+	// The widgets' leak grew from nothing; the boxes' stacks shrank to it.
+	waitFor(t, ctx, "the stacks", `document.querySelectorAll("#diff-table tbody tr").length > 1`)
+	hasText(t, ctx, "the stacks", "#diff-table", "make_widget")
+	if n := eval[int](t, ctx, `document.querySelectorAll("#diff-table .grew").length`); n == 0 {
+		t.Error("no stack grew")
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll("#diff-table .shrank").length`); n == 0 {
+		t.Error("no stack shrank")
+	}
+	do(t, ctx, "picking the in-use-at-exit measure", chromedp.SetValue(chromedp.CSS("#diff-cost"), "leaked"))
+	eval[bool](t, ctx, `document.querySelector("#diff-cost").dispatchEvent(new Event("change"))`)
+	hasText(t, ctx, "the first stack by in use at exit", "#diff-table tbody tr", "make_widget")
+	shot(t, ctx, "changes")
+	// A stack of the older program only: its source is a file of that
+	// trace, which the server serves too.
+	do(t, ctx, "filtering for the boxes", chromedp.SendKeys(chromedp.CSS("#diff-filter"), "Box"))
+	waitFor(t, ctx, "a box stack", `Array.from(document.querySelectorAll("#diff-table tbody tr")).some((tr) => !tr.hidden)`)
+	eval[bool](t, ctx, `(Array.from(document.querySelectorAll("#diff-table tbody tr")).find((tr) => !tr.hidden).click(), true)`)
+	waitFor(t, ctx, "its stack", `document.querySelector("#diff-detail .frame-link") !== null`)
+	eval[bool](t, ctx, `(document.querySelector("#diff-detail .frame-link").click(), true)`)
+	hasText(t, ctx, "the source panel", ".source-lines", "Box")
+}

@@ -540,6 +540,7 @@ const TABS = {
   tables: () => loadTable(),
   objects: () => loadObjects(),
   heap: () => { hm.time = state.to; hm.pinned = null; loadHeap(true); },
+  diff: () => loadDiff(),
 };
 const loadedKey = {};
 
@@ -2597,6 +2598,7 @@ function setup() {
   setupFlameEvents();
   setupTableEvents();
   setupHeapEvents();
+  setupDiffEvents();
 
   let resizeTimer = 0;
   window.addEventListener('resize', () => {
@@ -2633,6 +2635,99 @@ function setup() {
     }
   });
   showTab(state.tab);
+  showDiffTab();
+}
+
+// ---------------------------------------------------------------------------
+// Changes: the comparison with an older run (memtrail view -compare)
+
+const DIFF_COSTS = { peak: 'peak heap', allocated: 'bytes allocated', allocations: 'allocations', leaked: 'in use at exit' };
+
+function fmtChange(cost, d) {
+  if (d === 0) return '0';
+  return (d > 0 ? '+' : '−') + fmtCost(cost, Math.abs(d));
+}
+
+function changeCell(cost, d) {
+  return el('span', { class: d > 0 ? 'grew' : d < 0 ? 'shrank' : 'muted', text: fmtChange(cost, d) });
+}
+
+// showDiffTab shows the Changes tab if the server compares two traces.
+async function showDiffTab() {
+  if (STATIC) return;
+  try {
+    const st = await api('/api/status');
+    if (st.compare) {
+      $('.tabs button[data-tab="diff"]').hidden = false;
+      $('#diff-base').textContent = 'since ' + st.compare;
+      if (state.tab === 'diff') ensureTab('diff');
+    }
+  } catch (e) { /* no comparison */ }
+}
+
+async function loadDiff() {
+  const tok = nextToken('diff');
+  const cost = $('#diff-cost').value;
+  setStatus('diff-status', 'loading', 'Loading…');
+  try {
+    let u = '/api/diff';
+    if (state.pid !== null) u += '?pid=' + encodeURIComponent(state.pid);
+    const d = await api(u);
+    if (!isCurrent('diff', tok)) return;
+    setStatus('diff-status', '', '');
+    const totals = clear($('#diff-totals'));
+    totals.appendChild(el('tr', {}, el('th', { text: '' }), el('th', { class: 'num', text: 'old' }), el('th', { class: 'num', text: 'new' }), el('th', { class: 'num', text: 'change' })));
+    for (const t of d.totals || []) {
+      totals.appendChild(el('tr', { class: t.cost === cost ? 'selected' : '' },
+        el('td', { text: DIFF_COSTS[t.cost] || t.cost }), el('td', { class: 'num', text: fmtCost(t.cost, t.old) }),
+        el('td', { class: 'num', text: fmtCost(t.cost, t.new) }), el('td', { class: 'num' }, changeCell(t.cost, t.change))));
+    }
+    const of = (r) => (r.changes || []).find((c) => c.cost === cost) || { old: 0, new: 0, change: 0 };
+    const rows = (d.stacks || []).filter((s) => of(s).change !== 0).map((s) => ({ data: s }));
+    rows.sort((a, b) => Math.abs(of(b.data).change) - Math.abs(of(a.data).change));
+    const table = new DataTable($('#diff-table'), {
+      columns: [
+        { label: 'function', cell: (r) => fnCell((r.data.stack || [])[0] || {}) },
+        { label: 'where', cell: (r) => locCell((r.data.stack || [])[0]) },
+        { label: 'old', num: true, value: (r) => of(r.data).old, cell: (r) => fmtCost(cost, of(r.data).old) },
+        { label: 'new', num: true, value: (r) => of(r.data).new, cell: (r) => fmtCost(cost, of(r.data).new) },
+        { label: 'change', num: true, value: (r) => of(r.data).change, cell: (r) => changeCell(cost, of(r.data).change) },
+      ],
+      rows,
+      onRow: (row, tr) => selectDiffStack(row, tr),
+    });
+    table.onVisibility = (shown, total) => {
+      $('#diff-info').textContent = total === 0 ? 'no call stack changed by this measure' : shown === total ? plural(total, 'call stack') : fmtCount(shown) + ' of ' + plural(total, 'call stack');
+    };
+    table.setFilter($('#diff-filter').value);
+    diffTable = table;
+  } catch (e) {
+    if (!isCurrent('diff', tok)) return;
+    diffTable = null;
+    clear($('#diff-table'));
+    setStatus('diff-status', 'error', errorMessage(e));
+  }
+}
+
+let diffTable = null;
+
+function selectDiffStack(row, tr) {
+  for (const t of $$('#diff-table tr.selected')) t.classList.remove('selected');
+  tr.classList.add('selected');
+  const box = clear($('#diff-detail'));
+  box.appendChild(el('h3', { text: frameName((row.data.stack || [])[0] || {}) }));
+  const list = el('ul', { class: 'story' });
+  for (const c of row.data.changes || []) {
+    list.appendChild(el('li', {}, DIFF_COSTS[c.cost] + ': ' + fmtCost(c.cost, c.old) + ' → ' + fmtCost(c.cost, c.new) + ' (', changeCell(c.cost, c.change), ')'));
+  }
+  box.appendChild(list);
+  box.appendChild(el('div', { class: 'stack-label', text: 'call stack' }));
+  box.appendChild(stackList(row.data.stack));
+}
+
+function setupDiffEvents() {
+  $('#diff-cost').addEventListener('change', () => { loadedKey.diff = null; ensureTab('diff'); });
+  $('#diff-filter').addEventListener('input', () => { if (diffTable) diffTable.setFilter($('#diff-filter').value); });
 }
 
 if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', setup);
