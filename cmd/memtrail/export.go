@@ -148,7 +148,7 @@ func (x *exportJob) atTime() (at time.Duration, err error) {
 // analyze analyzes the trace (through its cache, as report does) and
 // picks the process to export, unless the format exports them all.
 func (x *exportJob) analyze(all bool) error {
-	m, _, err := analysis.AnalyzeFile(x.trace, analysis.Options{})
+	m, err := analyzeCached(x.trace, analysis.Options{})
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (x *exportJob) momentAt(at time.Duration) (*analysis.Process, error) {
 		return nil, fmt.Errorf("-at %s is after the end of process %d, which ran %s",
 			x.at, x.proc.PID, report.Duration(x.proc.RunTime()))
 	}
-	m, _, err := analysis.AnalyzeFile(x.trace, analysis.Options{From: uint64(at), To: uint64(at), Stacks: x.model})
+	m, err := analyzeCached(x.trace, analysis.Options{From: uint64(at), To: uint64(at), Stacks: x.model})
 	if err != nil {
 		return nil, err
 	}
