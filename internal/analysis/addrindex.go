@@ -262,12 +262,4 @@ func (x *addrIndex) clone() addrIndex {
 
 // share marks every run of pages shared, writing x only if one is not yet
 // (see heapTable.share).
-func (x *addrIndex) share() {
-	if len(x.shared) == len(x.pages) && !slices.Contains(x.shared, false) {
-		return
-	}
-	x.shared = make([]bool, len(x.pages))
-	for i := range x.shared {
-		x.shared[i] = true
-	}
-}
+func (x *addrIndex) share() { shareAll(&x.shared, len(x.pages)) }

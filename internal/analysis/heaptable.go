@@ -196,14 +196,19 @@ func (t *heapTable) newRef() uint32 {
 // share marks every chunk of the arena shared, writing t only if one is
 // not yet: the tables of checkpoints are cloned by several goroutines at
 // once.
-func (t *heapTable) share() {
-	if len(t.shared) == len(t.arena) && !slices.Contains(t.shared, false) {
+func (t *heapTable) share() { shareAll(&t.shared, len(t.arena)) }
+
+// shareAll makes *shared say that all n chunks are shared, writing it only
+// if it does not say so yet.
+func shareAll(shared *[]bool, n int) {
+	if len(*shared) == n && !slices.Contains(*shared, false) {
 		return
 	}
-	t.shared = make([]bool, len(t.arena))
-	for i := range t.shared {
-		t.shared[i] = true
+	all := make([]bool, n)
+	for i := range all {
+		all[i] = true
 	}
+	*shared = all
 }
 
 func (t *heapTable) dropRef(ref uint32) {
