@@ -27,7 +27,8 @@ type blockDecoder struct {
 	runAt, runLen   uint64 // where that record is, and its count
 	why             string // why the event being decoded is damaged
 	prevStack       uint64
-	prevRaw         uint64      // the latest address of the raw stream
+	prevRaw         uint64 // the latest address of the raw stream
+	stackUse        stackUsePredictor
 	coded           recordState // for StackNode and Symbol records
 
 	// unit is Info.TimeUnit: that of the latest Info of the block or,
@@ -217,6 +218,7 @@ func (r *blockDecoder) control() error {
 		switch k {
 		case KindContext:
 			r.process, r.thread = d.uv(), d.uv()
+			r.stackUse.context(r.process, r.thread)
 		case KindTime:
 			r.time += d.uv()
 			r.eventTime = r.time * r.unit
@@ -349,7 +351,7 @@ func (r *blockDecoder) decodeChunk(b *batch, events []Event) bool {
 	saved, prevStack, prevRaw := r.cols.positions(), r.prevStack, r.prevRaw
 	refCodes, addrCodes, raws := len(b.refCodes), len(b.addrCodes), len(b.raws)
 	refs, addrs, ok := r.chunkOps(events)
-	if ok && r.chunkStacks(events) && r.chunkSizes(events) && r.chunkAddrValues(b, refs, addrs) {
+	if ok && r.chunkStacks(events) && r.chunkSizes(events) && r.chunkAddrValues(b, refs, addrs) && r.chunkStackUse(events) {
 		return true
 	}
 	r.cols.setPositions(saved)
@@ -431,6 +433,37 @@ func shortStacks(events []Event, p, tails []byte, i, j int, prev uint64) (int, i
 		events[k].Stack = prev
 	}
 	return len(events), i, j, prev
+}
+
+// chunkStackUse decodes the stack in use of events, whose stacks are
+// decoded. It reads the codes first, and changes the predictor only once
+// they all read: decodeChunk cannot take that change back.
+func (r *blockDecoder) chunkStackUse(events []Event) bool {
+	if !r.cols.hasStackUse() {
+		for k := range events {
+			events[k].StackInUse = 0
+		}
+		return true
+	}
+	p, tails, i, j := r.cols.columnAt(streamStackUse)
+	for k := 0; k < len(events); k++ {
+		v, ni, nj, ok := shortVarint(p, tails, i, j)
+		if !ok {
+			if v, ni, nj, ok = longVarint(p, tails, i, j); !ok {
+				return false
+			}
+		}
+		i, j = ni, nj
+		events[k].StackInUse = v // the code, for now
+	}
+	r.cols.setColumnAt(streamStackUse, i, j)
+	pr := &r.stackUse
+	for k := range events {
+		e := &events[k]
+		e.StackInUse = stackUseOf(e.StackInUse, pr.predict(e.Process, e.Stack))
+		pr.update(e.Process, e.Stack, e.StackInUse)
+	}
+	return true
 }
 
 // chunkSizes decodes the sizes of events.
@@ -631,6 +664,16 @@ func (r *blockDecoder) event(e *Event) bool {
 	}
 	r.prevStack += unzigzag(stack)
 	e.Stack = r.prevStack
+	e.StackInUse = 0
+	if c.hasStackUse() {
+		code := c.value(streamStackUse)
+		if c.bad {
+			r.why = c.overrun()
+			return false
+		}
+		e.StackInUse = stackUseOf(code, r.stackUse.predict(e.Process, e.Stack))
+		r.stackUse.update(e.Process, e.Stack, e.StackInUse)
+	}
 	return true
 }
 

@@ -548,7 +548,7 @@ func TestCraftedStreamTables(t *testing.T) {
 		payload []byte
 		reason  string
 	}{
-		{"too many streams", 0, []byte{13}, "stream table holds 13 streams, more than 12"},
+		{"too many streams", 0, []byte{15}, "stream table holds 15 streams, more than 14"},
 		{"stored longer than raw", 3, []byte{1, 3, 4, 0, 1, 2, 3, 4}, "stored length 4 exceeds raw length 3"},
 		{"raw stream shorter than raw", 3, []byte{1, 3, 2, 0, 1, 2}, "raw stream with stored length 2 and raw length 3"},
 		{"unknown encoding", 2, []byte{1, 2, 2, 2, 1, 2}, "records stream: unknown encoding 2"},

@@ -362,13 +362,13 @@ func TestNotTrace(t *testing.T) {
 }
 
 func TestUnknownVersion(t *testing.T) {
-	data := []byte("memtrail\x02\x00\x00\x00\x00\x00\x00\x00")
+	data := []byte("memtrail\x03\x00\x00\x00\x00\x00\x00\x00")
 	_, err := trace.NewReader(bytes.NewReader(data))
 	var v *trace.VersionError
-	if !errors.As(err, &v) || v.Version != 2 {
-		t.Fatalf("NewReader = %v, want a VersionError for version 2", err)
+	if !errors.As(err, &v) || v.Version != 3 {
+		t.Fatalf("NewReader = %v, want a VersionError for version 3", err)
 	}
-	if want := "unsupported trace version 2 (this memtrail reads version 1)"; err.Error() != want {
+	if want := "unsupported trace version 3 (this memtrail reads versions 1 to 2)"; err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
 	}
 }

@@ -21,7 +21,7 @@ type VersionError struct {
 }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("unsupported trace version %d (this memtrail reads version %d)", e.Version, Version)
+	return fmt.Sprintf("unsupported trace version %d (this memtrail reads versions %d to %d)", e.Version, minVersion, Version)
 }
 
 // DamageError reports a damaged or truncated part of a trace. It is not

@@ -14,9 +14,9 @@ import "fmt"
 // positions are then past values not read yet, until sync moves them
 // back.
 type eventStreams struct {
-	c     [numStreams]column         // c[streamRecords] is not used here
-	bad   bool                       // a read ran past the end of a stream or over 64 bits
-	ahead [tailStreams]decodedValues // of column streamSize + i
+	c     [numStreams]column        // c[streamRecords] is not used here
+	bad   bool                      // a read ran past the end of a stream or over 64 bits
+	ahead [numColumns]decodedValues // of column columnStream(i)
 }
 
 // decodedValues are values of a varint column decoded ahead: vals[next:n]
@@ -43,7 +43,7 @@ func (s *eventStreams) value(k int) uint64 {
 }
 
 // decoded returns the values of the varint column k decoded ahead.
-func (s *eventStreams) decoded(k int) *decodedValues { return &s.ahead[k-streamSize] }
+func (s *eventStreams) decoded(k int) *decodedValues { return &s.ahead[columnIndex(k)] }
 
 // take reads the next value decoded ahead, if there is one.
 func (a *decodedValues) take() (uint64, bool) {
@@ -59,8 +59,8 @@ func (a *decodedValues) take() (uint64, bool) {
 // or a read past the end of a stream, is left to uv, as is the damage it
 // may find.
 func (s *eventStreams) decodeAhead(k int) uint64 {
-	a := &s.ahead[k-streamSize]
-	c, tails := &s.c[k], &s.c[k+tailStreams]
+	a := &s.ahead[columnIndex(k)]
+	c, tails := &s.c[k], &s.c[tailOf(k)]
 	a.from, a.tailsFrom = c.i, tails.i
 	n, i, j := decodeShort(&a.vals, c.p, tails.p, c.i, tails.i)
 	c.i, tails.i = i, j
@@ -104,7 +104,7 @@ func (s *eventStreams) sync() {
 	for k := range s.ahead {
 		a := &s.ahead[k]
 		if a.next < a.n {
-			c, tails := &s.c[streamSize+k], &s.c[streamSize+k+tailStreams]
+			c, tails := &s.c[columnStream(k)], &s.c[tailOf(columnStream(k))]
 			i, j := a.from, a.tailsFrom
 			for range a.next {
 				if c.p[i] >= 0x80 {
@@ -138,11 +138,11 @@ func (s *eventStreams) setPositions(at [numStreams]int) {
 // of its tails, for a loop over the column to keep in registers (see
 // shortVarint), and setColumnAt stores the positions back.
 func (s *eventStreams) columnAt(k int) (p, tails []byte, i, j int) {
-	return s.c[k].p, s.c[k+tailStreams].p, s.c[k].i, s.c[k+tailStreams].i
+	return s.c[k].p, s.c[tailOf(k)].p, s.c[k].i, s.c[tailOf(k)].i
 }
 
 func (s *eventStreams) setColumnAt(k int, i, j int) {
-	s.c[k].i, s.c[k+tailStreams].i = i, j
+	s.c[k].i, s.c[tailOf(k)].i = i, j
 }
 
 // shortVarint reads the value of a varint column at p[i], and its tail
@@ -216,7 +216,7 @@ func (s *eventStreams) uv(k int) uint64 {
 // failure leaves the position of the stream at fault past its end, for
 // overrun to find.
 func (s *eventStreams) uvLong(k int) uint64 {
-	c, tails := &s.c[k], &s.c[k+tailStreams]
+	c, tails := &s.c[k], &s.c[tailOf(k)]
 	if c.i >= len(c.p) {
 		c.i, s.bad = len(c.p)+1, true
 		return 0
@@ -259,7 +259,14 @@ func (s *eventStreams) skipEvent() {
 		}
 	}
 	s.uv(streamStack)
+	if s.hasStackUse() {
+		s.uv(streamStackUse)
+	}
 }
+
+// hasStackUse reports whether the block's events have a stack-use value:
+// its stack-use column is not empty (it is in blocks of version 1).
+func (s *eventStreams) hasStackUse() bool { return len(s.c[streamStackUse].p) > 0 }
 
 // overrun says which stream a failed read ran past the end of.
 func (s *eventStreams) overrun() string {

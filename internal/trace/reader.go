@@ -57,7 +57,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if string(header[:len(Magic)]) != Magic {
 		return nil, ErrNotTrace
 	}
-	if v := binary.LittleEndian.Uint16(header[8:]); v != Version {
+	if v := binary.LittleEndian.Uint16(header[8:]); v < minVersion || v > Version {
 		return nil, &VersionError{Version: v}
 	}
 	return newReader(&source{r: r, offset: fileHeaderSize}, Position{Unit: 1}), nil
@@ -267,6 +267,8 @@ func (r *blockDecoder) other(k Kind) Record {
 		rec.Thread = &Thread{Process: d.uv(), Index: d.uv(), TID: d.uv(), Time: d.uv()}
 	case KindThreadEnd:
 		rec.ThreadEnd = &ThreadEnd{Process: d.uv(), Index: d.uv(), Time: d.uv()}
+	case KindThreadStack:
+		rec.ThreadStack = &ThreadStack{Process: d.uv(), Index: d.uv(), Time: d.uv(), HighWater: d.uv(), Size: d.uv()}
 	case KindObject:
 		rec.Object = &Object{ID: d.uv(), Path: d.str(), BuildID: d.bytesCopy()}
 	case KindModule:

@@ -14,8 +14,13 @@ import (
 // Magic is the first eight bytes of every trace file.
 const Magic = "memtrail"
 
-// Version is the format version this package writes and reads.
-const Version = 1
+// Version is the format version this package writes. It reads it and
+// every version from minVersion: version 1 is version 2 without the stack
+// in use (the stack-use column and the ThreadStack record).
+const Version = 2
+
+// minVersion is the oldest format version this package reads.
+const minVersion = 1
 
 // fileHeaderSize is the size of the fixed file header: magic, version u16,
 // flags u16, reserved u32.
@@ -59,13 +64,78 @@ const (
 	streamStack          // per event: zigzag stack delta
 	streamRawAddr        // per address the codes escape to: zigzag delta from the previous one
 
-	// The tails of column k are in stream k + tailStreams.
+	// The tails of column k, from streamSize to streamRawAddr, are in
+	// stream k + tailStreams.
 	tailStreams = streamRawAddr - streamSize + 1
-	numStreams  = streamRawAddr + tailStreams + 1
+
+	// Version 2 adds a column after the tails of the others, and its
+	// tails after it, so that a block of version 1 is one of version 2
+	// whose stack-use column is empty.
+	streamStackUse      = streamRawAddr + tailStreams + 1 // per event: its stack-use code (see stackUseCode)
+	streamStackUseTails = streamStackUse + 1
+	numStreams          = streamStackUseTails + 1
+
+	// numColumns is the number of varint columns.
+	numColumns = tailStreams + 1
 )
 
 var streamNames = [numStreams]string{"records", "ops", "size", "addr", "ref", "stack", "raw",
-	"size tails", "addr tails", "ref tails", "stack tails", "raw tails"}
+	"size tails", "addr tails", "ref tails", "stack tails", "raw tails", "stack use", "stack use tails"}
+
+// tailOf returns the tails stream of the varint column k.
+func tailOf(k int) int {
+	if k == streamStackUse {
+		return streamStackUseTails
+	}
+	return k + tailStreams
+}
+
+// columnIndex numbers the varint columns from 0: streamSize to
+// streamRawAddr, then streamStackUse.
+func columnIndex(k int) int {
+	if k == streamStackUse {
+		return numColumns - 1
+	}
+	return k - streamSize
+}
+
+// columnStream is the stream of the varint column numbered i.
+func columnStream(i int) int {
+	if i == numColumns-1 {
+		return streamStackUse
+	}
+	return streamSize + i
+}
+
+// MaxStackInUse bounds Event.StackInUse: no stack is as big (addresses
+// have at most 57 bits), and the bound keeps every stack-use code within
+// 64 bits.
+const MaxStackInUse = 1<<56 - 1
+
+// stackUseCode codes the stack in use of an event against its prediction
+// (see stackUsePredictor): the difference, which is most often 0 or a
+// multiple of 16, the stack's alignment at a call. A multiple of 16 is
+// coded as its zigzagged sixteenth shifted left by one; any other
+// difference as itself zigzagged, shifted left by one, with the low bit
+// set. Both values are at most MaxStackInUse.
+func stackUseCode(use, predicted uint64) uint64 {
+	d := int64(use - predicted)
+	if d%16 == 0 {
+		return zigzag(d/16) << 1
+	}
+	return zigzag(d)<<1 | 1
+}
+
+// stackUseOf decodes a stack-use code against the prediction. (Codes the
+// Writer makes give values up to MaxStackInUse; a reader takes any other
+// code's value modulo 2^64.)
+func stackUseOf(code, predicted uint64) uint64 {
+	d := unzigzag(code >> 1)
+	if code&1 == 0 {
+		d *= 16
+	}
+	return predicted + d
+}
 
 // maxStreamTable is the most a stream table adds to the streams it holds:
 // a count and numStreams stream headers, every varint at its longest.
@@ -123,6 +193,7 @@ const (
 	KindLost         Kind = 0x14 // events of a process are known to be missing
 	KindFork         Kind = 0x15 // a process forked: the child starts with a copy of its heap
 	KindTime         Kind = 0x16 // following events are later by this many time units
+	KindThreadStack  Kind = 0x17 // a thread's deepest stack use (version 2)
 	KindEnd          Kind = 0x1f // the trace was completed; last record of the file
 
 	KindFirstSkippable Kind = 0x40
@@ -153,6 +224,7 @@ var kindNames = map[Kind]string{
 	KindString: "string", KindSymbol: "symbol", KindObjectStatus: "object-status",
 	KindContext: "context", KindAlloc: "alloc", KindFree: "free", KindRealloc: "realloc",
 	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end", KindType: "type",
+	KindThreadStack: "thread-stack",
 }
 
 func (k Kind) String() string {
@@ -393,6 +465,20 @@ type ThreadEnd struct {
 	Time    uint64
 }
 
+// ThreadStack is the high-water mark of a thread's stack: the most bytes
+// of it ever in use, from its base (its highest address) down to the
+// deepest byte the thread wrote, which may have been between two of its
+// events. The agent finds it by painting the stack (see README.md) as the
+// thread ends or its process exits; a thread without one has only the
+// stack in use at its events.
+type ThreadStack struct {
+	Process   uint64
+	Index     uint64 // the thread
+	Time      uint64 // ns since time zero, when it was measured
+	HighWater uint64 // bytes
+	Size      uint64 // bytes the stack may grow to; 0 if not known
+}
+
 // Module is an object mapped into a process at Base (the load bias: a
 // runtime address minus Base is the object's link-time virtual address).
 type Module struct {
@@ -507,6 +593,12 @@ type Event struct {
 	OldAddr   uint64
 	Size      uint64
 	Stack     uint64 // StackNode ID of its process; 0 if no stack was taken
+	// StackInUse is how many bytes of its thread's stack were in use at
+	// the allocator call: the stack's base minus the caller's stack
+	// pointer. 0 if it was not measured (a trace of version 1, or a
+	// thread running on another stack). A free of API APILost that the
+	// Writer adds has the value of its thread's event before it.
+	StackInUse uint64
 }
 
 // Lost says that Count events of a process are known to be missing.
@@ -558,5 +650,6 @@ type Record struct {
 	Type         *Type
 	Lost         *Lost
 	Fork         *Fork
+	ThreadStack  *ThreadStack
 	End          *End
 }

@@ -20,10 +20,10 @@ const DefaultBlockSize = 4 << 20
 
 // maxEventSize is the most bytes an event adds to the streams of a block:
 // the Events record that ends the run before it, a Context record, a Time
-// record, its op, and seven varints at their longest (size, address code
-// and depth, reference code, stack, two raw addresses).
+// record, its op, and eight varints at their longest (size, address code
+// and depth, reference code, stack, two raw addresses, stack use).
 const maxEventSize = (1 + binary.MaxVarintLen64) + (1 + 2*binary.MaxVarintLen64) + (1 + binary.MaxVarintLen64) +
-	1 + 7*binary.MaxVarintLen64
+	1 + 8*binary.MaxVarintLen64
 
 // blocksInFlight bounds how many finished blocks may wait to be compressed
 // and written while the caller encodes the next one.
@@ -65,6 +65,7 @@ type Writer struct {
 	ti                 uint32 // the index of thread in heap.threads, if haveThread
 	haveThread         bool
 	prevStack, prevRaw uint64
+	stackUse           stackUsePredictor
 	coded              recordState // for StackNode and Symbol records
 
 	floorTime  uint64 // wire time of the latest event; no event goes below it
@@ -125,6 +126,9 @@ func (w *Writer) EventAt(e *Event) error {
 	if e.API > apiMask {
 		return fmt.Errorf("writing event: api %d is out of range", e.API)
 	}
+	if e.StackInUse > MaxStackInUse {
+		return fmt.Errorf("writing event: stack in use %d is out of range", e.StackInUse)
+	}
 	w.appendEvent(e)
 	w.events++
 	if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
@@ -159,6 +163,7 @@ func (w *Writer) appendEvent(e *Event) {
 		}
 		w.haveContext, w.process, w.thread = true, e.Process, e.Thread
 		w.haveThread = false
+		w.stackUse.context(e.Process, e.Thread)
 	}
 	h := w.heap
 	if h == nil {
@@ -193,6 +198,8 @@ func (w *Writer) appendEvent(e *Event) {
 	}
 	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
 	w.prevStack = e.Stack
+	w.put(streamStackUse, stackUseCode(e.StackInUse, w.stackUse.predict(e.Process, e.Stack)))
+	w.stackUse.update(e.Process, e.Stack, e.StackInUse)
 	w.run++
 }
 
@@ -208,6 +215,7 @@ func (w *Writer) appendLostFree(h *heapState, addr uint64) {
 	w.appendRef(h, w.ti, addr)
 	w.put(streamStack, zigzag(-int64(w.prevStack)))
 	w.prevStack = 0
+	w.put(streamStackUse, 0) // what the thread's event before used: a free of no stack
 	w.run++
 	w.events++
 }
@@ -340,7 +348,7 @@ func (w *Writer) put(k int, v uint64) {
 
 func (w *Writer) putLong(k int, v uint64) {
 	w.s[k] = append(w.s[k], byte(v)|0x80)
-	w.s[k+tailStreams] = binary.AppendUvarint(w.s[k+tailStreams], v>>7)
+	w.s[tailOf(k)] = binary.AppendUvarint(w.s[tailOf(k)], v>>7)
 }
 
 // endRun ends the current run of events with an Events record.
@@ -375,6 +383,13 @@ func (w *Writer) ProcessEnd(p ProcessEnd) error {
 func (w *Writer) Thread(t Thread) error {
 	b := w.begin(KindThread)
 	b = appendUvarints(b, t.Process, t.Index, t.TID, t.Time)
+	return w.finish(b, t.Time)
+}
+
+// ThreadStack writes the high-water mark of a thread's stack.
+func (w *Writer) ThreadStack(t ThreadStack) error {
+	b := w.begin(KindThreadStack)
+	b = appendUvarints(b, t.Process, t.Index, t.Time, t.HighWater, t.Size)
 	return w.finish(b, t.Time)
 }
 
@@ -478,6 +493,8 @@ func (w *Writer) Write(r Record) error {
 		return writeValue(w.Thread, r.Kind, r.Thread)
 	case KindThreadEnd:
 		return writeValue(w.ThreadEnd, r.Kind, r.ThreadEnd)
+	case KindThreadStack:
+		return writeValue(w.ThreadStack, r.Kind, r.ThreadStack)
 	case KindObject:
 		return writeValue(w.Object, r.Kind, r.Object)
 	case KindModule:
@@ -671,6 +688,7 @@ func (w *Writer) endBlock() error {
 	w.heap, w.haveThread = nil, false
 	w.heaps.reset()
 	w.time, w.timeEnd, w.prevStack, w.prevRaw = 0, 0, 0, 0
+	w.stackUse.reset()
 	w.coded = recordState{}
 	return w.check()
 }

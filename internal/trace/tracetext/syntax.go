@@ -68,6 +68,9 @@ var syntaxes = []syntax{
 	{"realloc", trace.KindRealloc, "", eventFields(oldField, addrField, sizeField)},
 	{"lost", trace.KindLost, "Lost", []field{
 		req("process", "Process"), req("count", "Count"), opt("reason", "Reason")}},
+	{"thread-stack", trace.KindThreadStack, "ThreadStack", []field{
+		req("process", "Process"), req("index", "Index"), req("time", "Time"),
+		req("high-water", "HighWater"), opt("size", "Size")}},
 	{"fork", trace.KindFork, "Fork", []field{
 		req("process", "Process"), req("child", "Child"), opt("time", "Time")}},
 	{"end", trace.KindEnd, "End", []field{
@@ -81,7 +84,7 @@ func eventFields(middle ...field) []field {
 		req("process", "Process"), req("thread", "Thread"),
 		req("time", "Time"), req("api", "API")}
 	fields = append(fields, middle...)
-	return append(fields, req("stack", "Stack"))
+	return append(fields, req("stack", "Stack"), opt("stack-use", "StackInUse"))
 }
 
 var (

@@ -16,7 +16,8 @@
 //	symbol object=1 offset=0x1234 frames=1:2:10
 //	type object=1 size=16 name=node
 //	alloc process=1 thread=1 time=10 api=malloc addr=0x1000 size=16 stack=1
-//	free process=1 thread=1 time=20 api=free addr=0x1000 stack=1
+//	free process=1 thread=1 time=20 api=free addr=0x1000 stack=1 stack-use=320
+//	thread-stack process=1 index=1 time=25 high-water=4096 size=8388608
 //	process-end id=1 time=30 how=exited code=0
 //	end time=30 events=2
 //

@@ -1,0 +1,67 @@
+package trace
+
+// stackUsePredictor predicts the stack in use of each event of a block
+// from the events before it in the block, the same way in the Writer and
+// in the Reader (docs/format.md, Stack use):
+//
+//  1. An event with a call stack that an earlier event of its process had
+//     is predicted to use what that event used: the same chain of calls
+//     has the same frames. A direct-mapped table of stackUseSlots
+//     entries, indexed by the stack ID's low bits, remembers the latest
+//     event of each stack.
+//  2. Any other event is predicted to use what its thread's previous
+//     event of the block used (0 for the first).
+//
+// Its state starts afresh in every block.
+type stackUsePredictor struct {
+	prev    uint64 // what the current thread's previous event used
+	thread  threadKey
+	threads map[threadKey]uint64 // prev of the threads other than the current one
+	slots   [stackUseSlots]stackUseSlot
+}
+
+type threadKey struct{ process, thread uint64 }
+
+type stackUseSlot struct{ process, stack, use uint64 }
+
+// stackUseSlots is the size of the table of step 1: a power of two.
+const stackUseSlots = 4096
+
+func (p *stackUsePredictor) reset() {
+	p.prev, p.thread = 0, threadKey{}
+	clear(p.threads)
+	clear(p.slots[:])
+}
+
+// context makes the thread of the following events current.
+func (p *stackUsePredictor) context(process, thread uint64) {
+	k := threadKey{process, thread}
+	if k == p.thread {
+		return
+	}
+	if p.threads == nil {
+		p.threads = make(map[threadKey]uint64)
+	}
+	p.threads[p.thread] = p.prev
+	p.thread, p.prev = k, p.threads[k]
+}
+
+// predict returns the prediction of the stack in use of an event of the
+// current thread with the given stack.
+func (p *stackUsePredictor) predict(process, stack uint64) uint64 {
+	if stack != 0 {
+		if s := &p.slots[stack&(stackUseSlots-1)]; s.stack == stack && s.process == process {
+			return s.use
+		}
+	}
+	return p.prev
+}
+
+// update notes what an event of the current thread with the given stack
+// used.
+func (p *stackUsePredictor) update(process, stack, use uint64) {
+	p.prev = use
+	if stack != 0 {
+		p.slots[stack&(stackUseSlots-1)] = stackUseSlot{process, stack, use}
+	}
+}
