@@ -403,15 +403,19 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	kind := w[0] & 0xff
 	api := trace.API(w[0] >> apiShift & 0xff)
 	stack := w[0] >> stackShift & 0xffffffff
+	if kind < uint64(len(recordWords)) && len(w) < recordWords[kind] {
+		// Shorter than the agent writes it: the ring was damaged.
+		kind = recSkip
+	}
 	switch kind {
 	case recAlloc:
 		p.allocated(rec, w[3])
 		ev := rec.newEvent(trace.KindAlloc, api, w[2], p.stack(rec, stack))
-		ev.Addr, ev.Size = w[3], w[4]
+		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
 		rec.event(p, s, ev)
 	case recFree:
 		ev := rec.newEvent(trace.KindFree, api, w[2], p.stack(rec, stack))
-		ev.Addr = w[3]
+		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
 		rec.event(p, s, ev)
 	case recRealloc:
 		if !s.parked {
@@ -433,6 +437,9 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 			rec.write(rec.w.Thread(trace.Thread{Process: p.id, Index: idx, TID: tid, Time: rec.clock.ns(w[2])}))
 		}
 		s.thread = idx
+	case recStack:
+		rec.write(rec.w.ThreadStack(trace.ThreadStack{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2]),
+			HighWater: stackInUse(w[3]), Size: w[4]}))
 	case recThreadEnd:
 		rec.write(rec.w.ThreadEnd(trace.ThreadEnd{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2])}))
 	case recModule:
@@ -461,7 +468,7 @@ func (p *process) allocated(rec *Recorder, addr uint64) {
 		if !pr.split && w[4] == addr {
 			pr.split = true
 			ev := rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[3], p.stack(rec, w[0]>>stackShift&0xffffffff))
-			ev.Addr = w[4]
+			ev.Addr, ev.StackInUse = w[4], stackInUse(w[7])
 			rec.event(p, pr.slot, ev)
 		}
 	}
@@ -479,11 +486,26 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 	}
 	p.allocated(rec, w[5])
 	ev := rec.newEvent(trace.KindRealloc, api, w[3], p.stack(rec, stack))
-	ev.OldAddr, ev.Addr, ev.Size = w[4], w[5], w[6]
+	ev.OldAddr, ev.Addr, ev.Size, ev.StackInUse = w[4], w[5], w[6], stackInUse(w[7])
 	if split {
 		ev.Kind, ev.OldAddr = trace.KindAlloc, 0
 	}
 	rec.event(p, s, ev)
+}
+
+// recordWords is how many words the agent writes of each kind of record,
+// at least.
+var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
+	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5}
+
+// stackInUse returns the stack in use an agent's record says, or 0 (not
+// known) for a value no stack has: the trace holds at most
+// trace.MaxStackInUse.
+func stackInUse(v uint64) uint64 {
+	if v > trace.MaxStackInUse {
+		return 0
+	}
+	return v
 }
 
 // stack makes sure the trace holds node id and its ancestors, and returns

@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 2
+	protocolVersion = 3
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	maxHello        = 16384
@@ -27,6 +27,7 @@ const (
 	recExit      = 8
 	recThreadEnd = 9
 	recFork      = 10
+	recStack     = 11
 
 	stackShift = 24
 	apiShift   = 16

@@ -30,7 +30,10 @@ struct mt_thread {
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack */
 	uint64_t tid;
-	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack */
+	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
+	uintptr_t paint_lo, paint_hi; /* the part of it painted (stackuse.c) */
+	uint32_t stack_grows; /* the main thread's: its mapping grows down to stack_lo */
+	uint64_t stack_use;  /* bytes of stack in use at the event being recorded; 0 unknown */
 	uint64_t *ring;    /* ring data of its slot */
 	struct mt_slot *ctl;
 	uint64_t ring_mask; /* ring size in words - 1 */
@@ -154,6 +157,11 @@ extern uint32_t mt_modgen MT_HIDDEN;
 /* unwind.c */
 MT_HIDDEN void mt_capture_stack(struct mt_thread *t, uintptr_t *frame);
 MT_HIDDEN void mt_unwind_flush(void);
+
+/* stackuse.c: the stack in use, and each thread's high-water mark. */
+MT_HIDDEN void mt_stack_setup(struct mt_thread *t, int main_thread);
+MT_HIDDEN uint64_t mt_stack_high_water(struct mt_thread *t);
+MT_HIDDEN void mt_stack_record(struct mt_thread *t);
 
 /* stacks.c: the call-stack tree in shared memory. */
 MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);

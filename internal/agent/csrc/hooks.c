@@ -37,16 +37,16 @@ static inline int resolving(void) { return mt_real.free == NULL; }
 
 static inline void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
 {
-	uint64_t rec[5] = {MT_REC_ALLOC | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq(), mt_tsc(), (uintptr_t)p, n};
-	mt_emit(t, rec, 5);
+	uint64_t rec[6] = {MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
+			   mt_seq(), mt_tsc(), (uintptr_t)p, n, t->stack_use};
+	mt_emit(t, rec, 6);
 }
 
 static inline void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
 {
-	uint64_t rec[4] = {MT_REC_FREE | 4 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq(), mt_tsc(), (uintptr_t)p};
-	mt_emit(t, rec, 4);
+	uint64_t rec[5] = {MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
+			   mt_seq(), mt_tsc(), (uintptr_t)p, t->stack_use};
+	mt_emit(t, rec, 5);
 }
 
 /* An allocation hook: real is the call that allocates. */
@@ -125,9 +125,9 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		mt_emit(t, rec, 2);
 		return NULL;
 	}
-	uint64_t rec[7] = {MT_REC_REALLOC | 7 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   released, mt_seq(), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size};
-	mt_emit(t, rec, 7);
+	uint64_t rec[8] = {MT_REC_REALLOC | 8 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
+			   released, mt_seq(), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
+	mt_emit(t, rec, 8);
 	return p;
 }
 
@@ -277,6 +277,7 @@ static void *cxx_alloc(struct mt_thread **t, size_t size, size_t align, int noth
 {
 	resolved();
 	uint32_t stack_id = *t != NULL ? (*t)->stack_id : 0;
+	uint64_t stack_use = *t != NULL ? (*t)->stack_use : 0;
 	for (;;) {
 		void *p = align ? mt_real.memalign(align, size ? size : 1) : mt_real.malloc(size ? size : 1);
 		if (p != NULL)
@@ -296,7 +297,7 @@ static void *cxx_alloc(struct mt_thread **t, size_t size, size_t align, int noth
 			 * state: keep this event's stack. */
 			*t = mt_enter();
 			if (*t != NULL)
-				(*t)->stack_id = stack_id;
+				(*t)->stack_id = stack_id, (*t)->stack_use = stack_use;
 		}
 	}
 }

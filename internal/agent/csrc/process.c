@@ -48,8 +48,6 @@ static char hello_buf[MT_MAX_HELLO];
 #define MAX_SETUP 64
 static pid_t in_setup[MAX_SETUP];
 
-extern void *__libc_stack_end;
-
 void mt_warn(const char *msg) { (void)!write(2, msg, strlen(msg)); }
 
 static pid_t gettid_raw(void) { return (pid_t)syscall(SYS_gettid); }
@@ -310,28 +308,6 @@ static void after_fork_child(void)
 		setup_end(guard);
 }
 
-static void stack_bounds(struct mt_thread *t)
-{
-	t->stack_lo = 0;
-	t->stack_hi = 0;
-	if (t->tid == (uint64_t)getpid()) {
-		/* The main thread: its frames all lie below the initial stack
-		 * pointer, above which argv and the environment follow. */
-		t->stack_hi = (uintptr_t)__libc_stack_end + 256;
-		return;
-	}
-	pthread_attr_t a;
-	if (pthread_getattr_np(pthread_self(), &a) == 0) {
-		void *addr;
-		size_t size;
-		if (pthread_attr_getstack(&a, &addr, &size) == 0) {
-			t->stack_lo = (uintptr_t)addr;
-			t->stack_hi = (uintptr_t)addr + size;
-		}
-		pthread_attr_destroy(&a);
-	}
-}
-
 /* attach gives a thread a ring slot in the current process. */
 static int attach(struct mt_thread *t)
 {
@@ -365,7 +341,7 @@ static int attach(struct mt_thread *t)
 	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
 	t->ctl->tid = (uint32_t)t->tid;
 	t->internal = 1;
-	stack_bounds(t); /* pthread_getattr_np allocates */
+	mt_stack_setup(t, t->tid == (uint64_t)getpid()); /* pthread_getattr_np allocates */
 	t->internal = 0;
 	uint64_t rec[4] = {MT_REC_THREAD | 4 << 8, mt_seq(), mt_tsc(), t->tid};
 	mt_emit(t, rec, 4);
@@ -400,6 +376,7 @@ static struct mt_thread *thread_setup(void)
 static void release_thread(struct mt_thread *t)
 {
 	if (t->gen == mt_proc.gen && __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE) {
+		mt_stack_record(t);
 		uint64_t rec[3] = {MT_REC_THREAD_END | 3 << 8, mt_seq(), mt_tsc()};
 		mt_emit(t, rec, 3);
 		__atomic_store_n(&t->ctl->state, MT_SLOT_DONE, __ATOMIC_RELEASE);
@@ -557,6 +534,7 @@ static void on_exit_handler(int status, void *arg)
 	struct mt_thread *t = mt_enter();
 	if (t == NULL)
 		return;
+	mt_stack_record(t);
 	uint64_t rec[4] = {MT_REC_EXIT | 4 << 8, mt_seq(), mt_tsc(), (uint64_t)(uint32_t)status};
 	mt_emit(t, rec, 4);
 	mt_leave(t);

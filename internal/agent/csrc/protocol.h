@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 2
+#define MT_PROTOCOL_VERSION 3
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_MAX_HELLO 16384
@@ -39,10 +39,11 @@
  * low 8 bits and the record's length in words in the next 8 bits; the rest
  * depends on the kind:
  *
- *   ALLOC    w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr  w4 size
- *   FREE     w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr
+ *   ALLOC    w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr  w4 size  w5 stack in use
+ *   FREE     w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr  w4 stack in use
  *   REALLOC  w0: api<<16 | stack<<24   w1 seq of the release of the old block
  *            w2 seq of the new block   w3 tsc  w4 old addr  w5 new addr  w6 size
+ *            w7 stack in use
  *   SKIP     w1 seq  (a sequence number taken by an operation that failed)
  *   MODULE   w1 seq  w2 tsc  w3 module id  w4 base  w5 nsegments
  *            then 4 words per segment (vaddr, memsz, offset, flags),
@@ -55,9 +56,16 @@
  *   FORK     w1 seq  w2 tsc    (the process forked; the child's hello
  *            carries seq+1 as its fork token: the child's heap is the
  *            parent's as of this point)
+ *   STACK    w1 seq  w2 tsc  w3 high-water mark  w4 stack size   (the
+ *            thread's deepest stack use, in bytes from its base, found by
+ *            painting; sent as it ends or the process exits)
  *
  * A tsc word is the time-stamp counter, or mt_header.clock when
  * mt_header.coarse is set.
+ *
+ * The stack in use is the thread's stack base (the highest address of its
+ * stack) minus the stack pointer of the allocator's caller, in bytes; 0 if
+ * it is not known (the thread runs on another stack).
  *
  * The stack field is the id of the innermost node of the event's call stack
  * (0: none). Sequence numbers come from mt_header.seq: every operation
@@ -74,6 +82,7 @@
 #define MT_REC_EXIT 8
 #define MT_REC_THREAD_END 9
 #define MT_REC_FORK 10
+#define MT_REC_STACK 11
 
 #define MT_STACK_SHIFT 24
 #define MT_API_SHIFT 16

@@ -477,6 +477,8 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	int m = (int)t->depth - 1; /* the previous stack's frame to compare with */
 	int reuse = 0;
 	uintptr_t lo = sp, hi = t->stack_hi ? t->stack_hi : sp + (8u << 20);
+	/* The stack in use: from the base to the caller's stack pointer. */
+	t->stack_use = sp > t->stack_lo && sp <= t->stack_hi ? t->stack_hi - sp : 0;
 	while (n < max && pc != 0) {
 		while (m >= 0 && t->sp[m] < sp)
 			m--;
