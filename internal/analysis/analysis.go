@@ -170,7 +170,22 @@ type ThreadSummary struct {
 	PeakBytes        uint64 // the most bytes of its blocks live at one time
 	PeakTime         uint64 // ns since time zero
 	InUseAtExitBytes uint64
+	// StackPeakBytes is the most of the thread's stack in use, from its
+	// base down: the deepest its allocator calls were made from or, for a
+	// window that is the whole run, the high-water mark the agent found
+	// by painting its stack (trace.ThreadStack), which may have been
+	// reached between two of its events. StackPeakTime is when its
+	// deepest allocator call was made (a deeper high-water mark was
+	// reached at a time not known). StackSampledOnly says that the trace
+	// has no high-water mark of the thread, or the window is not the
+	// whole run: the deepest point between its events may be deeper.
+	StackPeakBytes   uint64
+	StackPeakTime    uint64
+	StackSampledOnly bool
 	liveBytes        uint64
+	// stackNow is the stack in use at the thread's latest event, 0 once
+	// it has ended; stackHighWater the highest of its ThreadStack records.
+	stackNow, stackHighWater uint64
 }
 
 // BinCount is the number of mprof bins: one per size up to 1024, and one
@@ -243,6 +258,19 @@ type Summary struct {
 	InUseAtExitBytes  uint64 // live at the end of the process
 	InUseAtExitBlocks uint64
 	Temporary         uint64 // allocations freed before any other allocation
+
+	// StackPeakBytes is the most stack in use at one time, summed over
+	// the threads live then (each thread's stack in use at its latest
+	// event), and StackPeakTime when it was first reached. PeakTotalBytes
+	// is the most heap and stack in use together, at PeakTotalTime.
+	// Stacks are sampled at heap events: these miss what a thread used
+	// between two of its events (see ThreadSummary.StackPeakBytes). Only
+	// the threads Options.Threads keeps count; Options.Filter, which
+	// picks heap blocks by call stack, leaves the stacks as they are.
+	StackPeakBytes uint64
+	StackPeakTime  uint64
+	PeakTotalBytes uint64
+	PeakTotalTime  uint64
 
 	// InvalidFrees counts frees and reallocs of addresses that were not
 	// live blocks; they are not in Frees.
@@ -442,6 +470,15 @@ func (a *analyzer) record(rec trace.Record) {
 	case trace.KindThread:
 		if th := rec.Thread; th.Index >= 1 && th.Index <= maxThreads {
 			a.process(th.Process).thread(th.Index).TID = th.TID
+		}
+	case trace.KindThreadEnd:
+		if th := rec.ThreadEnd; th.Index >= 1 && th.Index <= maxThreads {
+			a.process(th.Process).threadEnded(th.Index)
+		}
+	case trace.KindThreadStack:
+		if th := rec.ThreadStack; th.Index >= 1 && th.Index <= maxThreads {
+			ts := a.process(th.Process).thread(th.Index)
+			ts.stackHighWater = max(ts.stackHighWater, th.HighWater)
 		}
 	case trace.KindModule:
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object

@@ -305,6 +305,17 @@ func extraFacts(b *strings.Builder, p *analysis.Process, kind string) {
 			fmt.Fprintf(b, "thread %d tid=%d allocs=%d bytes=%d frees=%d peak=%d@%d exit=%d\n",
 				th.Index, th.TID, th.Allocations, th.BytesAllocated, th.Frees, th.PeakBytes, th.PeakTime, th.InUseAtExitBytes)
 		}
+	case "stack":
+		s := p.Summary
+		fmt.Fprintf(b, "stack peak=%d@%d total=%d@%d\n", s.StackPeakBytes, s.StackPeakTime, s.PeakTotalBytes, s.PeakTotalTime)
+		for _, th := range p.Threads {
+			fmt.Fprintf(b, "stack thread %d peak=%d@%d sampled-only=%v\n", th.Index, th.StackPeakBytes, th.StackPeakTime, th.StackSampledOnly)
+		}
+		for i, pt := range p.Timeline.Points {
+			if pt.StackBytes != 0 {
+				fmt.Fprintf(b, "stack point %d %d\n", p.Timeline.Time(i), pt.StackBytes)
+			}
+		}
 	case "bin":
 		for size, bin := range p.Bins {
 			if bin != (analysis.Bin{}) {

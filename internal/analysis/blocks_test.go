@@ -69,7 +69,8 @@ func busyHeap(n int) []trace.Event {
 	var events []trace.Event
 	for i := range n {
 		e := trace.Event{Process: 1, Thread: 1 + uint64(rng.IntN(3)), Time: uint64(10 * (i + 1)),
-			Stack: 1 + uint64(rng.IntN(8)), Size: 8 + uint64(rng.IntN(200)), API: trace.APIMalloc}
+			Stack: 1 + uint64(rng.IntN(8)), Size: 8 + uint64(rng.IntN(200)), API: trace.APIMalloc,
+			StackInUse: uint64(i*7919%8192) &^ 15} // 0 at times: not measured
 		take := func() uint64 {
 			k := rng.IntN(len(live))
 			a := live[k]

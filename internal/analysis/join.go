@@ -8,7 +8,9 @@ package analysis
 //   - totals add up: allocations, frees, bytes, temporary ones, invalid
 //     frees, lifetimes, by site, size, bin and thread;
 //   - the peak is the highest of the parts' peaks, the earliest if several
-//     are as high, and the sites' numbers at the peak are that part's;
+//     are as high, and the sites' numbers at the peak are that part's; so
+//     are the stack peaks and the peak of heap and stack together, of the
+//     process and of each thread;
 //   - what is live at the end is the last part's: in use at exit, what
 //     the sizes and bins keep, the live objects and the heap map;
 //   - the freed objects that lived longest are the longest-lived of all the
@@ -119,6 +121,25 @@ func joinPeaks(parts []*Model, p *Process, siteOf map[uint64]int) {
 	}
 	for i := range p.Threads {
 		p.Threads[i].PeakBytes, p.Threads[i].PeakTime = peaks[i].PeakBytes, peaks[i].PeakTime
+	}
+	sum := &p.Summary
+	for _, m := range parts {
+		q := &m.Processes[0].Summary
+		highest(&sum.StackPeakBytes, &sum.StackPeakTime, q.StackPeakBytes, q.StackPeakTime)
+		highest(&sum.PeakTotalBytes, &sum.PeakTotalTime, q.PeakTotalBytes, q.PeakTotalTime)
+		for i, th := range m.Processes[0].Threads {
+			if i < len(p.Threads) {
+				highest(&p.Threads[i].StackPeakBytes, &p.Threads[i].StackPeakTime, th.StackPeakBytes, th.StackPeakTime)
+			}
+		}
+	}
+}
+
+// highest makes bytes and at the peak of bytes and qBytes at qAt: the
+// higher, the earlier of equals.
+func highest(bytes, at *uint64, qBytes, qAt uint64) {
+	if qBytes > *bytes || qBytes == *bytes && qAt < *at {
+		*bytes, *at = qBytes, qAt
 	}
 }
 

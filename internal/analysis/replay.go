@@ -24,6 +24,9 @@ type replay struct {
 	passes     func(stack uint64) bool // Options.Filter on this process's stacks; nil: no filter
 	liveBytes  uint64                  // of the blocks that count (Options.Threads)
 	liveBlocks uint64
+	// stackBytes is the stack in use now: the sum of stackNow over the
+	// threads that count (Options.Threads).
+	stackBytes uint64
 
 	// windowOpen says that the window of Options has begun: totals count,
 	// and the peak moves.
@@ -122,9 +125,58 @@ func (rp *replay) events(events []trace.Event) {
 		rp.lastTime = max(rp.lastTime, e.Time)
 		// Most events come with the window open to the end.
 		if (!rp.windowOpen || rp.opts.To != 0) && !rp.inWindow(e) {
+			rp.stackSample(e)
 			continue
 		}
+		th := rp.stackSample(e)
 		rp.event(e)
+		if rp.windowOpen { // (events before it are replayed, not counted)
+			rp.stackPeaks(e, th)
+		}
+	}
+}
+
+// stackSample takes in the stack in use of event e: its thread's, and the
+// process's. It returns the thread's summary if e measured it (a free of
+// API APILost is not the program's call), else nil.
+func (rp *replay) stackSample(e *trace.Event) *ThreadSummary {
+	i := uint64(threadOf(e))
+	if e.StackInUse == 0 || i == 0 || e.API == trace.APILost || !rp.opts.countsThread(i) {
+		return nil
+	}
+	th := rp.thread(i)
+	rp.stackBytes += e.StackInUse - th.stackNow
+	th.stackNow = e.StackInUse
+	return th
+}
+
+// stackPeaks moves the stack peaks on after event e of the window, whose
+// stack in use th's sample was, if it had one.
+func (rp *replay) stackPeaks(e *trace.Event, th *ThreadSummary) {
+	sum := &rp.proc.Summary
+	if total := rp.liveBytes + rp.stackBytes; total > sum.PeakTotalBytes {
+		sum.PeakTotalBytes, sum.PeakTotalTime = total, e.Time
+	}
+	if th == nil {
+		return
+	}
+	if th.stackNow > th.StackPeakBytes {
+		th.StackPeakBytes, th.StackPeakTime = th.stackNow, e.Time
+	}
+	if rp.stackBytes > sum.StackPeakBytes {
+		sum.StackPeakBytes, sum.StackPeakTime = rp.stackBytes, e.Time
+	}
+	rp.timeline.stack(e.Time, rp.stackBytes)
+}
+
+// threadEnded takes the stack of thread i, which has ended, out of the
+// stack in use.
+func (rp *replay) threadEnded(i uint64) {
+	th := rp.thread(i)
+	rp.stackBytes -= th.stackNow
+	th.stackNow = 0
+	if rp.windowOpen && !rp.finished {
+		rp.timeline.stackNow = rp.stackBytes
 	}
 }
 
@@ -165,9 +217,13 @@ func (rp *replay) openWindow(at uint64) {
 	for i := range p.Threads {
 		th := &p.Threads[i]
 		th.PeakBytes, th.PeakTime = th.liveBytes, at
+		th.StackPeakBytes, th.StackPeakTime = th.stackNow, at
 	}
+	p.Summary.StackPeakBytes, p.Summary.StackPeakTime = rp.stackBytes, at
+	p.Summary.PeakTotalBytes, p.Summary.PeakTotalTime = rp.liveBytes+rp.stackBytes, at
 	rp.timeline.start(at, max(rp.unit, 1000))
 	rp.timeline.live(at, rp.liveBytes, rp.liveBlocks)
+	rp.timeline.stack(at, rp.stackBytes)
 }
 
 // thread returns the summary of thread index i (from 1 to maxThreads),
@@ -497,9 +553,17 @@ func (rp *replay) finish() {
 		// replay went (see joinParts).
 		s.liveBytes, s.liveBlocks, s.epoch = 0, 0, 0
 	}
+	wholeRun := rp.opts.From == 0 && rp.opts.To == 0
 	for i := range p.Threads {
-		p.Threads[i].InUseAtExitBytes = p.Threads[i].liveBytes
-		p.Threads[i].liveBytes = 0
+		th := &p.Threads[i]
+		th.InUseAtExitBytes = th.liveBytes
+		// The high-water mark is of the whole run, and may have come
+		// between events.
+		th.StackSampledOnly = !wholeRun || th.stackHighWater == 0
+		if wholeRun {
+			th.StackPeakBytes = max(th.StackPeakBytes, th.stackHighWater)
+		}
+		th.liveBytes, th.stackNow, th.stackHighWater = 0, 0, 0
 	}
 	p.Summary.InUseAtExitBytes, p.Summary.InUseAtExitBlocks = rp.liveBytes, rp.liveBlocks
 	newIndex := sortSites(p.Sites)

@@ -21,6 +21,10 @@ type TimelinePoint struct {
 	BytesAllocated      uint64
 	Frees               uint64
 	BytesFreed          uint64
+	// StackBytes is the most stack in use at any moment of the step,
+	// summed over the threads (Summary.StackPeakBytes), or what was in
+	// use throughout if nothing happened in it.
+	StackBytes uint64
 }
 
 // Time returns the start of point i, in ns since time zero.
@@ -41,6 +45,8 @@ type timelineBuilder struct {
 	// before.
 	last    int
 	lastEnd uint64
+	// stackNow is the stack in use now, which the steps that come carry.
+	stackNow uint64
 }
 
 func (b *timelineBuilder) start(at, step uint64) {
@@ -73,7 +79,8 @@ func (b *timelineBuilder) newPoint(t uint64) *TimelinePoint {
 		var carried TimelinePoint
 		if n := len(b.tl.Points); n > 0 {
 			prev := b.tl.Points[n-1]
-			carried = TimelinePoint{PeakBytes: prev.EndBytes, PeakBlocks: prev.EndBlocks, EndBytes: prev.EndBytes, EndBlocks: prev.EndBlocks}
+			carried = TimelinePoint{PeakBytes: prev.EndBytes, PeakBlocks: prev.EndBlocks, EndBytes: prev.EndBytes, EndBlocks: prev.EndBlocks,
+				StackBytes: b.stackNow}
 		}
 		b.tl.Points = append(b.tl.Points, carried)
 	}
@@ -92,6 +99,7 @@ func (p TimelinePoint) Merge(next TimelinePoint) TimelinePoint {
 	p.BytesAllocated += next.BytesAllocated
 	p.Frees += next.Frees
 	p.BytesFreed += next.BytesFreed
+	p.StackBytes = max(p.StackBytes, next.StackBytes)
 	return p
 }
 
@@ -109,6 +117,13 @@ func (b *timelineBuilder) coarsen() {
 	b.tl.Points = pts[:n]
 	b.tl.Step *= 2
 	b.lastEnd = 0 // the latest point moved
+}
+
+// stack notes the stack in use after an event at t.
+func (b *timelineBuilder) stack(t, bytes uint64) {
+	pt := b.point(t)
+	pt.StackBytes = max(pt.StackBytes, bytes)
+	b.stackNow = bytes
 }
 
 // live notes what is live after an event at t.

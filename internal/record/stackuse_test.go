@@ -28,7 +28,7 @@ const (
 const stackSlack = 16
 
 // TestStackInUse records testdata/stackuse.c, built with -fstack-usage,
-// and checks the stack in use the trace says against the
+// and checks the stack in use the trace and its analysis say against the
 // frame sizes the compiler reports:
 //
 //   - the allocation made at a known depth of alloc_deep is sampled at
@@ -64,6 +64,22 @@ func TestStackInUse(t *testing.T) {
 	}
 	check("main thread", highWater[1], mainBase, mainDepth)
 	check("other thread", highWater[2], threadBase, threadDepth)
+
+	// The analysis: a thread's peak is its high-water mark, deeper than
+	// its samples; the process's, of samples only, is the deepest.
+	p := rec.model.Processes[0]
+	if th := p.Threads[0]; th.StackPeakBytes != highWater[1] || th.StackSampledOnly {
+		t.Errorf("main thread's stack peak %d (sampled only %v), want %d", th.StackPeakBytes, th.StackSampledOnly, highWater[1])
+	}
+	if th := p.Threads[1]; th.StackPeakBytes != highWater[2] || th.StackSampledOnly {
+		t.Errorf("other thread's stack peak %d (sampled only %v), want %d", th.StackPeakBytes, th.StackSampledOnly, highWater[2])
+	}
+	// While the other thread runs, the main thread waits in
+	// pthread_create's last allocation (its fifth event).
+	both := events[1][4] + threadBase
+	if got := p.Summary.StackPeakBytes; got != max(wantSample, both) {
+		t.Errorf("summary stack peak %d, want %d: the deepest sample, or the two threads' together (%d)", got, max(wantSample, both), both)
+	}
 
 }
 
