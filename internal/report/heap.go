@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memtrail/memtrail/internal/analysis"
 )
@@ -13,17 +14,46 @@ func threadsText(t *textReport) {
 		t.printf("  none\n")
 		return
 	}
+	stacks := hasStacks(p)
 	rows := [][]string{{"thread", "tid", "allocations", "allocated", "frees", "peak", "at", "in use at exit"}}
+	if stacks {
+		rows[0] = append(rows[0], "stack peak")
+	}
+	sampled := false
 	for _, th := range p.Threads {
 		at := "-"
 		if th.PeakBytes > 0 {
 			at = Duration(sinceStart(p, th.PeakTime))
 		}
-		rows = append(rows, []string{fmt.Sprint(th.Index), fmt.Sprint(th.TID), Count(th.Allocations), Size(th.BytesAllocated),
-			Count(th.Frees), Size(th.PeakBytes), at, Size(th.InUseAtExitBytes)})
+		row := []string{fmt.Sprint(th.Index), fmt.Sprint(th.TID), Count(th.Allocations), Size(th.BytesAllocated),
+			Count(th.Frees), Size(th.PeakBytes), at, Size(th.InUseAtExitBytes)}
+		if stacks {
+			stack := Size(th.StackPeakBytes)
+			if th.StackSampledOnly && th.StackPeakBytes > 0 {
+				stack += " (sampled)"
+				sampled = true
+			}
+			row = append(row, stack)
+		}
+		rows = append(rows, row)
 	}
-	t.table(rows, []bool{true, true, true, true, true, true, true, true})
+	t.table(rows, []bool{true, true, true, true, true, true, true, true, true})
 	t.printf("  (a thread's peak and bytes in use count the blocks it allocated, whoever frees them)\n")
+	if stacks {
+		t.printf("  (its stack peak is the most of its stack in use, from its base: the deepest byte it wrote%s)\n",
+			map[bool]string{true: ", or where only sampled, the deepest of its allocator calls", false: ""}[sampled])
+	}
+}
+
+// hasStacks reports whether the trace measured the stacks of p's threads:
+// traces of memtrail before it did not.
+func hasStacks(p *analysis.Process) bool {
+	for _, th := range p.Threads {
+		if th.StackPeakBytes > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 type jsonThread struct {
@@ -35,6 +65,12 @@ type jsonThread struct {
 	PeakBytes        uint64 `json:"peak_bytes"`
 	PeakTimeNS       uint64 `json:"peak_time_ns"`
 	InUseAtExitBytes uint64 `json:"in_use_at_exit_bytes"`
+	// The deepest stack in use, when the deepest allocator call was made,
+	// and whether the trace had only those calls to say (no high-water
+	// mark, or a window).
+	StackPeakBytes   uint64 `json:"stack_peak_bytes"`
+	StackPeakTimeNS  uint64 `json:"stack_peak_time_ns"`
+	StackSampledOnly bool   `json:"stack_sampled_only"`
 }
 
 func threadsJSON(c *viewContext) any {
@@ -43,7 +79,8 @@ func threadsJSON(c *viewContext) any {
 	for _, th := range p.Threads {
 		list = append(list, jsonThread{Index: th.Index, TID: th.TID, Allocations: th.Allocations,
 			BytesAllocated: th.BytesAllocated, Frees: th.Frees, PeakBytes: th.PeakBytes,
-			PeakTimeNS: sinceStart(p, th.PeakTime), InUseAtExitBytes: th.InUseAtExitBytes})
+			PeakTimeNS: sinceStart(p, th.PeakTime), InUseAtExitBytes: th.InUseAtExitBytes,
+			StackPeakBytes: th.StackPeakBytes, StackPeakTimeNS: sinceStart(p, th.StackPeakTime), StackSampledOnly: th.StackSampledOnly})
 	}
 	return struct {
 		Threads []jsonThread `json:"threads"`
@@ -116,7 +153,11 @@ func timelineText(t *textReport) {
 		return
 	}
 	per := (len(tl.Points) + timelineRows - 1) / timelineRows
+	stacks := p.Summary.StackPeakBytes > 0
 	rows := [][]string{{"from", "heap (most)", "", "blocks", "allocations", "per second", ""}}
+	if stacks {
+		rows[0] = slices.Insert(rows[0], 3, "stack (most)")
+	}
 	for i := 0; i < len(tl.Points); i += per {
 		pt := mergePoints(tl.Points[i:min(i+per, len(tl.Points))])
 		span := tl.Step * uint64(per)
@@ -129,10 +170,14 @@ func timelineText(t *textReport) {
 		if peak := p.Summary.PeakTime; peak >= from && peak < from+span && p.Summary.PeakBytes > 0 {
 			mark = "← peak"
 		}
-		rows = append(rows, []string{Duration(sinceStart(p, from)), Size(pt.PeakBytes), bar(pt.PeakBytes, p.Summary.PeakBytes),
-			Count(pt.PeakBlocks), Count(pt.Allocations), rate, mark})
+		row := []string{Duration(sinceStart(p, from)), Size(pt.PeakBytes), bar(pt.PeakBytes, p.Summary.PeakBytes),
+			Count(pt.PeakBlocks), Count(pt.Allocations), rate, mark}
+		if stacks {
+			row = slices.Insert(row, 3, Size(pt.StackBytes))
+		}
+		rows = append(rows, row)
 	}
-	t.table(rows, []bool{true, true, false, true, true, true, false})
+	t.table(rows, []bool{true, true, false, true, true, true, true, false})
 	t.printf("  (%s a row; memtrail view draws all %d points)\n", Duration(tl.Step*uint64(per)), len(tl.Points))
 }
 
@@ -160,6 +205,7 @@ type jsonTimelinePoint struct {
 	BytesAllocated uint64 `json:"bytes_allocated"`
 	Frees          uint64 `json:"frees"`
 	BytesFreed     uint64 `json:"bytes_freed"`
+	StackBytes     uint64 `json:"stack_bytes"` // the most stack in use in the step, all threads together
 }
 
 func timelineJSON(c *viewContext) any {

@@ -68,18 +68,24 @@ type jsonEnd struct {
 }
 
 type jsonSummary struct {
-	Allocations       uint64  `json:"allocations"`
-	Frees             uint64  `json:"frees"`
-	BytesAllocated    uint64  `json:"bytes_allocated"`
-	PeakBytes         uint64  `json:"peak_bytes"`
-	PeakTimeNS        uint64  `json:"peak_time_ns"`
-	InUseAtExitBytes  uint64  `json:"in_use_at_exit_bytes"`
-	InUseAtExitBlocks uint64  `json:"in_use_at_exit_blocks"`
-	Temporary         uint64  `json:"temporary"`
-	InvalidFrees      uint64  `json:"invalid_frees"`
-	RunTimeNS         uint64  `json:"run_time_ns"`
-	End               jsonEnd `json:"end"`
-	LostEvents        uint64  `json:"lost_events"`
+	Allocations       uint64 `json:"allocations"`
+	Frees             uint64 `json:"frees"`
+	BytesAllocated    uint64 `json:"bytes_allocated"`
+	PeakBytes         uint64 `json:"peak_bytes"`
+	PeakTimeNS        uint64 `json:"peak_time_ns"`
+	InUseAtExitBytes  uint64 `json:"in_use_at_exit_bytes"`
+	InUseAtExitBlocks uint64 `json:"in_use_at_exit_blocks"`
+	Temporary         uint64 `json:"temporary"`
+	InvalidFrees      uint64 `json:"invalid_frees"`
+	// The most stack in use at once, all threads together, sampled at
+	// heap events; and the most heap and stack together.
+	StackPeakBytes  uint64  `json:"stack_peak_bytes"`
+	StackPeakTimeNS uint64  `json:"stack_peak_time_ns"`
+	PeakTotalBytes  uint64  `json:"peak_total_bytes"`
+	PeakTotalTimeNS uint64  `json:"peak_total_time_ns"`
+	RunTimeNS       uint64  `json:"run_time_ns"`
+	End             jsonEnd `json:"end"`
+	LostEvents      uint64  `json:"lost_events"`
 }
 
 type jsonSite struct {
@@ -147,10 +153,17 @@ func jsonSummaryOf(p *analysis.Process) jsonSummary {
 		Allocations: s.Allocations, Frees: s.Frees, BytesAllocated: s.BytesAllocated,
 		PeakBytes: s.PeakBytes, InUseAtExitBytes: s.InUseAtExitBytes, InUseAtExitBlocks: s.InUseAtExitBlocks,
 		Temporary: s.Temporary, InvalidFrees: s.InvalidFrees,
+		StackPeakBytes: s.StackPeakBytes, PeakTotalBytes: s.PeakTotalBytes,
 		RunTimeNS: p.RunTime(), End: jsonEndOf(p), LostEvents: p.Lost,
 	}
 	if s.PeakBytes > 0 {
 		js.PeakTimeNS = sinceStart(p, s.PeakTime)
+	}
+	if s.StackPeakBytes > 0 {
+		js.StackPeakTimeNS = sinceStart(p, s.StackPeakTime)
+	}
+	if s.PeakTotalBytes > 0 {
+		js.PeakTotalTimeNS = sinceStart(p, s.PeakTotalTime)
 	}
 	return js
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/memtrail/memtrail/internal/analysis"
@@ -78,6 +79,13 @@ func (t *textReport) summary() {
 	if s.PeakBytes > 0 {
 		rows[3][1] += ", " + Duration(sinceStart(p, s.PeakTime)) + " after start"
 	}
+	if s.StackPeakBytes > 0 {
+		// Traces of memtrail before version 2 of the format have no
+		// stacks: nothing to say of them.
+		rows = slices.Insert(rows, 4,
+			[2]string{"peak stack", exactSize(s.StackPeakBytes) + ", " + Duration(sinceStart(p, s.StackPeakTime)) + " after start" + deepestThread(p)},
+			[2]string{"peak heap+stack", exactSize(s.PeakTotalBytes) + ", " + Duration(sinceStart(p, s.PeakTotalTime)) + " after start"})
+	}
 	if s.InvalidFrees > 0 {
 		rows = append(rows, [2]string{"invalid frees", Count(s.InvalidFrees) + " (see Problems)"})
 	}
@@ -96,6 +104,22 @@ func (t *textReport) summary() {
 	for _, r := range rows {
 		t.printf("  %-*s %s\n", max(width, 17), r[0], r[1])
 	}
+}
+
+// deepestThread says, after the peak stack of p (its threads together at
+// heap events), which thread went deepest and how deep, its high-water
+// mark included.
+func deepestThread(p *analysis.Process) string {
+	var deepest *analysis.ThreadSummary
+	for i := range p.Threads {
+		if th := &p.Threads[i]; deepest == nil || th.StackPeakBytes > deepest.StackPeakBytes {
+			deepest = th
+		}
+	}
+	if deepest == nil || deepest.StackPeakBytes == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (at heap events); deepest thread %d: %s", deepest.Index, Size(deepest.StackPeakBytes))
 }
 
 // siteTable is one of the tables of call stacks.
