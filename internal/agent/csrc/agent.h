@@ -162,6 +162,7 @@ MT_HIDDEN void mt_unwind_flush(void);
 MT_HIDDEN void mt_stack_setup(struct mt_thread *t, int main_thread);
 MT_HIDDEN uint64_t mt_stack_high_water(struct mt_thread *t);
 MT_HIDDEN void mt_stack_record(struct mt_thread *t);
+MT_HIDDEN void mt_stack_after_fork(void);
 
 /* stacks.c: the call-stack tree in shared memory. */
 MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);

@@ -66,9 +66,11 @@ static void read_build_id(struct mt_module *m, const struct dl_phdr_info *info)
 	}
 }
 
+/* copy_path runs under modules_lock. Its buffer is not on the stack,
+ * where it would count as the program's use of it (stackuse.c). */
 static const char *copy_path(const char *name, uint32_t *len)
 {
-	char buf[4096];
+	static char buf[4096];
 	if (name == NULL || name[0] == 0) {
 		ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
 		if (n < 0)

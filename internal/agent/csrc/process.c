@@ -293,6 +293,7 @@ static void after_fork_child(void)
 	}
 	init_lock.v = 0;
 	free_threads_lock.v = 0;
+	mt_stack_after_fork();
 	if (mt_proc.region != NULL)
 		munmap(mt_proc.region, mt_proc.region_size);
 	mt_proc.region = NULL;

@@ -52,6 +52,12 @@
 
 static inline uintptr_t current_sp(void) { return (uintptr_t)__builtin_frame_address(0); }
 
+/* The buffers of find_mapping and lowest_resident are not on the stack:
+ * the scan would take them for the thread's own use of it. */
+static mt_lock_t scratch_lock;
+static char maps_buf[4096];
+static unsigned char mincore_vec[4096];
+
 /*
  * find_mapping reads /proc/self/maps, without touching the heap, for the
  * mapping that holds addr: its start and end, and the end of the mapping
@@ -62,12 +68,13 @@ static int find_mapping(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintpt
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	char buf[4096];
+	mt_lock(&scratch_lock);
+	char *buf = maps_buf;
 	/* field 0: start, 1: end, 2: skip to the end of the line */
 	int field = 0, found = 0;
 	uintptr_t lo = 0, hi = 0, before = 0;
 	for (;;) {
-		ssize_t n = read(fd, buf, sizeof buf);
+		ssize_t n = read(fd, buf, sizeof maps_buf);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -100,6 +107,7 @@ static int find_mapping(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintpt
 		if (found)
 			break;
 	}
+	mt_unlock(&scratch_lock);
 	close(fd);
 	return found;
 }
@@ -108,19 +116,25 @@ static int find_mapping(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintpt
  * [lo, hi) (both page-aligned), or hi if there is none or mincore fails. */
 static uintptr_t lowest_resident(uintptr_t lo, uintptr_t hi)
 {
-	unsigned char vec[1024];
-	for (uintptr_t at = lo; at < hi;) {
+	unsigned char *vec = mincore_vec;
+	uintptr_t found = hi;
+	mt_lock(&scratch_lock);
+	for (uintptr_t at = lo; at < hi && found == hi;) {
 		uintptr_t len = hi - at;
-		if (len > sizeof vec * PAGE)
-			len = sizeof vec * PAGE;
+		if (len > sizeof mincore_vec * PAGE)
+			len = sizeof mincore_vec * PAGE;
 		if (mincore((void *)at, len, vec) != 0)
-			return hi;
-		for (uintptr_t i = 0; i < len / PAGE; i++)
-			if (vec[i] & 1)
-				return at + i * PAGE;
+			break;
+		for (uintptr_t i = 0; i < len / PAGE; i++) {
+			if (vec[i] & 1) {
+				found = at + i * PAGE;
+				break;
+			}
+		}
 		at += len;
 	}
-	return hi;
+	mt_unlock(&scratch_lock);
+	return found;
 }
 
 /*
@@ -236,6 +250,10 @@ uint64_t mt_stack_high_water(struct mt_thread *t)
 		k++;
 	return t->stack_hi - (at + k);
 }
+
+/* mt_stack_after_fork frees the scratch buffers in a fork child: the
+ * thread that held them in the parent is not in it. */
+void mt_stack_after_fork(void) { scratch_lock.v = 0; }
 
 /* mt_stack_record sends the calling thread's high-water mark, if it can be
  * known. */
