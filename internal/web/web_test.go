@@ -771,3 +771,59 @@ func TestChanges(t *testing.T) {
 	eval[bool](t, ctx, `(document.querySelector("#diff-detail .frame-link").click(), true)`)
 	hasText(t, ctx, "the source panel", ".source-lines", "Box")
 }
+
+var stacks recorded
+
+// stackTrace records testdata/stack.c, whose stack grows and shrinks.
+func stackTrace(t *testing.T) string {
+	prog := fixture.Build(t, "testdata/stack.c")
+	return stacks.record(t, func(string) ([]string, error) { return []string{prog}, nil })
+}
+
+// TestStackLane opens a program whose stack grows to 64 levels of 1 KiB
+// and back: the timeline draws the stack above the heap, higher in the
+// middle of the run than at its start, with its peak marked, and the
+// header gives the peak; a trace without stack samples has no lane.
+func TestStackLane(t *testing.T) {
+	trace := stackTrace(t)
+	p := model(t, trace)
+	if p.Summary.StackPeakBytes < 64<<10 {
+		t.Fatalf("the stack peak is %d bytes, less than the 64 KiB of the deepest phase", p.Summary.StackPeakBytes)
+	}
+	ctx := openUI(t, trace)
+	waitFor(t, ctx, "the stack lane", `document.querySelector("#timeline-stack") !== null`)
+	hasText(t, ctx, "the header's stack peak", "#summary-stack", report.Size(p.Summary.StackPeakBytes))
+	hasText(t, ctx, "the stack peak marker", "#timeline-stack-marker", "stack peak "+report.Size(p.Summary.StackPeakBytes))
+	// The lane is drawn as steps: its highest point is above its first.
+	ys := eval[[]float64](t, ctx, `document.querySelector("#timeline-stack").getAttribute("d").split("L").slice(1, -1).map((s) => Number(s.split(",")[1]))`)
+	if len(ys) < 4 {
+		t.Fatalf("the stack lane has %d points", len(ys))
+	}
+	top := ys[0]
+	for _, y := range ys {
+		top = min(top, y)
+	}
+	if top >= ys[0]-10 {
+		t.Errorf("the stack lane does not rise in the middle of the run: it starts at y=%.0f and its top is at y=%.0f", ys[0], top)
+	}
+	shot(t, ctx, "timeline-stack")
+
+	hasText(t, ctx, "the timeline's title", "#timeline-title", "Stack and heap over time")
+
+	// A trace of version 1, written before events carried the stack (a
+	// copy: the server keeps its analysis beside it).
+	data, err := os.ReadFile(filepath.Join("..", "trace", "testdata", "version1.mtr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(t.TempDir(), "version1.mtr")
+	if err := os.WriteFile(old, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx = openUI(t, old)
+	waitFor(t, ctx, "the timeline", `document.querySelector("#timeline .heap-area") !== null`)
+	if eval[bool](t, ctx, `document.querySelector("#timeline-stack") !== null || !document.querySelector("#summary-stack-stat").hidden`) {
+		t.Error("a stack lane or stack peak for a trace whose events carry no stack")
+	}
+	hasText(t, ctx, "the timeline's title", "#timeline-title", "Heap over time")
+}

@@ -420,6 +420,16 @@ function renderSummary(r) {
   const peak = $('#summary-peak');
   peak.textContent = fmtSize(s.peak_bytes) + ' at ' + fmtDuration(s.peak_time_ns);
   peak.setAttribute('title', fmtBytesExact(s.peak_bytes) + ', ' + fmtDuration(s.peak_time_ns) + ' after start');
+  // The stack, when the trace has it: all threads at once, and with the
+  // heap.
+  $('#summary-stack-stat').hidden = !(s.stack_peak_bytes > 0);
+  if (s.stack_peak_bytes > 0) {
+    const stack = $('#summary-stack');
+    stack.textContent = fmtSize(s.stack_peak_bytes) + ' at ' + fmtDuration(s.stack_peak_time_ns);
+    stack.setAttribute('title', fmtBytesExact(s.stack_peak_bytes) + ' of stack in use by all threads at once, ' +
+      fmtDuration(s.stack_peak_time_ns) + ' after start; heap and stack together peaked at ' + fmtSize(s.peak_total_bytes || 0) +
+      ' at ' + fmtDuration(s.peak_total_time_ns || 0));
+  }
   const exit = $('#summary-exit');
   exit.textContent = fmtSize(s.in_use_at_exit_bytes) + ' in ' + plural(s.in_use_at_exit_blocks, 'block');
   exit.setAttribute('title', fmtBytesExact(s.in_use_at_exit_bytes));
@@ -628,9 +638,15 @@ function drawTimeline() {
   const pts = Array.isArray(t.data.points) ? t.data.points : [];
   const W = Math.max(wrap.clientWidth, 300);
   tl.width = wrap.clientWidth;
+  // Stack memory, when the trace has it, goes above the heap, as in the
+  // tracking-and-visualizing paper's figure of both.
+  const hasStack = pts.some((p) => (p.stack_bytes || 0) > 0);
+  $('#timeline-title').textContent = hasStack ? 'Stack and heap over time' : 'Heap over time';
+  $('#legend-stack').hidden = !hasStack;
+  const H0 = hasStack ? 80 : 0, GAP0 = hasStack ? 16 : 0;
   const H1 = 210, H2 = 48, H3 = 48, GAP = 16;
   const M = { left: 78, right: 24, top: 22, bottom: 30 };
-  const H = M.top + H1 + GAP + H2 + GAP + H3 + M.bottom;
+  const H = M.top + H0 + GAP0 + H1 + GAP + H2 + GAP + H3 + M.bottom;
   svg.setAttribute('width', String(W));
   svg.setAttribute('height', String(H));
   svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
@@ -646,13 +662,16 @@ function drawTimeline() {
   const t1 = Math.max(t0 + pts.length * step, Number(win.to_ns) || 0, t0 + 1);
   const plotW = W - M.left - M.right;
   const x = (tn) => M.left + (tn - t0) / (t1 - t0) * plotW;
-  const yTop1 = M.top, yBase1 = M.top + H1;
+  const yTop0 = M.top, yBase0 = M.top + H0;
+  const yTop1 = yBase0 + GAP0, yBase1 = yTop1 + H1;
+  const yTop = hasStack ? yTop0 : yTop1; // of the whole drawing
   const yTop2 = yBase1 + GAP, yBase2 = yTop2 + H2;
   const yTop3 = yBase2 + GAP, yBase3 = yTop3 + H3;
 
   const sum = tl.sum && tl.sum.summary ? tl.sum.summary : null;
-  let maxBytes = 0, maxBlocks = 0, maxAllocs = 0;
+  let maxBytes = 0, maxBlocks = 0, maxAllocs = 0, maxStack = 0;
   for (const p of pts) {
+    maxStack = Math.max(maxStack, p.stack_bytes || 0);
     maxBytes = Math.max(maxBytes, p.peak_bytes || 0);
     maxBlocks = Math.max(maxBlocks, p.peak_blocks || 0);
   }
@@ -663,8 +682,9 @@ function drawTimeline() {
   const k = Math.max(1, Math.ceil(pts.length / Math.max(plotW, 1)));
   const groups = [];
   for (let i = 0; i < pts.length; i += k) {
-    const g = { i, n: Math.min(k, pts.length - i), bytes: 0, blocks: 0, allocs: 0 };
+    const g = { i, n: Math.min(k, pts.length - i), bytes: 0, blocks: 0, allocs: 0, stack: 0 };
     for (let j = i; j < i + g.n; j++) {
+      g.stack = Math.max(g.stack, pts[j].stack_bytes || 0);
       g.bytes = Math.max(g.bytes, pts[j].peak_bytes || 0);
       g.blocks = Math.max(g.blocks, pts[j].peak_blocks || 0);
       g.allocs += pts[j].allocations || 0;
@@ -678,6 +698,7 @@ function drawTimeline() {
   const y1 = (b) => yBase1 - b / yMax * H1;
   const y2 = (b) => yBase2 - (maxBlocks ? b / maxBlocks * (H2 - 4) : 0);
   const y3 = (a) => yBase3 - (maxAllocs ? a / maxAllocs * (H3 - 2) : 0);
+  const y0 = (b) => yBase0 - (maxStack ? b / maxStack * (H0 - 6) : 0);
 
   // Grid and axes.
   const grid = svgEl('g', { class: 'grid' });
@@ -689,7 +710,7 @@ function drawTimeline() {
   const tticks = timeTicks(t0, t1, Math.max(2, Math.floor(plotW / 110)));
   for (const tk of tticks) {
     const xx = x(tk.value);
-    grid.appendChild(svgEl('line', { x1: xx, x2: xx, y1: yTop1, y2: yBase3, class: 'vgrid' }));
+    grid.appendChild(svgEl('line', { x1: xx, x2: xx, y1: hasStack ? yTop0 : yTop1, y2: yBase3, class: 'vgrid' }));
     grid.appendChild(svgEl('text', { x: xx, y: yBase3 + 18, class: 'xlabel', text: tk.label }));
   }
   svg.appendChild(grid);
@@ -697,7 +718,11 @@ function drawTimeline() {
   svg.appendChild(svgEl('text', { x: M.left - 8, y: yBase2, class: 'ylabel muted', text: 'blocks' }));
   svg.appendChild(svgEl('text', { x: M.left - 8, y: yTop3 + 12, class: 'ylabel', text: fmtCount(maxAllocs) }));
   svg.appendChild(svgEl('text', { x: M.left - 8, y: yBase3, class: 'ylabel muted', text: 'allocs' }));
-  for (const yb of [yBase1, yBase2, yBase3]) {
+  if (hasStack) {
+    svg.appendChild(svgEl('text', { x: M.left - 8, y: yTop0 + 12, class: 'ylabel', text: fmtSize(maxStack) }));
+    svg.appendChild(svgEl('text', { x: M.left - 8, y: yBase0, class: 'ylabel muted', text: 'stack' }));
+  }
+  for (const yb of hasStack ? [yBase0, yBase1, yBase2, yBase3] : [yBase1, yBase2, yBase3]) {
     svg.appendChild(svgEl('line', { x1: M.left, x2: W - M.right, y1: yb, y2: yb, class: 'axis' }));
   }
 
@@ -716,6 +741,18 @@ function drawTimeline() {
   const last = groups[groups.length - 1];
   area += 'L' + x(Math.min(t0 + (last.i + last.n) * step, t1)).toFixed(2) + ',' + yBase1 + 'Z';
   svg.appendChild(svgEl('path', { d: area, class: 'heap-area' }));
+  if (hasStack) {
+    // The stack in use, as steps: each point holds the most of its step.
+    let stackArea = 'M' + x(t0).toFixed(2) + ',' + yBase0;
+    for (const g of groups) {
+      const xa = x(t0 + g.i * step).toFixed(2), xb = x(Math.min(t0 + (g.i + g.n) * step, t1)).toFixed(2);
+      const yy = y0(g.stack).toFixed(2);
+      stackArea += 'L' + xa + ',' + yy + 'L' + xb + ',' + yy;
+    }
+    stackArea += 'L' + x(Math.min(t0 + (last.i + last.n) * step, t1)).toFixed(2) + ',' + yBase0 + 'Z';
+    svg.appendChild(svgEl('path', { id: 'timeline-stack', d: stackArea, class: 'stack-area' },
+      svgTitle('stack in use, all threads: up to ' + fmtSize(maxStack))));
+  }
   svg.appendChild(svgEl('path', { d: line, class: 'heap-line' }));
   svg.appendChild(svgEl('path', { d: blocks, class: 'blocks-line' }));
 
@@ -730,11 +767,21 @@ function drawTimeline() {
   svg.appendChild(bars);
 
   // The step clicked.
-  const stepMark = svgEl('rect', { class: 'step-selected', x: 0, y: yTop1, width: 0, height: yBase3 - yTop1, visibility: 'hidden' });
+  const stepMark = svgEl('rect', { class: 'step-selected', x: 0, y: yTop, width: 0, height: yBase3 - yTop, visibility: 'hidden' });
   svg.appendChild(stepMark);
 
-  // Markers: the peak, and what is in use at the end.
+  // Markers: the peak of the stack, the peak of the heap, and what is in
+  // use at the end.
   const windowed = hasWindow();
+  if (hasStack && sum && sum.stack_peak_bytes > 0) {
+    const sx = x(Math.min(Math.max(sum.stack_peak_time_ns || 0, t0), t1));
+    const sy = y0(Math.min(sum.stack_peak_bytes, maxStack));
+    const anchorEnd = sx > W - M.right - 140;
+    svg.appendChild(svgEl('g', { id: 'timeline-stack-marker', class: 'marker stack' },
+      svgTitle('peak stack: ' + fmtBytesExact(sum.stack_peak_bytes) + ' at ' + fmtDuration(sum.stack_peak_time_ns) + ' after start'),
+      svgEl('circle', { cx: sx, cy: sy, r: 4 }),
+      svgEl('text', { x: anchorEnd ? sx - 8 : sx + 8, y: Math.max(sy - 5, yTop0 + 10), class: anchorEnd ? 'end' : '', text: 'stack peak ' + fmtSize(sum.stack_peak_bytes) })));
+  }
   if (sum && sum.peak_bytes > 0) {
     const px = x(Math.min(Math.max(sum.peak_time_ns || 0, t0), t1));
     const py = y1(sum.peak_bytes);
@@ -761,12 +808,12 @@ function drawTimeline() {
   }
 
   // Hover, click and drag.
-  const hover = svgEl('line', { class: 'hover-line', x1: 0, x2: 0, y1: yTop1, y2: yBase3, visibility: 'hidden' });
-  const selRect = svgEl('rect', { class: 'drag-rect', x: 0, y: yTop1, width: 0, height: yBase3 - yTop1, visibility: 'hidden' });
+  const hover = svgEl('line', { class: 'hover-line', x1: 0, x2: 0, y1: yTop, y2: yBase3, visibility: 'hidden' });
+  const selRect = svgEl('rect', { class: 'drag-rect', x: 0, y: yTop, width: 0, height: yBase3 - yTop, visibility: 'hidden' });
   svg.appendChild(hover);
   svg.appendChild(selRect);
 
-  tl.g = { M, W, H, t0, t1, step, plotW, x, pts, stepMark, hover, selRect, yTop1, yBase3 };
+  tl.g = { M, W, H, t0, t1, step, plotW, x, pts, stepMark, hover, selRect, yTop1: yTop, yBase3 };
   markSelectedStep();
   updateObjectMarker();
 }
@@ -845,6 +892,7 @@ function setupTimelineEvents() {
     const from = g.t0 + i * g.step;
     readout.textContent = fmtDuration(timeAt(px)) + '  (step ' + fmtDuration(from) + ' – ' + fmtDuration(from + g.step) + ')\n' +
       'heap: up to ' + fmtSize(p.peak_bytes) + ', ' + fmtSize(p.end_bytes) + ' at its end\n' +
+      (p.stack_bytes ? 'stack: up to ' + fmtSize(p.stack_bytes) + '\n' : '') +
       'live blocks: up to ' + fmtCount(p.peak_blocks) + '\n' +
       plural(p.allocations || 0, 'allocation') + ', ' + plural(p.frees || 0, 'free');
     readout.hidden = false;
