@@ -7,6 +7,7 @@
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
+//	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
 //
 // The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
 //
@@ -136,6 +137,7 @@ func main() {
 	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
 	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
+	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
 	flag.Parse()
 	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -179,6 +181,16 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 		return analysisBench(memtrail, dir, runs, only)
 	}
 	ts := tools(memtrail)
+	if baseline != "" {
+		old, err := buildRevision(dir, baseline)
+		if err != nil {
+			return err
+		}
+		t := ts[len(ts)-1]
+		ts = append(ts, tool{"memtrail " + baseline, func(w []string, out string) []string {
+			return append([]string{old, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
+		}, t.file})
+	}
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
 	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event | program waited for the recorder |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
@@ -205,7 +217,7 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 			if t.file != nil && events > 0 {
 				perEvent = fmt.Sprintf("%.3g", float64(m.bytes)/float64(events))
 			}
-			if t.name == "memtrail" {
+			if strings.HasPrefix(t.name, "memtrail") {
 				waited = fmt.Sprintf("%d times, %.3f s", m.waits, m.waitTime.Seconds())
 			}
 			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s |\n", w.name, t.name,
@@ -274,6 +286,42 @@ func unwindCosts(memtrail, dir string, runs int) error {
 	}
 	fmt.Printf("| memtrail's agent, everything per event (stack, sequence number, time, record) | %.0f |\n", float64(t-native)/events)
 	return nil
+}
+
+// baseline is the git revision of memtrail to measure against, if any.
+var baseline string
+
+// buildRevision builds memtrail as of git revision rev into dir.
+func buildRevision(dir, rev string) (string, error) {
+	src := filepath.Join(dir, "baseline-src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("git", "archive", rev)
+	extract := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	extract.Stdin = pipe
+	if err := extract.Start(); err != nil {
+		return "", err
+	}
+	var stderr strings.Builder
+	archive.Stderr = &stderr
+	if err := archive.Run(); err != nil {
+		return "", fmt.Errorf("git archive %s: %v\n%s", rev, err, stderr.String())
+	}
+	if err := extract.Wait(); err != nil {
+		return "", fmt.Errorf("extracting %s: %w", rev, err)
+	}
+	bin := filepath.Join(dir, "memtrail-baseline")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/memtrail")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building memtrail %s: %v\n%s", rev, err, out)
+	}
+	return bin, nil
 }
 
 // build compiles memtrail and the workload programs into dir.
