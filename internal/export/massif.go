@@ -24,9 +24,11 @@ const massifThreshold = 1.0
 //  1. One snapshot per step of the process's timeline (merged two by two
 //     until there are at most maxSnapshots), at the step's start, in ms
 //     since the process started. Its mem_heap_B is the most that was live
-//     in the step, so that no peak falls between two snapshots; memtrail
-//     measures neither the allocator's overhead nor the stacks, so
-//     mem_heap_extra_B and mem_stacks_B are 0.
+//     in the step, so that no peak falls between two snapshots, and its
+//     mem_stacks_B the most stack the threads had in use together at the
+//     heap events of the step (0 for a trace without stack samples);
+//     memtrail does not measure the allocator's overhead, so
+//     mem_heap_extra_B is 0.
 //  2. The snapshot of the step that holds the peak is at the moment of the
 //     peak, and detailed: its tree is the bottom-up tree of the blocks
 //     live then, from the allocation functions outward to main.
@@ -38,7 +40,7 @@ const massifThreshold = 1.0
 // one "in N places" node; one space of indent per level.
 func Massif(w io.Writer, p *analysis.Process) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "desc: memtrail: every allocation recorded; mem_heap_extra_B and mem_stacks_B not measured\n")
+	fmt.Fprintf(bw, "desc: memtrail: every allocation recorded; stacks sampled at heap events; mem_heap_extra_B not measured\n")
 	fmt.Fprintf(bw, "cmd: %s\n", commandLine(p))
 	fmt.Fprintf(bw, "time_unit: ms\n")
 	sites := p.SiteList()
@@ -58,9 +60,10 @@ func Massif(w io.Writer, p *analysis.Process) error {
 
 // massifSnapshot is one snapshot of a massif file.
 type massifSnapshot struct {
-	time  uint64 // ns after the start of the process
-	bytes uint64
-	kind  string // heap_tree: empty, peak or detailed
+	time   uint64 // ns after the start of the process
+	bytes  uint64
+	stacks uint64 // stack in use, all threads together
+	kind   string // heap_tree: empty, peak or detailed
 }
 
 // massifSnapshots returns the snapshots of the heap of p, as Massif says.
@@ -82,14 +85,18 @@ func massifSnapshots(p *analysis.Process) []massifSnapshot {
 	var snapshots []massifSnapshot
 	sawPeak := false
 	for i, pt := range points {
-		s := massifSnapshot{time: sinceStart(p, tl.Start+uint64(i)*step), bytes: pt.PeakBytes, kind: "empty"}
+		s := massifSnapshot{time: sinceStart(p, tl.Start+uint64(i)*step), bytes: pt.PeakBytes, stacks: pt.StackBytes, kind: "empty"}
 		if !sawPeak && pt.PeakBytes == p.Summary.PeakBytes && pt.PeakBytes > 0 {
 			sawPeak = true
 			s.time, s.kind = max(s.time, sinceStart(p, p.Summary.PeakTime)), "peak"
 		}
 		snapshots = append(snapshots, s)
 	}
-	return append(snapshots, massifSnapshot{time: p.RunTime(), bytes: p.Summary.InUseAtExitBytes, kind: "detailed"})
+	end := massifSnapshot{time: p.RunTime(), bytes: p.Summary.InUseAtExitBytes, kind: "detailed"}
+	if len(points) > 0 {
+		end.stacks = points[len(points)-1].StackBytes
+	}
+	return append(snapshots, end)
 }
 
 // sinceStart returns t, ns since the trace's time zero, in ns since p
@@ -107,7 +114,7 @@ func writeSnapshot(w *bufio.Writer, n int, s massifSnapshot, tree *analysis.Tree
 	// In ms, to the µs: massif writes whole ms, but a short run would
 	// then have all its snapshots at 0.
 	ms := strconv.FormatFloat(float64(s.time/1000)/1000, 'f', -1, 64)
-	fmt.Fprintf(w, "time=%s\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=%s\n", ms, s.bytes, s.kind)
+	fmt.Fprintf(w, "time=%s\nmem_heap_B=%d\nmem_heap_extra_B=0\nmem_stacks_B=%d\nheap_tree=%s\n", ms, s.bytes, s.stacks, s.kind)
 	if tree == nil {
 		return
 	}

@@ -215,10 +215,25 @@ func TestMassifPrint(t *testing.T) {
 			t.Errorf("ms_print does not show %q:\n%s", want, printed)
 		}
 	}
-	// The graph's peak: ms_print's y axis is labeled with it.
-	kb := float64(rec.proc.Summary.PeakBytes) / 1024
-	if label := fmt.Sprintf("%.1f^", kb); !strings.Contains(printed, label) {
-		t.Errorf("ms_print's graph does not rise to %s KiB (%q):\n%s", peak, label, printed)
+	// The graph is of heap and stacks together, and its y axis is
+	// labeled with their most; the stacks are the process's stack peak
+	// at their most.
+	var most, mostStacks uint64
+	var heap uint64
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "mem_heap_B="); ok {
+			heap, _ = strconv.ParseUint(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "mem_stacks_B="); ok {
+			stacks, _ := strconv.ParseUint(v, 10, 64)
+			most, mostStacks = max(most, heap+stacks), max(mostStacks, stacks)
+		}
+	}
+	if want := rec.proc.Summary.StackPeakBytes; mostStacks != want || want == 0 {
+		t.Errorf("mem_stacks_B is at most %d, want the stack peak, %d", mostStacks, want)
+	}
+	if label := fmt.Sprintf("%.1f^", float64(most)/1024); !strings.Contains(printed, label) {
+		t.Errorf("ms_print's graph does not rise to %s KiB (%q):\n%s", commify(most), label, printed)
 	}
 }
 
