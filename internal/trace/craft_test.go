@@ -254,9 +254,9 @@ func runCrafted(t *testing.T, cases []craftCase) {
 func TestCraftedRecords(t *testing.T) {
 	a := alloc(16, step(0x1000))
 	runCrafted(t, []craftCase{
-		{"skippable kind", []streamSet{block(recs(infoRec, rec(0x41, 3, []byte{1, 2, 3}), events(1), rec(0x7f, 0), endRec), a)},
+		{"skippable kind", []streamSet{block(recs(infoRec, rec(0x4e, 3, []byte{1, 2, 3}), events(1), rec(0x7f, 0), endRec), a)},
 			"info alloc(0,0)@0x1000 end", ""},
-		{"skippable kind too long", []streamSet{block(recs(infoRec, rec(0x41, 100, []byte{1}))), block(recs(events(1), endRec), a)},
+		{"skippable kind too long", []streamSet{block(recs(infoRec, rec(0x4e, 100, []byte{1}))), block(recs(events(1), endRec), a)},
 			"info damage@B0+3 alloc(0,0)@0x1000 end", "length 100 runs past"},
 		{"type", []streamSet{block(recs(infoRec, skippable(KindType, 1, 204, "widget"), events(1), endRec), a)},
 			"info type alloc(0,0)@0x1000 end", ""},
@@ -319,7 +319,7 @@ func TestCraftedType(t *testing.T) {
 	data := craftFile(block(recs(infoRec,
 		skippable(KindType, 1, 204, "widget", 7, "more"),
 		skippable(KindType, uint64(1)<<63, uint64(1)<<40, ""),
-		rec(0x41, 0),
+		rec(0x4e, 0),
 		skippable(KindType, 3, 1, "ns::Box<char>"),
 		endRec)))
 	want := []Type{{Object: 1, Size: 204, Name: "widget"}, {Object: 1 << 63, Size: 1 << 40}, {Object: 3, Size: 1, Name: "ns::Box<char>"}}
@@ -332,6 +332,55 @@ func TestCraftedType(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("read types %+v, want %+v", got, want)
 	}
+}
+
+// TestCraftedStackCalls checks the fields of StackCalls and DeepestStack
+// records, with bytes after their fields that a later version may add,
+// and that fields past a record's length are damage.
+func TestCraftedStackCalls(t *testing.T) {
+	data := craftFile(block(recs(infoRec,
+		skippable(KindStackCalls, 1, 2, 3000, 4816, 48, 2001),
+		skippable(KindStackCalls, 1, 2, 4000, 96, 96, 7, 9, "later"),
+		skippable(KindDeepestStack, 1, 2, 3500, 4816, 17, 3, 736, 4000, 80),
+		skippable(KindDeepestStack, 1, 1, 5, 64, 0, 0, 1),
+		endRec)))
+	wantCalls := []StackCalls{{1, 2, 3000, 4816, 48, 2001}, {1, 2, 4000, 96, 96, 7}}
+	wantDeepest := []DeepestStack{{1, 2, 3500, 4816, 17, []uint64{736, 4000, 80}}, {1, 1, 5, 64, 0, nil}}
+	var calls []StackCalls
+	var deepest []DeepestStack
+	for _, rec := range readRecords(t, data) {
+		switch rec.Kind {
+		case KindStackCalls:
+			calls = append(calls, *rec.StackCalls)
+		case KindDeepestStack:
+			deepest = append(deepest, *rec.DeepestStack)
+		}
+	}
+	if !slices.Equal(calls, wantCalls) {
+		t.Errorf("read stack calls %+v, want %+v", calls, wantCalls)
+	}
+	if len(deepest) != len(wantDeepest) {
+		t.Fatalf("read deepest stacks %+v, want %+v", deepest, wantDeepest)
+	}
+	for i := range deepest {
+		d, w := deepest[i], wantDeepest[i]
+		if d.Process != w.Process || d.Thread != w.Thread || d.Time != w.Time || d.Bytes != w.Bytes || d.Stack != w.Stack ||
+			!slices.Equal(d.FrameSizes, w.FrameSizes) {
+			t.Errorf("deepest stack %d: %+v, want %+v", i, d, w)
+		}
+	}
+	// The example of docs/format.md.
+	if got, want := fmt.Sprintf("% x", skippable(KindStackCalls, 1, 1, 12000, 4816, 48, 2001)), "41 09 01 01 e0 5d d0 25 30 d1 0f"; got != want {
+		t.Errorf("the documented StackCalls record is %s, want %s", got, want)
+	}
+	a := alloc(16, step(0x1000))
+	short := rec(KindDeepestStack, 6, 1, 1, 5, 64, 0, 9)
+	runCrafted(t, []craftCase{
+		{"stack calls fields past its length", []streamSet{block(recs(infoRec, rec(KindStackCalls, 3, 1, 2, 3))), block(recs(events(1), endRec), a)},
+			"info damage@B0+" + itoa(len(rec(KindStackCalls, 3, 1, 2, 3))) + " alloc(0,0)@0x1000 end", "stack-calls record at byte 7 of the records stream: its fields do not fit in its length of 3 bytes"},
+		{"deepest stack with more frames than its length", []streamSet{block(recs(infoRec, short)), block(recs(events(1), endRec), a)},
+			"info damage@B0+" + itoa(len(short)) + " alloc(0,0)@0x1000 end", "deepest-stack record at byte 7 of the records stream: its fields do not fit in its length of 6 bytes"},
+	})
 }
 
 // readRecords reads every record of a crafted trace, which must be sound.

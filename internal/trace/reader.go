@@ -285,6 +285,10 @@ func (r *blockDecoder) other(k Kind) Record {
 		rec.ObjectStatus = &ObjectStatus{Object: d.uv(), Status: SymbolStatus(d.enum()), Message: d.str()}
 	case KindType:
 		rec.Type = readType(d)
+	case KindStackCalls:
+		rec.StackCalls = readStackCalls(d)
+	case KindDeepestStack:
+		rec.DeepestStack = readDeepestStack(d)
 	case KindLost:
 		rec.Lost = &Lost{Process: d.uv(), Count: d.uv(), Reason: d.str()}
 	case KindFork:
@@ -332,6 +336,33 @@ func readType(d *decoder) *Type {
 		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
 	}
 	return t
+}
+
+// readStackCalls decodes a StackCalls record; bytes of its body after its
+// fields are skipped, as Type's.
+func readStackCalls(d *decoder) *StackCalls {
+	body := d.body()
+	c := &StackCalls{Process: body.uv(), Thread: body.uv(), Time: body.uv(), Max: body.uv(), Level: body.uv(), Calls: body.uv()}
+	if body.bad != "" {
+		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
+	}
+	return c
+}
+
+// readDeepestStack decodes a DeepestStack record.
+func readDeepestStack(d *decoder) *DeepestStack {
+	body := d.body()
+	s := &DeepestStack{Process: body.uv(), Thread: body.uv(), Time: body.uv(), Bytes: body.uv(), Stack: body.uv()}
+	if n := body.count(1); n > 0 {
+		s.FrameSizes = make([]uint64, n)
+		for i := range s.FrameSizes {
+			s.FrameSizes[i] = body.uv()
+		}
+	}
+	if body.bad != "" {
+		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
+	}
+	return s
 }
 
 // skip skips a record of a kind this reader does not know, if its kind says

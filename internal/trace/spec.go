@@ -198,6 +198,8 @@ const (
 
 	KindFirstSkippable Kind = 0x40
 	KindType           Kind = 0x40 // skippable: a named type of an object's program, and its size
+	KindStackCalls     Kind = 0x41 // skippable: a thread's stack at its function entries and returns
+	KindDeepestStack   Kind = 0x42 // skippable: the call stack at a thread's deepest function entry
 	kindLastSkippable  Kind = 0x7f
 )
 
@@ -224,7 +226,7 @@ var kindNames = map[Kind]string{
 	KindString: "string", KindSymbol: "symbol", KindObjectStatus: "object-status",
 	KindContext: "context", KindAlloc: "alloc", KindFree: "free", KindRealloc: "realloc",
 	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end", KindType: "type",
-	KindThreadStack: "thread-stack",
+	KindThreadStack: "thread-stack", KindStackCalls: "stack-calls", KindDeepestStack: "deepest-stack",
 }
 
 func (k Kind) String() string {
@@ -479,6 +481,39 @@ type ThreadStack struct {
 	Size      uint64 // bytes the stack may grow to; 0 if not known
 }
 
+// StackCalls is what a thread's stack did at its function entries and
+// returns, in a program built with gcc's -finstrument-functions and
+// recorded with memtrail run -stack-calls: the stack in use at each of them
+// (the stack's base minus the stack pointer of the function entered or
+// returning, its frame included) is not written, only its highest value
+// and its latest since the thread's previous StackCalls record. The agent
+// writes one for each time unit in which the thread made calls.
+type StackCalls struct {
+	Process uint64
+	Thread  uint64 // the thread's index in its process
+	Time    uint64 // ns since time zero: the latest entry or return counted
+	Max     uint64 // the most stack in use at an entry or return counted, in bytes
+	Level   uint64 // the stack in use at the latest of them, in bytes
+	Calls   uint64 // how many entries and returns the record counts
+}
+
+// DeepestStack is the call stack of a thread at its deepest function entry
+// (see StackCalls): Bytes of stack in use at Time, in the stack Stack (a
+// StackNode ID of the process), whose innermost frame is the function
+// entered. FrameSizes gives each frame's share of Bytes, innermost first:
+// the stack in use in that frame minus the stack in use in its caller,
+// the outermost frame's counted from the stack's base; a stack cut short
+// by the depth limit has fewer sizes than Bytes needs. A thread may have
+// several; the deepest counts.
+type DeepestStack struct {
+	Process    uint64
+	Thread     uint64
+	Time       uint64 // ns since time zero
+	Bytes      uint64
+	Stack      uint64
+	FrameSizes []uint64
+}
+
 // Module is an object mapped into a process at Base (the load bias: a
 // runtime address minus Base is the object's link-time virtual address).
 type Module struct {
@@ -651,5 +686,7 @@ type Record struct {
 	Lost         *Lost
 	Fork         *Fork
 	ThreadStack  *ThreadStack
+	StackCalls   *StackCalls
+	DeepestStack *DeepestStack
 	End          *End
 }

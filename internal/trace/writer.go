@@ -52,6 +52,7 @@ type Writer struct {
 	perUnit divider   // divides by unit
 	s       streamSet // the block being encoded
 	rec     []byte    // one non-event record being encoded
+	body    []byte    // the body of a skippable record being encoded
 	checkAt int       // the number of events of the block at which to check its size
 
 	// State of the block being encoded, reset with every block.
@@ -462,6 +463,28 @@ func (w *Writer) Type(t Type) error {
 	return w.finish(b, 0)
 }
 
+// StackCalls writes a thread's stack at its function entries and returns.
+// Its record is skippable.
+func (w *Writer) StackCalls(c StackCalls) error {
+	w.body = appendUvarints(w.body[:0], c.Process, c.Thread, c.Time, c.Max, c.Level, c.Calls)
+	return w.skippable(KindStackCalls, w.body, c.Time)
+}
+
+// DeepestStack writes the call stack at a thread's deepest function entry.
+// Its record is skippable.
+func (w *Writer) DeepestStack(d DeepestStack) error {
+	b := appendUvarints(w.body[:0], d.Process, d.Thread, d.Time, d.Bytes, d.Stack, uint64(len(d.FrameSizes)))
+	w.body = appendUvarints(b, d.FrameSizes...)
+	return w.skippable(KindDeepestStack, w.body, d.Time)
+}
+
+// skippable writes a record of a skippable kind: its body, after its
+// length.
+func (w *Writer) skippable(k Kind, body []byte, t uint64) error {
+	b := binary.AppendUvarint(w.begin(k), uint64(len(body)))
+	return w.finish(append(b, body...), t)
+}
+
 // Lost writes that events of a process are known to be missing.
 func (w *Writer) Lost(l Lost) error {
 	b := w.begin(KindLost)
@@ -511,6 +534,10 @@ func (w *Writer) Write(r Record) error {
 		return writeValue(w.ObjectStatus, r.Kind, r.ObjectStatus)
 	case KindType:
 		return writeValue(w.Type, r.Kind, r.Type)
+	case KindStackCalls:
+		return writeValue(w.StackCalls, r.Kind, r.StackCalls)
+	case KindDeepestStack:
+		return writeValue(w.DeepestStack, r.Kind, r.DeepestStack)
 	case KindLost:
 		return writeValue(w.Lost, r.Kind, r.Lost)
 	case KindFork:

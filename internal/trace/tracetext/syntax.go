@@ -71,6 +71,12 @@ var syntaxes = []syntax{
 	{"thread-stack", trace.KindThreadStack, "ThreadStack", []field{
 		req("process", "Process"), req("index", "Index"), req("time", "Time"),
 		req("high-water", "HighWater"), opt("size", "Size")}},
+	{"stack-calls", trace.KindStackCalls, "StackCalls", []field{
+		req("process", "Process"), req("thread", "Thread"), req("time", "Time"),
+		req("max", "Max"), req("level", "Level"), opt("calls", "Calls")}},
+	{"deepest-stack", trace.KindDeepestStack, "DeepestStack", []field{
+		req("process", "Process"), req("thread", "Thread"), req("time", "Time"),
+		req("bytes", "Bytes"), req("stack", "Stack"), opt("frame-sizes", "FrameSizes")}},
 	{"fork", trace.KindFork, "Fork", []field{
 		req("process", "Process"), req("child", "Child"), opt("time", "Time")}},
 	{"end", trace.KindEnd, "End", []field{
@@ -168,6 +174,7 @@ var (
 	segmentsType = reflect.TypeFor[[]trace.Segment]()
 	stringsType  = reflect.TypeFor[[]string]()
 	bytesType    = reflect.TypeFor[[]byte]()
+	uintsType    = reflect.TypeFor[[]uint64]()
 )
 
 func formatValue(v reflect.Value, hex bool) string {
@@ -186,6 +193,12 @@ func formatValue(v reflect.Value, hex bool) string {
 		return formatList(v.Interface().([]string))
 	case bytesType:
 		return formatHexBytes(v.Bytes())
+	case uintsType:
+		var ss []string
+		for _, n := range v.Interface().([]uint64) {
+			ss = append(ss, strconv.FormatUint(n, 10))
+		}
+		return "[" + strings.Join(ss, " ") + "]"
 	}
 	switch v.Kind() {
 	case reflect.Uint64:
@@ -201,6 +214,18 @@ func formatValue(v reflect.Value, hex bool) string {
 func setValue(v reflect.Value, text token) error {
 	if v.Type() == stringsType {
 		v.Set(reflect.ValueOf(text.strings()))
+		return nil
+	}
+	if v.Type() == uintsType {
+		var ns []uint64
+		for _, s := range text.strings() {
+			n, err := parseUint(s)
+			if err != nil {
+				return err
+			}
+			ns = append(ns, n)
+		}
+		v.Set(reflect.ValueOf(ns))
 		return nil
 	}
 	if text.isList {
