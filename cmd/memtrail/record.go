@@ -22,6 +22,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	ring := sizeFlag(fs, "ring-size", record.DefaultRingSize, "buffer between the program's first thread and memtrail, a power of two (e.g. 4MiB; other threads get a quarter): a bigger one absorbs longer bursts")
 	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size, how long the program waited for memtrail")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
+	stackCalls := fs.Bool("stack-calls", false, "measure the stack at every function entry and return of a program built with -finstrument-functions: the exact stack peak, step by step, and the call stack at its deepest (slower)")
 	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
 	bf := addBudgetFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -47,9 +48,12 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{fmt.Sprintf("-ring-size %s must be a power of two from 64KiB to 1GiB", report.Size(*ring))}
 	}
 	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit,
-		RingSize: *ring, Log: stderr})
+		RingSize: *ring, StackCalls: *stackCalls, Log: stderr})
 	if err != nil {
 		return 1, err
+	}
+	if *stackCalls && res.Calls == 0 && res.WriteErr == nil {
+		fmt.Fprintln(stderr, "memtrail: -stack-calls: the program made no instrumented calls, so its stack was only sampled (build it with -finstrument-functions)")
 	}
 	if !*quiet && res.WriteErr == nil {
 		printRecording(stderr, fs.Args(), res)

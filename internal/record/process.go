@@ -440,6 +440,12 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	case recStack:
 		rec.write(rec.w.ThreadStack(trace.ThreadStack{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2]),
 			HighWater: stackInUse(w[3]), Size: w[4]}))
+	case recCalls:
+		rec.write(rec.w.StackCalls(trace.StackCalls{Process: p.id, Thread: s.thread, Time: rec.clock.ns(w[2]),
+			Max: stackInUse(w[3]), Level: stackInUse(w[4]), Calls: w[5]}))
+		rec.calls += w[5]
+	case recDeepest:
+		p.deepest(rec, s, w, stack)
 	case recThreadEnd:
 		rec.write(rec.w.ThreadEnd(trace.ThreadEnd{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2])}))
 	case recModule:
@@ -496,7 +502,23 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 // recordWords is how many words the agent writes of each kind of record,
 // at least.
 var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
-	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5}
+	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5}
+
+// deepest writes a DEEPEST record w of slot s: the call stack of the
+// thread's deepest function entry, with its frames' sizes (two 32-bit
+// sizes a word after the fifth).
+func (p *process) deepest(rec *Recorder, s *slotReader, w []uint64, stack uint64) {
+	n := w[4]
+	if n > uint64(2*(len(w)-5)) {
+		n = 0 // more sizes than the record holds: the ring was damaged
+	}
+	sizes := make([]uint64, n)
+	for i := range sizes {
+		sizes[i] = w[5+i/2] >> (32 * (i % 2)) & 0xffffffff
+	}
+	rec.write(rec.w.DeepestStack(trace.DeepestStack{Process: p.id, Thread: s.thread, Time: rec.clock.ns(w[2]),
+		Bytes: stackInUse(w[3]), Stack: p.stack(rec, stack), FrameSizes: sizes}))
+}
 
 // stackInUse returns the stack in use an agent's record says, or 0 (not
 // known) for a value no stack has: the trace holds at most

@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 3
+	protocolVersion = 4
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	maxHello        = 16384
@@ -28,6 +28,8 @@ const (
 	recThreadEnd = 9
 	recFork      = 10
 	recStack     = 11
+	recCalls     = 12
+	recDeepest   = 13
 
 	stackShift = 24
 	apiShift   = 16
@@ -55,7 +57,8 @@ const (
 	hdrFirstRing    = 232
 	hdrWaits        = 240
 	hdrWaitNs       = 248
-	hdrClock        = 256
+	hdrCallsWindow  = 256
+	hdrClock        = 320
 )
 
 // struct mt_slot and struct mt_node.

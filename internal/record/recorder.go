@@ -48,6 +48,12 @@ type Options struct {
 	// TimeUnit is the resolution of event times (default 1ms). Order
 	// is exact whatever it is; a finer unit costs trace space.
 	TimeUnit time.Duration
+	// StackCalls makes the agent measure the stack at every entry and
+	// return of the functions of programs built with
+	// -finstrument-functions, summed up per thread and time unit
+	// (trace.StackCalls), and take the call stack of each thread's
+	// deepest entry (trace.DeepestStack).
+	StackCalls bool
 }
 
 // DefaultRingSize is the default size of the ring of a process's first
@@ -97,6 +103,9 @@ type Result struct {
 	// long they waited in all: what a recorder that did not keep up cost.
 	Waits    uint64
 	WaitTime time.Duration
+	// Calls counts the function entries and returns measured with
+	// Options.StackCalls.
+	Calls uint64
 	// WriteErr is set when the trace could not be written completely
 	// (e.g. the disk filled up); the part before it is readable.
 	WriteErr error
@@ -148,6 +157,7 @@ type Recorder struct {
 	events, lost                       uint64
 	allocations, frees, bytesAllocated uint64
 	ringWaits, ringWaitNs              uint64 // the agents' waits for ring space
+	calls                              uint64 // function entries and returns measured (Options.StackCalls)
 
 	// The program itself: its wait status, CPU time and run time come
 	// from the goroutine that waits for it, before it sends on waits.
@@ -239,7 +249,11 @@ func newRecorder(opts Options) (*Recorder, error) {
 		symbols: newSymbolTable(), log: opts.Log}
 	rate := calibrate()
 	r.coarse = coarseClockFor(opts.TimeUnit, rate)
-	r.srv, err = listen(regionConfig{slots: opts.Threads, firstRing: opts.RingSize, ringSize: otherRing(opts.RingSize), nodeCap: 1 << 24, maxFrames: opts.MaxFrames}, r.coarse)
+	cfg := regionConfig{slots: opts.Threads, firstRing: opts.RingSize, ringSize: otherRing(opts.RingSize), nodeCap: 1 << 24, maxFrames: opts.MaxFrames}
+	if opts.StackCalls {
+		cfg.callsWindow = max(uint64(float64(opts.TimeUnit.Nanoseconds())/rate), 1)
+	}
+	r.srv, err = listen(cfg, r.coarse)
 	if err == nil {
 		host, _ := os.Hostname()
 		r.clock = clock{start: time.Now(), tscStart: rdtsc(), nsPerTick: rate}
@@ -299,7 +313,7 @@ func (r *Recorder) result() *Result {
 	res := &Result{Path: r.path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr,
 		ProgramCPU: r.programCPU, RecorderCPU: selfCPU(), RunTime: r.runTime,
 		Allocations: r.allocations, Frees: r.frees, BytesAllocated: r.bytesAllocated,
-		Waits: r.ringWaits, WaitTime: time.Duration(r.ringWaitNs), Program: endOf(r.mainStatus)}
+		Waits: r.ringWaits, WaitTime: time.Duration(r.ringWaitNs), Program: endOf(r.mainStatus), Calls: r.calls}
 	if fi, err := os.Stat(r.path); err == nil {
 		res.Bytes = fi.Size()
 	}

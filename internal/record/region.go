@@ -30,6 +30,9 @@ type regionConfig struct {
 	ringSize  uint64 // bytes of the others'
 	nodeCap   uint64 // call-stack nodes
 	maxFrames int
+	// callsWindow is mt_header.calls_window: 0, or the time-stamp
+	// counter ticks of a time unit (Options.StackCalls).
+	callsWindow uint64
 }
 
 func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
@@ -62,6 +65,7 @@ func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
 	*r.u64(hdrNodeCapacity) = cfg.nodeCap
 	*r.u32(hdrMaxFrames) = uint32(cfg.maxFrames)
 	*r.u32(hdrRecorderPid) = uint32(recorderPid)
+	*r.u64(hdrCallsWindow) = cfg.callsWindow
 	return r, nil
 }
 

@@ -41,6 +41,13 @@ struct mt_thread {
 	uint32_t stack_id;  /* the stack of the event being recorded */
 	uint64_t fork_seq;  /* sequence number of a fork in progress, + 1 */
 	struct mt_thread *next_free;
+	/* Function entries and returns (calls.c): the current window's
+	 * end, latest call time, deepest and latest stack in use and calls;
+	 * the deepest entry so far, when, and whether its stack is still to
+	 * be taken. */
+	uint64_t calls_until, calls_last, calls_max, calls_level, calls_n;
+	uint64_t deep_bytes, deep_time;
+	uint32_t deep_pending;
 	/* The last stack, outermost first: return address, stack pointer in
 	 * that frame, and the node naming the stack from it outwards. */
 	uintptr_t ra[MT_MAX_FRAMES_LIMIT];
@@ -163,6 +170,11 @@ MT_HIDDEN void mt_stack_setup(struct mt_thread *t, int main_thread);
 MT_HIDDEN uint64_t mt_stack_high_water(struct mt_thread *t);
 MT_HIDDEN void mt_stack_record(struct mt_thread *t);
 MT_HIDDEN void mt_stack_after_fork(void);
+
+/* calls.c: function entries and returns, with -stack-calls. */
+extern uint64_t mt_calls_window MT_HIDDEN;
+MT_HIDDEN void mt_calls_reset(struct mt_thread *t);
+MT_HIDDEN void mt_calls_end(struct mt_thread *t);
 
 /* stacks.c: the call-stack tree in shared memory. */
 MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);

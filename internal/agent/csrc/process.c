@@ -210,6 +210,7 @@ static int connect_recorder(int flags, uint64_t fork_token)
 	mt_proc.rings = (uint8_t *)region + hdr->rings_offset;
 	mt_proc.nodes = (struct mt_node *)((uint8_t *)region + hdr->nodes_offset);
 	mt_proc.max_frames = hdr->max_frames;
+	__atomic_store_n(&mt_calls_window, hdr->calls_window, __ATOMIC_RELAXED);
 	if (mt_proc.max_frames > MT_MAX_FRAMES_LIMIT)
 		mt_proc.max_frames = MT_MAX_FRAMES_LIMIT;
 	return 1;
@@ -298,6 +299,7 @@ static void after_fork_child(void)
 		munmap(mt_proc.region, mt_proc.region_size);
 	mt_proc.region = NULL;
 	mt_proc.hdr = NULL;
+	mt_calls_window = 0;
 	mt_proc.gen++;
 	mt_proc.state = MT_STATE_UNINIT;
 	mt_modules_after_fork();
@@ -340,6 +342,7 @@ static int attach(struct mt_thread *t)
 	t->tid = (uint64_t)gettid_raw();
 	t->depth = 0;
 	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
+	mt_calls_reset(t);
 	t->ctl->tid = (uint32_t)t->tid;
 	t->internal = 1;
 	mt_stack_setup(t, t->tid == (uint64_t)getpid()); /* pthread_getattr_np allocates */
@@ -377,6 +380,7 @@ static struct mt_thread *thread_setup(void)
 static void release_thread(struct mt_thread *t)
 {
 	if (t->gen == mt_proc.gen && __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE) {
+		mt_calls_end(t);
 		mt_stack_record(t);
 		uint64_t rec[3] = {MT_REC_THREAD_END | 3 << 8, mt_seq(), mt_tsc()};
 		mt_emit(t, rec, 3);
@@ -535,6 +539,7 @@ static void on_exit_handler(int status, void *arg)
 	struct mt_thread *t = mt_enter();
 	if (t == NULL)
 		return;
+	mt_calls_end(t);
 	mt_stack_record(t);
 	uint64_t rec[4] = {MT_REC_EXIT | 4 << 8, mt_seq(), mt_tsc(), (uint64_t)(uint32_t)status};
 	mt_emit(t, rec, 4);

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 3
+#define MT_PROTOCOL_VERSION 4
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_MAX_HELLO 16384
@@ -59,6 +59,14 @@
  *   STACK    w1 seq  w2 tsc  w3 high-water mark  w4 stack size   (the
  *            thread's deepest stack use, in bytes from its base, found by
  *            painting; sent as it ends or the process exits)
+ *   CALLS    w1 seq  w2 tsc of the latest call counted  w3 the most stack
+ *            in use at a call counted  w4 the stack in use at the latest
+ *            w5 calls counted   (function entries and returns since the
+ *            thread's previous CALLS record, with -stack-calls)
+ *   DEEPEST  w0: stack<<24  w1 seq  w2 tsc  w3 stack in use  w4 frame
+ *            sizes n, then n 32-bit frame sizes, two a word, the first in
+ *            the low half, innermost first   (the call stack of the
+ *            thread's deepest function entry so far, with -stack-calls)
  *
  * A tsc word is the time-stamp counter, or mt_header.clock when
  * mt_header.coarse is set.
@@ -83,6 +91,8 @@
 #define MT_REC_THREAD_END 9
 #define MT_REC_FORK 10
 #define MT_REC_STACK 11
+#define MT_REC_CALLS 12
+#define MT_REC_DEEPEST 13
 
 #define MT_STACK_SHIFT 24
 #define MT_API_SHIFT 16
@@ -176,6 +186,11 @@ struct mt_header {
 	 * long in all (ns): the cost of a recorder that did not keep up. */
 	uint64_t waits;
 	uint64_t wait_ns;
+	/* Nonzero (memtrail run -stack-calls): the agent's function entry and
+	 * return hooks measure the stack, and sum it up in CALLS records, one
+	 * per thread for every this many time-stamp counter ticks in which it
+	 * made calls. Zero: the hooks return at once. */
+	uint64_t calls_window;
 	uint64_t clock __attribute__((aligned(64)));
 };
 
