@@ -182,10 +182,32 @@ type ThreadSummary struct {
 	StackPeakBytes   uint64
 	StackPeakTime    uint64
 	StackSampledOnly bool
-	liveBytes        uint64
+	// StackCalls counts the thread's function entries and returns whose
+	// stack in use was measured (trace.StackCalls: a program built with
+	// -finstrument-functions, recorded with -stack-calls). A thread that
+	// has them has an exact stack peak: its deepest entry or heap event,
+	// whichever is deeper, at its time; its painted high-water mark, which
+	// counts the agent's own frames below the program's, is not used.
+	StackCalls uint64
+	liveBytes  uint64
 	// stackNow is the stack in use at the thread's latest event, 0 once
 	// it has ended; stackHighWater the highest of its ThreadStack records.
 	stackNow, stackHighWater uint64
+}
+
+// DeepestStack is the moment a thread's stack went deepest: a function
+// entry (with -stack-calls) or else a heap event.
+type DeepestStack struct {
+	Thread uint64 // the thread's index
+	Time   uint64 // ns since time zero
+	Bytes  uint64 // stack in use
+	Stack  uint64 // the call stack then; 0 if none was taken
+	// FunctionEntry says the moment was a function entry; else it was
+	// the heap event with the deepest stack in use.
+	FunctionEntry bool
+	// FrameSizes gives, for a function entry, the bytes of each frame of
+	// Stack, innermost first (trace.DeepestStack.FrameSizes).
+	FrameSizes []uint64
 }
 
 // BinCount is the number of mprof bins: one per size up to 1024, and one
@@ -271,6 +293,14 @@ type Summary struct {
 	StackPeakTime  uint64
 	PeakTotalBytes uint64
 	PeakTotalTime  uint64
+	// StackCalls counts the function entries and returns measured (see
+	// ThreadSummary.StackCalls): with them the stack peaks count the
+	// deepest entry of each time unit, not only heap events.
+	StackCalls uint64
+	// DeepestStack is the deepest stack in use of one thread in the
+	// window, with its call stack; its Bytes are 0 if the trace has no
+	// stack in use.
+	DeepestStack DeepestStack
 
 	// InvalidFrees counts frees and reallocs of addresses that were not
 	// live blocks; they are not in Frees.
@@ -480,6 +510,10 @@ func (a *analyzer) record(rec trace.Record) {
 			ts := a.process(th.Process).thread(th.Index)
 			ts.stackHighWater = max(ts.stackHighWater, th.HighWater)
 		}
+	case trace.KindStackCalls:
+		a.process(rec.StackCalls.Process).stackCalls(rec.StackCalls)
+	case trace.KindDeepestStack:
+		a.process(rec.DeepestStack.Process).deepestStack(rec.DeepestStack)
 	case trace.KindModule:
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
 	case trace.KindStackNode:

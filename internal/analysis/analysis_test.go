@@ -316,6 +316,15 @@ func extraFacts(b *strings.Builder, p *analysis.Process, kind string) {
 				fmt.Fprintf(b, "stack point %d %d\n", p.Timeline.Time(i), pt.StackBytes)
 			}
 		}
+	case "deepest":
+		fmt.Fprintf(b, "calls %d", p.Summary.StackCalls)
+		for _, th := range p.Threads {
+			fmt.Fprintf(b, " %d:%d", th.Index, th.StackCalls)
+		}
+		b.WriteString("\n")
+		if d := p.Summary.DeepestStack; d.Bytes != 0 {
+			fmt.Fprintf(b, "deepest thread=%d time=%d bytes=%d stack=%d entry=%v sizes=%v\n", d.Thread, d.Time, d.Bytes, d.Stack, d.FunctionEntry, d.FrameSizes)
+		}
 	case "bin":
 		for size, bin := range p.Bins {
 			if bin != (analysis.Bin{}) {

@@ -10,7 +10,8 @@ package analysis
 //   - the peak is the highest of the parts' peaks, the earliest if several
 //     are as high, and the sites' numbers at the peak are that part's; so
 //     are the stack peaks and the peak of heap and stack together, of the
-//     process and of each thread;
+//     process and of each thread, and the deepest stack is the deepest
+//     part's; function entries measured add up;
 //   - what is live at the end is the last part's: in use at exit, what
 //     the sizes and bins keep, the live objects and the heap map;
 //   - the freed objects that lived longest are the longest-lived of all the
@@ -49,6 +50,7 @@ func joinParts(parts []*Model, objects int) *Model {
 		sum.BytesAllocated += qs.BytesAllocated
 		sum.Temporary += qs.Temporary
 		sum.InvalidFrees += qs.InvalidFrees
+		sum.StackCalls += qs.StackCalls
 		for i := range q.Sites {
 			if j, ok := siteOf[q.Sites[i].Stack]; ok {
 				p.Sites[j].addCounts(&q.Sites[i])
@@ -59,6 +61,7 @@ func joinParts(parts []*Model, objects int) *Model {
 			th.Allocations += qt.Allocations
 			th.BytesAllocated += qt.BytesAllocated
 			th.Frees += qt.Frees
+			th.StackCalls += qt.StackCalls
 		}
 		if len(q.Bins) > 0 && p.Bins == nil {
 			p.Bins = make([]Bin, BinCount)
@@ -127,6 +130,9 @@ func joinPeaks(parts []*Model, p *Process, siteOf map[uint64]int) {
 		q := &m.Processes[0].Summary
 		highest(&sum.StackPeakBytes, &sum.StackPeakTime, q.StackPeakBytes, q.StackPeakTime)
 		highest(&sum.PeakTotalBytes, &sum.PeakTotalTime, q.PeakTotalBytes, q.PeakTotalTime)
+		if d := q.DeepestStack; d.Bytes > sum.DeepestStack.Bytes || d.Bytes == sum.DeepestStack.Bytes && d.Time < sum.DeepestStack.Time {
+			sum.DeepestStack = d
+		}
 		for i, th := range m.Processes[0].Threads {
 			if i < len(p.Threads) {
 				highest(&p.Threads[i].StackPeakBytes, &p.Threads[i].StackPeakTime, th.StackPeakBytes, th.StackPeakTime)

@@ -150,6 +150,45 @@ func (rp *replay) stackSample(e *trace.Event) *ThreadSummary {
 	return th
 }
 
+// stackCalls takes in what a thread's stack did at its function entries
+// and returns up to c.Time: at its deepest (c.Max) the process's stack in
+// use was that of the other threads' latest events plus c.Max; the
+// thread's stack in use is c.Level after it.
+func (rp *replay) stackCalls(c *trace.StackCalls) {
+	if rp.finished || c.Thread == 0 || c.Thread > maxThreads || !rp.opts.countsThread(c.Thread) {
+		return
+	}
+	th := rp.thread(c.Thread)
+	if rp.windowOpen && !rp.opts.afterWindow(rp.sinceStart(c.Time)) {
+		th.StackCalls += c.Calls
+		rp.proc.Summary.StackCalls += c.Calls
+		atMax := rp.stackBytes - th.stackNow + c.Max
+		sum := &rp.proc.Summary
+		highest(&th.StackPeakBytes, &th.StackPeakTime, c.Max, c.Time)
+		highest(&sum.StackPeakBytes, &sum.StackPeakTime, atMax, c.Time)
+		highest(&sum.PeakTotalBytes, &sum.PeakTotalTime, rp.liveBytes+atMax, c.Time)
+		rp.timeline.stackPeak(c.Time, atMax)
+		rp.stackBytes += c.Level - th.stackNow
+		rp.timeline.stackNow = rp.stackBytes
+	} else {
+		rp.stackBytes += c.Level - th.stackNow
+	}
+	th.stackNow = c.Level
+}
+
+// deepestStack takes in the call stack of a thread's deepest function
+// entry, if it is the deepest yet in the window.
+func (rp *replay) deepestStack(d *trace.DeepestStack) {
+	if rp.finished || d.Thread == 0 || !rp.opts.countsThread(d.Thread) || !rp.windowOpen ||
+		rp.opts.afterWindow(rp.sinceStart(d.Time)) {
+		return
+	}
+	if d.Bytes > rp.proc.Summary.DeepestStack.Bytes {
+		rp.proc.Summary.DeepestStack = DeepestStack{Thread: d.Thread, Time: d.Time, Bytes: d.Bytes, Stack: d.Stack,
+			FunctionEntry: true, FrameSizes: d.FrameSizes}
+	}
+}
+
 // stackPeaks moves the stack peaks on after event e of the window, whose
 // stack in use th's sample was, if it had one.
 func (rp *replay) stackPeaks(e *trace.Event, th *ThreadSummary) {
@@ -162,6 +201,9 @@ func (rp *replay) stackPeaks(e *trace.Event, th *ThreadSummary) {
 	}
 	if th.stackNow > th.StackPeakBytes {
 		th.StackPeakBytes, th.StackPeakTime = th.stackNow, e.Time
+	}
+	if th.stackNow > sum.DeepestStack.Bytes {
+		sum.DeepestStack = DeepestStack{Thread: uint64(threadOf(e)), Time: e.Time, Bytes: th.stackNow, Stack: e.Stack}
 	}
 	if rp.stackBytes > sum.StackPeakBytes {
 		sum.StackPeakBytes, sum.StackPeakTime = rp.stackBytes, e.Time
@@ -559,8 +601,8 @@ func (rp *replay) finish() {
 		th.InUseAtExitBytes = th.liveBytes
 		// The high-water mark is of the whole run, and may have come
 		// between events.
-		th.StackSampledOnly = !wholeRun || th.stackHighWater == 0
-		if wholeRun {
+		th.StackSampledOnly = th.StackCalls == 0 && (!wholeRun || th.stackHighWater == 0)
+		if wholeRun && th.StackCalls == 0 {
 			th.StackPeakBytes = max(th.StackPeakBytes, th.stackHighWater)
 		}
 		th.liveBytes, th.stackNow, th.stackHighWater = 0, 0, 0

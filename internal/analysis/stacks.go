@@ -55,6 +55,37 @@ func (p *Process) Stack(id uint64) []Frame {
 	return p.stacks.frames(id)
 }
 
+// SizedFrame is a frame of a call stack with the bytes of stack its
+// function's frame took, if known.
+type SizedFrame struct {
+	Frame
+	Size    uint64
+	HasSize bool // an inlined frame has no frame of its own
+}
+
+// DeepestFrames returns the frames of p's deepest stack
+// (Summary.DeepestStack), innermost first, each with the size of its
+// frame that the trace gives (DeepestStack.FrameSizes, one per frame of
+// the machine stack: the last of the source frames of a code address, the
+// ones inlined into it coming first, gets it).
+func (p *Process) DeepestFrames() []SizedFrame {
+	d := &p.Summary.DeepestStack
+	if d.Stack == 0 || p.stacks == nil {
+		return nil
+	}
+	var sized []SizedFrame
+	for i, frames := range p.stacks.nodeFrames(d.Stack) {
+		for j, f := range frames {
+			sf := SizedFrame{Frame: f}
+			if j == len(frames)-1 && i < len(d.FrameSizes) {
+				sf.Size, sf.HasSize = d.FrameSizes[i], true
+			}
+			sized = append(sized, sf)
+		}
+	}
+	return sized
+}
+
 // SiteStack returns the frames of the call stack of site s of p, which for
 // an inherited site is a stack of the process's parent.
 func (p *Process) SiteStack(s *Site) []Frame {
@@ -143,6 +174,23 @@ func (t *stackTree) walk(id uint64) []Frame {
 		id = n.parent
 	}
 	return frames
+}
+
+// nodeFrames returns the frames of stack id node by node, innermost
+// first.
+func (t *stackTree) nodeFrames(id uint64) [][]Frame {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var nodes [][]Frame
+	for depth := 0; id != 0 && depth < maxDepth; depth++ {
+		n, ok := t.nodes[id]
+		if !ok {
+			return append(nodes, []Frame{{}})
+		}
+		nodes = append(nodes, t.syms.appendFrames(nil, t.modules[n.module], n.offset))
+		id = n.parent
+	}
+	return nodes
 }
 
 func (t *stackTree) objects() []*Object {

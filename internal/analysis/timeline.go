@@ -126,6 +126,20 @@ func (b *timelineBuilder) stack(t, bytes uint64) {
 	b.stackNow = bytes
 }
 
+// stackPeak notes the stack in use reached at t, which may be in a step
+// before the latest one: a trace.StackCalls record comes after the events
+// of its time unit when its thread made no call since.
+func (b *timelineBuilder) stackPeak(t, bytes uint64) {
+	if n := uint64(len(b.tl.Points)); n > 0 && t >= b.tl.Start {
+		if i := (t - b.tl.Start) / b.tl.Step; i < n {
+			b.tl.Points[i].StackBytes = max(b.tl.Points[i].StackBytes, bytes)
+			return
+		}
+	}
+	pt := b.point(t)
+	pt.StackBytes = max(pt.StackBytes, bytes)
+}
+
 // live notes what is live after an event at t.
 func (b *timelineBuilder) live(t, bytes, blocks uint64) { b.point(t).live(bytes, blocks) }
 

@@ -121,7 +121,7 @@ func TestWindowFromCache(t *testing.T) {
 	if !reflect.DeepEqual(cachedModelOf(read), cachedModelOf(m)) {
 		t.Error("the window's model differs from the one reading all")
 	}
-	if again, fromCache, _ := AnalyzeFile(path, window); !fromCache || again.Processes[0].Summary != m.Processes[0].Summary {
+	if again, fromCache, _ := AnalyzeFile(path, window); !fromCache || !reflect.DeepEqual(again.Processes[0].Summary, m.Processes[0].Summary) {
 		t.Error("the window's model is not in the cache")
 	}
 }
