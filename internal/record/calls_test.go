@@ -151,6 +151,38 @@ func TestStackCalls(t *testing.T) {
 		}
 	}
 
+	// The analysis: each thread's peak is its deepest entry, exact, and
+	// the timeline's stack goes up and down with main's phases.
+	m := analyze(t, res.Path)
+	p := m.Processes[0]
+	for _, th := range p.Threads {
+		if th.StackPeakBytes != peak[th.Index] || th.StackSampledOnly || th.StackCalls == 0 {
+			t.Errorf("thread %d: stack peak %d (sampled only %v, %d calls), want its deepest entry's %d",
+				th.Index, th.StackPeakBytes, th.StackSampledOnly, th.StackCalls, peak[th.Index])
+		}
+	}
+	if d := p.Summary.DeepestStack; !d.FunctionEntry || d.Thread != 1 || d.Bytes != peak[1] || d.Stack == 0 {
+		t.Errorf("deepest stack %+v, want main's deepest entry, %d bytes", d, peak[1])
+	}
+	var steps []string
+	for _, pt := range p.Timeline.Points {
+		s := "low"
+		switch {
+		case near(pt.StackBytes, deep):
+			s = "deep"
+		case near(pt.StackBytes, shallow):
+			s = "shallow"
+		case pt.StackBytes > shallow+stackSlack:
+			s = "other"
+		}
+		if len(steps) == 0 || steps[len(steps)-1] != s {
+			steps = append(steps, s)
+		}
+	}
+	if !slices.Equal(steps[:min(len(steps), 6)], []string{"low", "shallow", "low", "deep", "low", "shallow"}) {
+		t.Errorf("the timeline's stack goes %v, want low, shallow, low, deep, low, shallow", steps)
+	}
+
 	// The sizes add up to the stack in use, but for a stack cut short
 	// by the depth limit (64 frames), whose outermost frame has none.
 	for thread, d := range deepest {

@@ -175,6 +175,7 @@ MT_HIDDEN void mt_stack_after_fork(void);
 extern uint64_t mt_calls_window MT_HIDDEN;
 MT_HIDDEN void mt_calls_reset(struct mt_thread *t);
 MT_HIDDEN void mt_calls_end(struct mt_thread *t);
+MT_HIDDEN void mt_calls_due(struct mt_thread *t);
 
 /* stacks.c: the call-stack tree in shared memory. */
 MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);

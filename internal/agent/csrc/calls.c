@@ -17,8 +17,8 @@
  *
  *  1. The calls of a window (mt_header.calls_window time-stamp counter
  *     ticks, the trace's time unit) are summed up: the deepest stack in
- *     use, the latest, their count. The first call of a later window, or
- *     the thread's end, publishes them in a CALLS record.
+ *     use, the latest, their count. The first call or heap event of a
+ *     later window, or the thread's end, publishes them in a CALLS record.
  *  2. An entry deeper than every one before it in the thread is noted
  *     (its depth and time), and its call stack is taken at the next
  *     return. That return is the entry's own function's: a call from it
@@ -51,6 +51,13 @@ static void flush(struct mt_thread *t)
 	mt_emit(t, rec, 6);
 	t->calls_n = 0;
 	t->calls_max = 0;
+}
+
+/* mt_calls_due publishes the calls of a window that has ended. */
+void mt_calls_due(struct mt_thread *t)
+{
+	if (mt_tsc() >= t->calls_until)
+		flush(t);
 }
 
 /* emit_deepest publishes the deepest entry, with the stack just taken

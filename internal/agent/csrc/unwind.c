@@ -474,6 +474,10 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 		t->depth = 0;
 		t->modgen = mt_modgen;
 	}
+	/* A heap event publishes the thread's calls of a window that has
+	 * ended, so that they come before it in the trace. */
+	if (MT_UNLIKELY(t->calls_n != 0))
+		mt_calls_due(t);
 	int m = (int)t->depth - 1; /* the previous stack's frame to compare with */
 	int reuse = 0;
 	uintptr_t lo = sp, hi = t->stack_hi ? t->stack_hi : sp + (8u << 20);
