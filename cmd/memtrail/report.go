@@ -32,6 +32,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	ignore := fs.String("ignore", "", "leave out the call stacks with a function matching `regexp`")
 	order := fs.String("sort", "size", "order of the object list: size, age (of the objects live at the end) or lifetime (of those freed)")
 	cache := fs.Bool("cache", true, "keep the analysis in TRACE.cache, and read it from there when the trace has not changed")
+	suDir := fs.String("su", "", "frame sizes for the deepest stack from the .su files of gcc -fstack-usage under `dir`")
 	html := fs.String("html", "", "write one self-contained HTML page of the timeline, the flame graph and the leaks to `file`")
 	if err := parse(fs, args); err != nil {
 		return 2, err
@@ -60,6 +61,11 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{err.Error()}
 	}
 	opts.PID = *pid
+	if *suDir != "" {
+		if opts.StackUsage, err = report.ReadStackUsage(*suDir); err != nil {
+			return 1, err
+		}
+	}
 	analyze := func(path string, opts analysis.Options) (*analysis.Model, error) {
 		opts.Progress = progressBar(progress, path)
 		return analysis.AnalyzeTrace(path, opts)

@@ -19,7 +19,7 @@ func threadsText(t *textReport) {
 	if stacks {
 		rows[0] = append(rows[0], "stack peak")
 	}
-	sampled := false
+	sampled, exact := false, false
 	for _, th := range p.Threads {
 		at := "-"
 		if th.PeakBytes > 0 {
@@ -32,6 +32,9 @@ func threadsText(t *textReport) {
 			if th.StackSampledOnly && th.StackPeakBytes > 0 {
 				stack += " (sampled)"
 				sampled = true
+			} else if th.StackCalls > 0 {
+				stack += " (exact)"
+				exact = true
 			}
 			row = append(row, stack)
 		}
@@ -40,8 +43,9 @@ func threadsText(t *textReport) {
 	t.table(rows, []bool{true, true, true, true, true, true, true, true, true})
 	t.printf("  (a thread's peak and bytes in use count the blocks it allocated, whoever frees them)\n")
 	if stacks {
-		t.printf("  (its stack peak is the most of its stack in use, from its base: the deepest byte it wrote%s)\n",
-			map[bool]string{true: ", or where only sampled, the deepest of its allocator calls", false: ""}[sampled])
+		t.printf("  (its stack peak is the most of its stack in use, from its base: the deepest byte it wrote%s%s)\n",
+			map[bool]string{true: ", or where only sampled, the deepest of its allocator calls", false: ""}[sampled],
+			map[bool]string{true: ", or where exact, the deepest of its function entries and allocator calls", false: ""}[exact])
 	}
 }
 
@@ -71,6 +75,8 @@ type jsonThread struct {
 	StackPeakBytes   uint64 `json:"stack_peak_bytes"`
 	StackPeakTimeNS  uint64 `json:"stack_peak_time_ns"`
 	StackSampledOnly bool   `json:"stack_sampled_only"`
+	// The function entries and returns measured: its peak is exact.
+	StackCalls uint64 `json:"stack_calls"`
 }
 
 func threadsJSON(c *viewContext) any {
@@ -80,7 +86,8 @@ func threadsJSON(c *viewContext) any {
 		list = append(list, jsonThread{Index: th.Index, TID: th.TID, Allocations: th.Allocations,
 			BytesAllocated: th.BytesAllocated, Frees: th.Frees, PeakBytes: th.PeakBytes,
 			PeakTimeNS: sinceStart(p, th.PeakTime), InUseAtExitBytes: th.InUseAtExitBytes,
-			StackPeakBytes: th.StackPeakBytes, StackPeakTimeNS: sinceStart(p, th.StackPeakTime), StackSampledOnly: th.StackSampledOnly})
+			StackPeakBytes: th.StackPeakBytes, StackPeakTimeNS: sinceStart(p, th.StackPeakTime), StackSampledOnly: th.StackSampledOnly,
+			StackCalls: th.StackCalls})
 	}
 	return struct {
 		Threads []jsonThread `json:"threads"`

@@ -23,7 +23,7 @@ func JSON(w io.Writer, m *analysis.Model, opts Options) error {
 		PPID:        p.PPID,
 		Forked:      p.Forked,
 		Processes:   jsonProcesses(m, p),
-		Summary:     jsonSummaryOf(p),
+		Summary:     jsonSummaryOf(p, opts.StackUsage),
 		Peak:        jsonSites(p, analysis.ByPeak, opts.top()),
 		Allocations: jsonSites(p, analysis.ByAllocations, opts.top()),
 		InUseAtExit: jsonSites(p, analysis.ByInUseAtExit, opts.top()),
@@ -79,13 +79,18 @@ type jsonSummary struct {
 	InvalidFrees      uint64 `json:"invalid_frees"`
 	// The most stack in use at once, all threads together, sampled at
 	// heap events; and the most heap and stack together.
-	StackPeakBytes  uint64  `json:"stack_peak_bytes"`
-	StackPeakTimeNS uint64  `json:"stack_peak_time_ns"`
-	PeakTotalBytes  uint64  `json:"peak_total_bytes"`
-	PeakTotalTimeNS uint64  `json:"peak_total_time_ns"`
-	RunTimeNS       uint64  `json:"run_time_ns"`
-	End             jsonEnd `json:"end"`
-	LostEvents      uint64  `json:"lost_events"`
+	StackPeakBytes  uint64 `json:"stack_peak_bytes"`
+	StackPeakTimeNS uint64 `json:"stack_peak_time_ns"`
+	PeakTotalBytes  uint64 `json:"peak_total_bytes"`
+	PeakTotalTimeNS uint64 `json:"peak_total_time_ns"`
+	// The function entries and returns measured (a program built with
+	// -finstrument-functions, recorded with -stack-calls): with them the
+	// stack peaks are exact.
+	StackCalls   uint64       `json:"stack_calls"`
+	DeepestStack *jsonDeepest `json:"deepest_stack,omitempty"`
+	RunTimeNS    uint64       `json:"run_time_ns"`
+	End          jsonEnd      `json:"end"`
+	LostEvents   uint64       `json:"lost_events"`
 }
 
 type jsonSite struct {
@@ -147,13 +152,14 @@ func jsonEndOf(p *analysis.Process) jsonEnd {
 	return jsonEnd{How: endName(p), Code: p.Code}
 }
 
-func jsonSummaryOf(p *analysis.Process) jsonSummary {
+func jsonSummaryOf(p *analysis.Process, usage StackUsage) jsonSummary {
 	s := p.Summary
 	js := jsonSummary{
 		Allocations: s.Allocations, Frees: s.Frees, BytesAllocated: s.BytesAllocated,
 		PeakBytes: s.PeakBytes, InUseAtExitBytes: s.InUseAtExitBytes, InUseAtExitBlocks: s.InUseAtExitBlocks,
 		Temporary: s.Temporary, InvalidFrees: s.InvalidFrees,
 		StackPeakBytes: s.StackPeakBytes, PeakTotalBytes: s.PeakTotalBytes,
+		StackCalls: s.StackCalls, DeepestStack: jsonDeepestOf(p, usage),
 		RunTimeNS: p.RunTime(), End: jsonEndOf(p), LostEvents: p.Lost,
 	}
 	if s.PeakBytes > 0 {

@@ -37,6 +37,9 @@ type Options struct {
 	// Color marks what went well and badly with terminal colors (check
 	// and diff).
 	Color bool
+	// StackUsage gives frame sizes for the frames of the deepest stack
+	// that the trace has none for (ReadStackUsage).
+	StackUsage StackUsage
 }
 
 // paint writes s in the terminal color code if the options want colors.

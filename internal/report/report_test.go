@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ var goldens = []struct {
 	{"server", report.Options{PID: 301}},
 	{"server", report.Options{PID: 302}},
 	{"server", report.Options{Top: 1, Frames: 3}},
+	{"recurse", report.Options{}},
 }
 
 func TestGolden(t *testing.T) {
@@ -292,5 +294,39 @@ end time=50 events=0
 		if first, _, _ := strings.Cut(out.String(), "\n"); first != tt.want {
 			t.Errorf("pid %d: report on %q, want %q", tt.pid, first, tt.want)
 		}
+	}
+}
+
+// TestStackUsage reads .su files and shows their sizes next to the frames
+// of a deepest stack sampled at a heap event, which has none of its own.
+func TestStackUsage(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "server.su"), []byte("server.c:30:6:cache_put\t9000\tstatic\nserver.c:40:5:main\t48\tstatic\nserver.c:50:5:worker\t64\tdynamic\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sub", "x.su"), []byte("x.cc:3:5:ns::f(int)\t16\tstatic\n"), 0o644)
+	usage, err := report.ReadStackUsage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := report.StackUsage{"cache_put": 9000, "main": 48, "ns::f(int)": 16}
+	if !maps.Equal(usage, want) {
+		t.Errorf("read %v, want %v", usage, want)
+	}
+	var out bytes.Buffer
+	if err := report.Text(&out, input(t, "cache"), report.Options{StackUsage: usage}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"      8.79 KiB*  cache_put (server.c:32)", "      48 bytes*  main (server.c:41)", "(* each frame's size as gcc -fstack-usage gives it"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the report has no line %q:\n%s", line, out.String())
+		}
+	}
+
+	os.WriteFile(filepath.Join(dir, "bad.su"), []byte("not a line\n"), 0o644)
+	if _, err := report.ReadStackUsage(dir); err == nil || !strings.Contains(err.Error(), "bad.su:1: not a line of gcc -fstack-usage") {
+		t.Errorf("a bad .su file: %v", err)
+	}
+	if _, err := report.ReadStackUsage(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no .su files") {
+		t.Errorf("a directory without .su files: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ func Text(w io.Writer, m *analysis.Model, opts Options) error {
 	t.header()
 	t.window()
 	t.summary()
+	t.deepest()
 	for _, tab := range siteTables {
 		t.siteTable(tab)
 	}
@@ -119,7 +120,11 @@ func deepestThread(p *analysis.Process) string {
 	if deepest == nil || deepest.StackPeakBytes == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (at heap events); deepest thread %d: %s", deepest.Index, Size(deepest.StackPeakBytes))
+	at := "at heap events"
+	if p.Summary.StackCalls > 0 {
+		at = "at function entries and heap events"
+	}
+	return fmt.Sprintf(" (%s); deepest thread %d: %s", at, deepest.Index, Size(deepest.StackPeakBytes))
 }
 
 // siteTable is one of the tables of call stacks.

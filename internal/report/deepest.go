@@ -1,0 +1,209 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/memtrail/memtrail/internal/analysis"
+)
+
+// StackUsage is the static frame size of each function, as gcc's
+// -fstack-usage writes it in .su files: what the report shows next to a
+// frame of the deepest stack when the trace has no size of its own for it
+// (a stack sampled at a heap event).
+type StackUsage map[string]uint64
+
+// ReadStackUsage reads the .su files under dir (and its subdirectories).
+// A line is file:line:column:function, a tab, the frame's size in bytes, a
+// tab, and static, dynamic or dynamic,bounded; dynamic frames are left
+// out, as is a function two files give different sizes.
+func ReadStackUsage(dir string) (StackUsage, error) {
+	usage, clash := StackUsage{}, map[string]bool{}
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".su") {
+			return err
+		}
+		files++
+		return readSUFile(path, usage, clash)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading stack usage: %w", err)
+	}
+	if files == 0 {
+		return nil, fmt.Errorf("reading stack usage: no .su files in %s (compile with -fstack-usage)", dir)
+	}
+	for f := range clash {
+		delete(usage, f)
+	}
+	return usage, nil
+}
+
+func readSUFile(path string, usage StackUsage, clash map[string]bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) == 1 && fields[0] == "" {
+			continue
+		}
+		loc := strings.Split(fields[0], ":")
+		if len(fields) != 3 || len(loc) < 4 {
+			return fmt.Errorf("%s:%d: not a line of gcc -fstack-usage (file:line:column:function, size, kind)", path, n)
+		}
+		size, err := strconv.ParseUint(fields[1], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s:%d: frame size %q is not a number", path, n, fields[1])
+		}
+		if fields[2] != "static" {
+			continue
+		}
+		name := strings.Join(loc[3:], ":") // C++ names hold colons
+		if old, ok := usage[name]; ok && old != size {
+			clash[name] = true
+		}
+		usage[name] = size
+	}
+	return sc.Err()
+}
+
+// deepestFrame is a frame of the deepest stack with its frame size and
+// where the size comes from ("" if not known).
+type deepestFrame struct {
+	analysis.SizedFrame
+	from  string // "trace" or ".su"
+	times int    // how many times it comes in a row
+}
+
+// deepestFrames returns the frames of p's deepest stack with their sizes,
+// from the trace or else from usage, the same frames in a row made one.
+func deepestFrames(p *analysis.Process, usage StackUsage) []deepestFrame {
+	var list []deepestFrame
+	for _, f := range p.DeepestFrames() {
+		df := deepestFrame{SizedFrame: f, from: "trace", times: 1}
+		if !f.HasSize {
+			df.from = ""
+			if size, ok := usage[f.Function]; ok && f.Function != "" && !f.Inlined {
+				df.Size, df.HasSize, df.from = size, true, ".su"
+			}
+		}
+		if n := len(list); n > 0 && list[n-1].SizedFrame == df.SizedFrame {
+			list[n-1].times++
+			continue
+		}
+		list = append(list, df)
+	}
+	return list
+}
+
+// deepest writes where the stack went deepest: the thread, the time, the
+// frames and what each took.
+func (t *textReport) deepest() {
+	p := t.p
+	d := p.Summary.DeepestStack
+	if d.Bytes == 0 {
+		return
+	}
+	at := "at its deepest heap event"
+	if d.FunctionEntry {
+		at = "at a function entry"
+	}
+	t.printf("\nDeepest stack: %s in thread %d, %s after start (%s), in:\n", exactSize(d.Bytes), d.Thread,
+		Duration(sinceStart(p, d.Time)), at)
+	if d.Stack == 0 {
+		t.printf("    (no call stack recorded)\n")
+		return
+	}
+	frames := deepestFrames(p, t.opts.StackUsage)
+	shown := min(len(frames), t.opts.frames())
+	var sized uint64
+	fromSU, anySize := false, false
+	for _, f := range frames {
+		anySize = anySize || f.HasSize
+	}
+	for _, f := range frames[:shown] {
+		size := ""
+		if f.HasSize {
+			size = Size(f.Size)
+			if f.from == ".su" {
+				size += "*"
+				fromSU = true
+			}
+		}
+		line := t.frameLine(f.Frame)
+		if f.times > 1 {
+			line = fmt.Sprintf("%s × %d", line, f.times)
+			if f.HasSize {
+				size += " each"
+			}
+		}
+		if anySize {
+			t.printf("  %14s  %s\n", size, line)
+		} else {
+			t.printf("    %s\n", line)
+		}
+	}
+	for _, f := range frames {
+		if f.HasSize {
+			sized += f.Size * uint64(f.times)
+		}
+	}
+	if more := len(frames) - shown; more > 0 {
+		indent := "    "
+		if anySize {
+			indent = strings.Repeat(" ", 18)
+		}
+		t.printf("%s... %d more %s\n", indent, more, map[bool]string{true: "frame", false: "frames"}[more == 1])
+	}
+	switch {
+	case d.FunctionEntry:
+		t.printf("  (each frame's size is from its stack pointer to its caller's; the outermost's from the stack's base)\n")
+	case fromSU:
+		t.printf("  (* each frame's size as gcc -fstack-usage gives it: %s of the %s)\n", Size(sized), Size(d.Bytes))
+	}
+}
+
+type jsonDeepest struct {
+	Bytes         uint64             `json:"bytes"`
+	Thread        uint64             `json:"thread"`
+	TimeNS        uint64             `json:"time_ns"`
+	FunctionEntry bool               `json:"function_entry"` // else the deepest heap event
+	Stack         []jsonDeepestFrame `json:"stack"`
+}
+
+type jsonDeepestFrame struct {
+	jsonFrame
+	// FrameBytes is the bytes of stack the frame took, if known, and
+	// FrameBytesFrom where that comes from: "trace" (the unwinder's
+	// stack pointers) or ".su" (gcc -fstack-usage).
+	FrameBytes     *uint64 `json:"frame_bytes,omitempty"`
+	FrameBytesFrom string  `json:"frame_bytes_from,omitempty"`
+}
+
+func jsonDeepestOf(p *analysis.Process, usage StackUsage) *jsonDeepest {
+	d := p.Summary.DeepestStack
+	if d.Bytes == 0 {
+		return nil
+	}
+	js := &jsonDeepest{Bytes: d.Bytes, Thread: d.Thread, TimeNS: sinceStart(p, d.Time), FunctionEntry: d.FunctionEntry,
+		Stack: []jsonDeepestFrame{}}
+	for _, f := range deepestFrames(p, usage) {
+		for range f.times {
+			jf := jsonDeepestFrame{jsonFrame: jsonFrames([]analysis.Frame{f.Frame})[0]}
+			if f.HasSize {
+				size := f.Size
+				jf.FrameBytes, jf.FrameBytesFrom = &size, f.from
+			}
+			js.Stack = append(js.Stack, jf)
+		}
+	}
+	return js
+}
