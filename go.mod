@@ -9,6 +9,7 @@ require (
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/klauspost/compress v1.20.3
 	github.com/parquet-go/parquet-go v0.32.0
+	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
 )
 
