@@ -8,6 +8,7 @@
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
+//	go run ./bench -stack-calls -only calls   # also memtrail run -stack-calls (exact stack)
 //
 // The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
 //
@@ -58,6 +59,8 @@ func workloads(dir string) []workload {
 				return []string{"jq", "-c", `[.[] | select(.id % 7 == 0) | {id, name: (.name | ascii_upcase), n: (.tags | length)}] | length`,
 					filepath.Join(d, "objects.json")}
 			}, nil},
+		{"calls", "naive Fibonacci built with -finstrument-functions: 66M function calls (132M entries and returns), one allocation (gcc drops its malloc-free pairs)",
+			func(d string) []string { return []string{filepath.Join(d, "calls"), "35"} }, nil},
 		{"python3", "python3 (PYTHONMALLOC=malloc) building 200,000 dicts and a JSON text of them",
 			func(d string) []string {
 				return []string{pythonPath(), "-c", "import json; d = [{'id': i, 'name': 'item %d' % i} for i in range(200000)]; " +
@@ -138,6 +141,7 @@ func main() {
 	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
 	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
+	flag.BoolVar(&stackCalls, "stack-calls", false, "also record with memtrail run -stack-calls (the exact stack of programs built with -finstrument-functions: the calls workload)")
 	flag.Parse()
 	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -190,6 +194,11 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 		ts = append(ts, tool{"memtrail " + baseline, func(w []string, out string) []string {
 			return append([]string{old, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
 		}, t.file})
+	}
+	if stackCalls {
+		ts = append(ts, tool{"memtrail -stack-calls", func(w []string, out string) []string {
+			return append([]string{memtrail, "run", "-q", "-stats", "-stack-calls", "-o", out + ".mtr", "--"}, w...)
+		}, func(out string) string { return out + ".mtr" }})
 	}
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
 	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event | program waited for the recorder |")
@@ -291,6 +300,9 @@ func unwindCosts(memtrail, dir string, runs int) error {
 // baseline is the git revision of memtrail to measure against, if any.
 var baseline string
 
+// stackCalls adds memtrail run -stack-calls to the tools.
+var stackCalls bool
+
 // buildRevision builds memtrail as of git revision rev into dir.
 func buildRevision(dir, rev string) (string, error) {
 	src := filepath.Join(dir, "baseline-src")
@@ -339,6 +351,10 @@ func build(dir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("building %s: %v\n%s", w, err, out)
 		}
+	}
+	calls := filepath.Join("bench", "workloads", "calls.c")
+	if out, err := exec.Command("cc", "-O2", "-g", "-finstrument-functions", "-o", filepath.Join(dir, "calls"), calls).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building calls: %v\n%s", err, out)
 	}
 	// libunwind is optional: without its headers the comparison says so.
 	src := filepath.Join("bench", "workloads", "unwindcost.c")
