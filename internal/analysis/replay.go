@@ -159,7 +159,7 @@ func (rp *replay) stackCalls(c *trace.StackCalls) {
 		return
 	}
 	th := rp.thread(c.Thread)
-	if rp.windowOpen && !rp.opts.afterWindow(rp.sinceStart(c.Time)) {
+	if rp.recordInWindow(c.Time) {
 		th.StackCalls += c.Calls
 		rp.proc.Summary.StackCalls += c.Calls
 		atMax := rp.stackBytes - th.stackNow + c.Max
@@ -176,11 +176,25 @@ func (rp *replay) stackCalls(c *trace.StackCalls) {
 	th.stackNow = c.Level
 }
 
+// recordInWindow reports whether a record of time t (ns since time zero)
+// is in the window, opening it as an event would: a program built for
+// exact mode may make many calls before its first heap event.
+func (rp *replay) recordInWindow(t uint64) bool {
+	since := rp.sinceStart(t)
+	if rp.opts.afterWindow(since) {
+		return false
+	}
+	rp.lastTime = max(rp.lastTime, t)
+	if !rp.windowOpen && since >= rp.opts.From {
+		rp.openWindow(rp.proc.Start + rp.opts.From)
+	}
+	return rp.windowOpen
+}
+
 // deepestStack takes in the call stack of a thread's deepest function
 // entry, if it is the deepest yet in the window.
 func (rp *replay) deepestStack(d *trace.DeepestStack) {
-	if rp.finished || d.Thread == 0 || !rp.opts.countsThread(d.Thread) || !rp.windowOpen ||
-		rp.opts.afterWindow(rp.sinceStart(d.Time)) {
+	if rp.finished || d.Thread == 0 || !rp.opts.countsThread(d.Thread) || !rp.recordInWindow(d.Time) {
 		return
 	}
 	if d.Bytes > rp.proc.Summary.DeepestStack.Bytes {
