@@ -95,13 +95,20 @@ func deepestFrames(p *analysis.Process, usage StackUsage) []deepestFrame {
 				df.Size, df.HasSize, df.from = size, true, ".su"
 			}
 		}
-		if n := len(list); n > 0 && list[n-1].SizedFrame == df.SizedFrame {
+		if n := len(list); n > 0 && sameLine(list[n-1].SizedFrame, df.SizedFrame) {
 			list[n-1].times++
 			continue
 		}
 		list = append(list, df)
 	}
 	return list
+}
+
+// sameLine reports whether two frames read the same in the report: the
+// same function, source line and size, whatever their return addresses.
+func sameLine(a, b analysis.SizedFrame) bool {
+	a.Address, b.Address = 0, 0
+	return a == b
 }
 
 // deepest writes where the stack went deepest: the thread, the time, the
