@@ -35,6 +35,9 @@ type recorded struct {
 	once  sync.Once
 	trace string
 	err   error
+	// stackCalls records the program's every function entry and return
+	// (memtrail run -stack-calls).
+	stackCalls bool
 }
 
 var widgets, boxes recorded
@@ -61,7 +64,7 @@ func (r *recorded) record(t *testing.T, args func(dir string) ([]string, error))
 		defer devNull.Close()
 		var log strings.Builder
 		res, err := record.Run(record.Options{Args: argv, Output: filepath.Join(dir, "trace.mtr"),
-			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test"})
+			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test", StackCalls: r.stackCalls})
 		switch {
 		case err != nil:
 			r.err = fmt.Errorf("recording %v: %v\n%s", argv, err, log.String())
@@ -772,7 +775,7 @@ func TestChanges(t *testing.T) {
 	hasText(t, ctx, "the source panel", ".source-lines", "Box")
 }
 
-var stacks recorded
+var stacks, exactStacks = recorded{}, recorded{stackCalls: true}
 
 // stackTrace records testdata/stack.c, whose stack grows and shrinks.
 func stackTrace(t *testing.T) string {
@@ -780,15 +783,22 @@ func stackTrace(t *testing.T) string {
 	return stacks.record(t, func(string) ([]string, error) { return []string{prog}, nil })
 }
 
-// TestStackLane opens a program whose stack grows to 64 levels of 1 KiB
+// exactStackTrace records testdata/stack.c built with
+// -finstrument-functions, with its every function entry and return.
+func exactStackTrace(t *testing.T) string {
+	prog := fixture.Build(t, "testdata/stack.c", "-g", "-O0", "-finstrument-functions")
+	return exactStacks.record(t, func(string) ([]string, error) { return []string{prog}, nil })
+}
+
+// TestStackLane opens a program whose stack grows to 48 levels of 1 KiB
 // and back: the timeline draws the stack above the heap, higher in the
 // middle of the run than at its start, with its peak marked, and the
 // header gives the peak; a trace without stack samples has no lane.
 func TestStackLane(t *testing.T) {
 	trace := stackTrace(t)
 	p := model(t, trace)
-	if p.Summary.StackPeakBytes < 64<<10 {
-		t.Fatalf("the stack peak is %d bytes, less than the 64 KiB of the deepest phase", p.Summary.StackPeakBytes)
+	if p.Summary.StackPeakBytes < 48<<10 {
+		t.Fatalf("the stack peak is %d bytes, less than the 48 KiB of the deepest phase", p.Summary.StackPeakBytes)
 	}
 	ctx := openUI(t, trace)
 	waitFor(t, ctx, "the stack lane", `document.querySelector("#timeline-stack") !== null`)
@@ -806,9 +816,34 @@ func TestStackLane(t *testing.T) {
 	if top >= ys[0]-10 {
 		t.Errorf("the stack lane does not rise in the middle of the run: it starts at y=%.0f and its top is at y=%.0f", ys[0], top)
 	}
+	// A click on the peak shows the deepest stack: the deepest heap event,
+	// 48 levels of descend (one of them at the call of malloc), under
+	// main.
+	do(t, ctx, "clicking the stack's peak", chromedp.Click(chromedp.CSS("#timeline-stack-marker circle")))
+	hasText(t, ctx, "the deepest stack's title", "#deepest-title", "Deepest stack: "+report.Size(p.Summary.StackPeakBytes))
+	hasText(t, ctx, "the deepest stack", "#deepest-stack", "descend× 47")
+	hasText(t, ctx, "the deepest stack", "#deepest-stack", "main")
 	shot(t, ctx, "timeline-stack")
 
 	hasText(t, ctx, "the timeline's title", "#timeline-title", "Stack and heap over time")
+
+	// Built for exact mode, the deepest stack is the entry of the deepest
+	// level, and its frames have their sizes.
+	exact := exactStackTrace(t)
+	ep := model(t, exact)
+	if !ep.Summary.DeepestStack.FunctionEntry {
+		t.Fatalf("exact mode: the deepest stack is %+v, want one at a function entry", ep.Summary.DeepestStack)
+	}
+	ctx = openUI(t, exact)
+	waitFor(t, ctx, "the stack lane", `document.querySelector("#timeline-stack-marker") !== null`)
+	do(t, ctx, "clicking the stack's peak", chromedp.Click(chromedp.CSS("#timeline-stack-marker circle")))
+	hasText(t, ctx, "the deepest stack's title", "#deepest-title", "at a function entry")
+	hasText(t, ctx, "the deepest stack", "#deepest-stack", "descend× 49")
+	hasText(t, ctx, "the deepest stack", "#deepest-stack", "main")
+	if n := eval[int](t, ctx, `document.querySelectorAll("#deepest-stack .frame-size").length`); n != eval[int](t, ctx, `document.querySelectorAll("#deepest-stack li").length`) {
+		t.Errorf("exact mode: %d frames of the deepest stack have a size, want all", n)
+	}
+	shot(t, ctx, "timeline-stack-exact")
 
 	// A trace of version 1, written before events carried the stack (a
 	// copy: the server keeps its analysis beside it).

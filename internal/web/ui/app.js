@@ -778,7 +778,8 @@ function drawTimeline() {
     const sy = y0(Math.min(sum.stack_peak_bytes, maxStack));
     const anchorEnd = sx > W - M.right - 140;
     svg.appendChild(svgEl('g', { id: 'timeline-stack-marker', class: 'marker stack' },
-      svgTitle('peak stack: ' + fmtBytesExact(sum.stack_peak_bytes) + ' at ' + fmtDuration(sum.stack_peak_time_ns) + ' after start'),
+      svgTitle('peak stack: ' + fmtBytesExact(sum.stack_peak_bytes) + ' at ' + fmtDuration(sum.stack_peak_time_ns) +
+        ' after start' + (sum.deepest_stack ? '; click to see the deepest call stack' : '')),
       svgEl('circle', { cx: sx, cy: sy, r: 4 }),
       svgEl('text', { x: anchorEnd ? sx - 8 : sx + 8, y: Math.max(sy - 5, yTop0 + 10), class: anchorEnd ? 'end' : '', text: 'stack peak ' + fmtSize(sum.stack_peak_bytes) })));
   }
@@ -855,6 +856,14 @@ function setupTimelineEvents() {
   const readout = $('#timeline-readout');
   svg.addEventListener('pointerdown', (ev) => {
     if (!tl.g || ev.button !== 0) return;
+    if (ev.target.closest && ev.target.closest('#timeline-stack-marker')) {
+      // The stack's peak: where the stack was deepest.
+      ev.preventDefault();
+      tl.selected = null;
+      markSelectedStep();
+      renderDeepestStack();
+      return;
+    }
     const px = svgX(ev);
     if (px < tl.g.M.left - 4 || px > tl.g.W - tl.g.M.right + 4) return;
     tl.drag = { x0: px, x1: px, moved: false };
@@ -969,6 +978,40 @@ function renderStepDetail() {
   const events = el('div', { id: 'timeline-events', class: 'events' });
   box.appendChild(events);
   loadStepEvents(events, from, lastOf(from, to));
+}
+
+// renderDeepestStack shows, under the timeline, the deepest the stack of
+// a thread went: its call stack, each frame with its size (from the trace
+// or gcc's .su files), the same frames in a row made one.
+function renderDeepestStack() {
+  const box = clear($('#timeline-detail'));
+  const sum = tl.sum && tl.sum.summary ? tl.sum.summary : null;
+  const d = sum && sum.deepest_stack;
+  if (!d) {
+    box.appendChild(el('p', { class: 'muted', text: 'This trace has no call stack of its deepest stack.' }));
+    return;
+  }
+  box.appendChild(el('h3', { id: 'deepest-title', class: 'step-title', text: 'Deepest stack: ' + fmtSize(d.bytes) + ' in thread ' + d.thread + ', ' +
+    fmtDuration(d.time_ns) + ' after start' + (d.function_entry ? ', at a function entry' : ', at a heap event') }));
+  const ol = el('ol', { id: 'deepest-stack', class: 'stack' });
+  const frames = d.stack || [];
+  for (let i = 0; i < frames.length;) {
+    const f = frames[i];
+    let n = 1;
+    while (i + n < frames.length && frames[i + n].function === f.function && frames[i + n].file === f.file &&
+      frames[i + n].line === f.line && frames[i + n].frame_bytes === f.frame_bytes) n++;
+    const li = el('li', { class: 'stack-frame' }, el('span', { class: 'fn', text: frameName(f) }));
+    if (n > 1) li.appendChild(el('span', { class: 'tag', text: '× ' + n }));
+    if (f.frame_bytes) {
+      li.appendChild(el('span', { class: 'frame-size', title: 'its frame, from ' + (f.frame_bytes_from || 'the trace'),
+        text: ' ' + fmtSize(f.frame_bytes) + (n > 1 ? ' each' : '') }));
+    }
+    li.appendChild(document.createTextNode(' '));
+    if (f.file) li.appendChild(frameLink(f, frameWhere(f, false)));
+    ol.appendChild(li);
+    i += n;
+  }
+  box.appendChild(frames.length ? ol : el('p', { class: 'muted', text: 'no call stack' }));
 }
 
 // lastOf returns the last ns of a step from from up to to, which is the
