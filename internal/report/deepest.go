@@ -1,14 +1,13 @@
 package report
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/stackdepth"
 )
 
 // StackUsage is the static frame size of each function, as gcc's
@@ -49,30 +48,20 @@ func readSUFile(path string, usage StackUsage, clash map[string]bool) error {
 		return err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		fields := strings.Split(sc.Text(), "\t")
-		if len(fields) == 1 && fields[0] == "" {
-			continue
-		}
-		loc := strings.Split(fields[0], ":")
-		if len(fields) != 3 || len(loc) < 4 {
-			return fmt.Errorf("%s:%d: not a line of gcc -fstack-usage (file:line:column:function, size, kind)", path, n)
-		}
-		size, err := strconv.ParseUint(fields[1], 10, 64)
-		if err != nil {
-			return fmt.Errorf("%s:%d: frame size %q is not a number", path, n, fields[1])
-		}
-		if fields[2] != "static" {
-			continue
-		}
-		name := strings.Join(loc[3:], ":") // C++ names hold colons
-		if old, ok := usage[name]; ok && old != size {
-			clash[name] = true
-		}
-		usage[name] = size
+	lines, err := stackdepth.ParseStackUsage(f, path)
+	if err != nil {
+		return err
 	}
-	return sc.Err()
+	for _, su := range lines {
+		if su.Dynamic {
+			continue // alloca or a VLA: no one size
+		}
+		if old, ok := usage[su.Function]; ok && old != su.Bytes {
+			clash[su.Function] = true
+		}
+		usage[su.Function] = su.Bytes
+	}
+	return nil
 }
 
 // deepestFrame is a frame of the deepest stack with its frame size and

@@ -323,7 +323,7 @@ func TestStackUsage(t *testing.T) {
 	}
 
 	os.WriteFile(filepath.Join(dir, "bad.su"), []byte("not a line\n"), 0o644)
-	if _, err := report.ReadStackUsage(dir); err == nil || !strings.Contains(err.Error(), "bad.su:1: not a line of gcc -fstack-usage") {
+	if _, err := report.ReadStackUsage(dir); err == nil || !strings.Contains(err.Error(), "bad.su:1: not a -fstack-usage line") {
 		t.Errorf("a bad .su file: %v", err)
 	}
 	if _, err := report.ReadStackUsage(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no .su files") {
