@@ -1,0 +1,138 @@
+/*
+ * Blocks left at exit in each of memcheck's four leak classes, in the
+ * way argv[1] says; argv[2] is a count for "many". The program prints
+ * nothing (stdio's buffer would be one more block) and clears the stack
+ * it used below main's frame before it returns, so that neither memtrail
+ * nor valgrind finds a stale pointer there: what is reachable is only
+ * what the program means to keep.
+ *
+ * Sizes are distinct so that a wrong class shows in the bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+struct node {
+	struct node *next;
+	char pad[24];
+};
+
+void *kept_by_global;
+char *kept_by_interior;
+struct node *tree_root;
+
+/* lose forgets p: the compiler cannot keep it anywhere. */
+static void lose(void *volatile *p) { *p = NULL; }
+
+static struct node *list(int n, size_t size)
+{
+	struct node *head = NULL;
+	for (int i = 0; i < n; i++) {
+		struct node *b = calloc(1, size);
+		b->next = head;
+		head = b;
+	}
+	return head;
+}
+
+/* A singly linked list whose head pointer is overwritten: the head is
+ * definitely lost, the other nodes indirectly. */
+static void lost_list(void)
+{
+	void *volatile head = list(4, 40);
+	lose(&head);
+}
+
+/* Two blocks pointing at each other, nothing else at them: one is
+ * definitely lost, the other indirectly. */
+static void lost_cycle(void)
+{
+	struct node *a = calloc(1, 48), *b = calloc(1, 56);
+	a->next = b;
+	b->next = a;
+	void *volatile p = a, *volatile q = b;
+	a = b = NULL;
+	lose(&p);
+	lose(&q);
+}
+
+/* A block only a global points to, and a lost one it points to:
+ * still reachable, both. */
+static void global(void)
+{
+	struct node *b = calloc(1, 64);
+	b->next = calloc(1, 72);
+	kept_by_global = b;
+}
+
+/* A block kept only by a pointer into its middle: possibly lost, and
+ * so is the block it points to (a start pointer from a possibly lost
+ * block makes no more than possibly lost). Offset 40 is not one of
+ * memcheck's heuristics (they look at offsets 8 and 24). */
+static void interior(void)
+{
+	struct node *b = calloc(1, 100);
+	b->next = calloc(1, 88);
+	kept_by_interior = (char *)b + 40;
+}
+
+/* A tree under a global: every block still reachable. */
+static void tree(void)
+{
+	tree_root = list(3, 32);
+	tree_root->next->next->next = list(2, 120);
+}
+
+/* n small blocks linked from a global: a scan of many blocks. */
+static void many(int n)
+{
+	tree_root = list(n, 16);
+}
+
+/* clear_stack overwrites the stack below the caller's frame, where the
+ * functions above left the addresses they handled. */
+static void clear_stack(void)
+{
+	volatile char buf[16384];
+	memset((char *)buf, 0, sizeof buf);
+}
+
+int main(int argc, char **argv)
+{
+	const char *how = argc > 1 ? argv[1] : "mix";
+	/* A local of main's frame, alive at exit: still reachable. */
+	struct node *volatile local = NULL;
+	void *scratch = malloc(10);
+	free(scratch);
+	if (strcmp(how, "list") == 0)
+		lost_list();
+	else if (strcmp(how, "cycle") == 0)
+		lost_cycle();
+	else if (strcmp(how, "global") == 0)
+		global();
+	else if (strcmp(how, "interior") == 0)
+		interior();
+	else if (strcmp(how, "stack") == 0)
+		local = list(2, 136);
+	else if (strcmp(how, "tree") == 0)
+		tree();
+	else if (strcmp(how, "many") == 0)
+		many(argc > 2 ? atoi(argv[2]) : 1000000);
+	else if (strcmp(how, "none") == 0)
+		;
+	else { /* mix: every class at once, and lost blocks pointing at kept ones */
+		lost_list();
+		lost_cycle();
+		global();
+		interior();
+		tree();
+		local = list(1, 144);
+		struct node *lost = calloc(1, 152);
+		lost->next = local; /* a lost block pointing at a kept one */
+		void *volatile l = lost;
+		lost = NULL;
+		lose(&l);
+	}
+	clear_stack();
+	/* exit, not return: main's frame, and so local, is alive at exit. */
+	exit(local != NULL && local->pad[0] != 0);
+}
