@@ -683,3 +683,43 @@ func TestUndecodableZstd(t *testing.T) {
 		t.Errorf("read %q, want %q", got, want)
 	}
 }
+
+// TestCraftedLeakScan checks the fields of LeakScan and LeakBlocks
+// records, the example of docs/format.md, and that a block of a class
+// that is not a lost one, or out of order, is damage.
+func TestCraftedLeakScan(t *testing.T) {
+	scan := skippable(KindLeakScan, 1, 9000, 52000, "", 40, 1, 120, 3, 0, 0, 16, 1)
+	blocks := skippable(KindLeakBlocks, 1, 3, 0x1000, 1, 0x30, 2, int64(-0x30), 0x30, 3)
+	if got, want := fmt.Sprintf("% x", blocks), "44 0a 01 03 80 20 01 30 02 5f 30 03"; got != want {
+		t.Errorf("the documented LeakBlocks record is %s, want %s", got, want)
+	}
+	data := craftFile(block(recs(infoRec, scan, blocks, endRec)))
+	var gotScan []LeakScan
+	var gotBlocks []LeakBlock
+	for _, rec := range readRecords(t, data) {
+		switch rec.Kind {
+		case KindLeakScan:
+			gotScan = append(gotScan, *rec.LeakScan)
+		case KindLeakBlocks:
+			gotBlocks = append(gotBlocks, rec.LeakBlocks.Blocks...)
+		}
+	}
+	wantScan := []LeakScan{{Process: 1, Time: 9000, Duration: 52000, DefinitelyLostBytes: 40, DefinitelyLostBlocks: 1,
+		IndirectlyLostBytes: 120, IndirectlyLostBlocks: 3, StillReachableBytes: 16, StillReachableBlocks: 1}}
+	wantBlocks := []LeakBlock{{0x1000, DefinitelyLost, 0}, {0x1030, IndirectlyLost, 0x1000}, {0x1060, PossiblyLost, 0}}
+	if !slices.Equal(gotScan, wantScan) || !slices.Equal(gotBlocks, wantBlocks) {
+		t.Errorf("read %+v %+v, want %+v %+v", gotScan, gotBlocks, wantScan, wantBlocks)
+	}
+	a := alloc(16, step(0x1000))
+	for _, c := range []struct {
+		name   string
+		record []byte
+		reason string
+	}{
+		{"class 0", skippable(KindLeakBlocks, 1, 1, 0x1000, 0), "has class 0, not a lost one"},
+		{"out of order", skippable(KindLeakBlocks, 1, 2, 0x1000, 1, 0, 1), "is not after"},
+	} {
+		runCrafted(t, []craftCase{{"leak blocks " + c.name, []streamSet{block(recs(infoRec, c.record)), block(recs(events(1), endRec), a)},
+			"info damage@B0+" + itoa(len(c.record)) + " alloc(0,0)@0x1000 end", c.reason}})
+	}
+}

@@ -289,6 +289,10 @@ func (r *blockDecoder) other(k Kind) Record {
 		rec.StackCalls = readStackCalls(d)
 	case KindDeepestStack:
 		rec.DeepestStack = readDeepestStack(d)
+	case KindLeakScan:
+		rec.LeakScan = readLeakScan(d)
+	case KindLeakBlocks:
+		rec.LeakBlocks = readLeakBlocks(d)
 	case KindLost:
 		rec.Lost = &Lost{Process: d.uv(), Count: d.uv(), Reason: d.str()}
 	case KindFork:
@@ -363,6 +367,54 @@ func readDeepestStack(d *decoder) *DeepestStack {
 		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
 	}
 	return s
+}
+
+// readLeakScan decodes a LeakScan record; bytes of its body after its
+// fields are skipped.
+func readLeakScan(d *decoder) *LeakScan {
+	body := d.body()
+	l := &LeakScan{Process: body.uv(), Time: body.uv(), Duration: body.uv(), Error: body.str()}
+	for _, f := range []*uint64{&l.DefinitelyLostBytes, &l.DefinitelyLostBlocks, &l.IndirectlyLostBytes,
+		&l.IndirectlyLostBlocks, &l.PossiblyLostBytes, &l.PossiblyLostBlocks, &l.StillReachableBytes,
+		&l.StillReachableBlocks} {
+		*f = body.uv()
+	}
+	if body.bad != "" {
+		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
+	}
+	return l
+}
+
+// readLeakBlocks decodes a LeakBlocks record. A class that is not a lost
+// one, or addresses out of order, are damage.
+func readLeakBlocks(d *decoder) *LeakBlocks {
+	body := d.body()
+	l := &LeakBlocks{Process: body.uv()}
+	n := body.count(2)
+	if n > 0 {
+		l.Blocks = make([]LeakBlock, 0, n)
+	}
+	prev := uint64(0)
+	for i := 0; i < n && body.bad == ""; i++ {
+		delta := body.uv()
+		b := LeakBlock{Addr: prev + delta, Class: LeakClass(body.uv())}
+		switch {
+		case i > 0 && delta == 0 || b.Addr < prev:
+			d.fail(fmt.Sprintf("block %d at 0x%x is not after 0x%x", i, b.Addr, prev))
+			return l
+		case b.Class == IndirectlyLost:
+			b.Leader = b.Addr + uint64(body.sv())
+		case b.Class != DefinitelyLost && b.Class != PossiblyLost:
+			d.fail(fmt.Sprintf("block %d at 0x%x has class %d, not a lost one", i, b.Addr, uint8(b.Class)))
+			return l
+		}
+		prev = b.Addr
+		l.Blocks = append(l.Blocks, b)
+	}
+	if body.bad != "" {
+		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
+	}
+	return l
 }
 
 // skip skips a record of a kind this reader does not know, if its kind says

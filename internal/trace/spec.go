@@ -200,6 +200,8 @@ const (
 	KindType           Kind = 0x40 // skippable: a named type of an object's program, and its size
 	KindStackCalls     Kind = 0x41 // skippable: a thread's stack at its function entries and returns
 	KindDeepestStack   Kind = 0x42 // skippable: the call stack at a thread's deepest function entry
+	KindLeakScan       Kind = 0x43 // skippable: the leak classes of a process's blocks at its normal exit
+	KindLeakBlocks     Kind = 0x44 // skippable: the class of each lost block of a LeakScan
 	kindLastSkippable  Kind = 0x7f
 )
 
@@ -227,6 +229,7 @@ var kindNames = map[Kind]string{
 	KindContext: "context", KindAlloc: "alloc", KindFree: "free", KindRealloc: "realloc",
 	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end", KindType: "type",
 	KindThreadStack: "thread-stack", KindStackCalls: "stack-calls", KindDeepestStack: "deepest-stack",
+	KindLeakScan: "leak-scan", KindLeakBlocks: "leak-blocks",
 }
 
 func (k Kind) String() string {
@@ -514,6 +517,77 @@ type DeepestStack struct {
 	FrameSizes []uint64
 }
 
+// LeakScan is what the recorder found when it scanned a process's memory
+// at its normal exit for the blocks still allocated, classified as
+// valgrind's memcheck does (see README.md): a block is still reachable if
+// a chain of pointers to block starts leads to it from a root (writable
+// data of the loaded objects, the threads' stacks and registers);
+// possibly lost if only chains with a pointer into a block's interior
+// do; indirectly lost if only lost blocks point to it; definitely lost
+// if nothing does. A process has at most one. With Error set the scan
+// failed, and the counts are 0.
+//
+// The LeakBlocks records that follow it name the lost blocks (definitely,
+// indirectly or possibly); every other block allocated at exit is still
+// reachable.
+type LeakScan struct {
+	Process  uint64
+	Time     uint64 // ns since time zero, when the scan began
+	Duration uint64 // ns it took, the process held at its exit
+	Error    string // why there is no classification; "" if there is
+
+	DefinitelyLostBytes, DefinitelyLostBlocks uint64
+	IndirectlyLostBytes, IndirectlyLostBlocks uint64
+	PossiblyLostBytes, PossiblyLostBlocks     uint64
+	StillReachableBytes, StillReachableBlocks uint64
+}
+
+// LeakClass is the class of a block allocated at exit.
+type LeakClass uint8
+
+const (
+	StillReachable LeakClass = 0 // never written: a block a LeakBlocks record does not name
+	DefinitelyLost LeakClass = 1
+	IndirectlyLost LeakClass = 2
+	PossiblyLost   LeakClass = 3
+)
+
+func (c LeakClass) String() string {
+	switch c {
+	case StillReachable:
+		return "still reachable"
+	case DefinitelyLost:
+		return "definitely lost"
+	case IndirectlyLost:
+		return "indirectly lost"
+	case PossiblyLost:
+		return "possibly lost"
+	}
+	return fmt.Sprintf("leak class %d", uint8(c))
+}
+
+// LeakBlocks names lost blocks of a process's LeakScan, by address, in
+// increasing order within a record. A scan of many lost blocks writes
+// several, each at most MaxLeakBlocks long, so that none fills a block of
+// the file.
+type LeakBlocks struct {
+	Process uint64
+	Blocks  []LeakBlock
+}
+
+// MaxLeakBlocks is the most blocks the Writer puts in one LeakBlocks
+// record: about 400 KiB at most.
+const MaxLeakBlocks = 1 << 16
+
+// LeakBlock is the class of one block allocated at exit. An indirectly
+// lost block also names the definitely lost block whose chain it hangs
+// from (Leader, an address of the same scan); 0 for the other classes.
+type LeakBlock struct {
+	Addr   uint64
+	Class  LeakClass
+	Leader uint64
+}
+
 // Module is an object mapped into a process at Base (the load bias: a
 // runtime address minus Base is the object's link-time virtual address).
 type Module struct {
@@ -688,5 +762,7 @@ type Record struct {
 	ThreadStack  *ThreadStack
 	StackCalls   *StackCalls
 	DeepestStack *DeepestStack
+	LeakScan     *LeakScan
+	LeakBlocks   *LeakBlocks
 	End          *End
 }

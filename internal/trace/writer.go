@@ -478,6 +478,50 @@ func (w *Writer) DeepestStack(d DeepestStack) error {
 	return w.skippable(KindDeepestStack, w.body, d.Time)
 }
 
+// LeakScan writes the leak classes of a process's blocks at its exit. Its
+// record is skippable.
+func (w *Writer) LeakScan(l LeakScan) error {
+	b := appendUvarints(w.body[:0], l.Process, l.Time, l.Duration)
+	b = appendString(b, l.Error)
+	w.body = appendUvarints(b, l.DefinitelyLostBytes, l.DefinitelyLostBlocks, l.IndirectlyLostBytes,
+		l.IndirectlyLostBlocks, l.PossiblyLostBytes, l.PossiblyLostBlocks, l.StillReachableBytes,
+		l.StillReachableBlocks)
+	return w.skippable(KindLeakScan, w.body, l.Time)
+}
+
+// LeakBlocks writes the classes of lost blocks, in records of at most
+// MaxLeakBlocks. The blocks must be in increasing order of address, each
+// of a lost class; an indirectly lost one must name its leader.
+func (w *Writer) LeakBlocks(l LeakBlocks) error {
+	for i, b := range l.Blocks {
+		switch {
+		case i > 0 && b.Addr <= l.Blocks[i-1].Addr:
+			return fmt.Errorf("writing leak blocks: block 0x%x is not after 0x%x", b.Addr, l.Blocks[i-1].Addr)
+		case b.Class != DefinitelyLost && b.Class != IndirectlyLost && b.Class != PossiblyLost:
+			return fmt.Errorf("writing leak blocks: block 0x%x: %v is not a lost class", b.Addr, b.Class)
+		case (b.Class == IndirectlyLost) != (b.Leader != 0):
+			return fmt.Errorf("writing leak blocks: block 0x%x is %v with leader 0x%x", b.Addr, b.Class, b.Leader)
+		}
+	}
+	for start := 0; start == 0 || start < len(l.Blocks); start += MaxLeakBlocks {
+		blocks := l.Blocks[start:min(start+MaxLeakBlocks, len(l.Blocks))]
+		b := appendUvarints(w.body[:0], l.Process, uint64(len(blocks)))
+		prev := uint64(0)
+		for _, blk := range blocks {
+			b = appendUvarints(b, blk.Addr-prev, uint64(blk.Class))
+			if blk.Class == IndirectlyLost {
+				b = binary.AppendVarint(b, int64(blk.Leader-blk.Addr))
+			}
+			prev = blk.Addr
+		}
+		w.body = b
+		if err := w.skippable(KindLeakBlocks, w.body, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // skippable writes a record of a skippable kind: its body, after its
 // length.
 func (w *Writer) skippable(k Kind, body []byte, t uint64) error {
@@ -538,6 +582,10 @@ func (w *Writer) Write(r Record) error {
 		return writeValue(w.StackCalls, r.Kind, r.StackCalls)
 	case KindDeepestStack:
 		return writeValue(w.DeepestStack, r.Kind, r.DeepestStack)
+	case KindLeakScan:
+		return writeValue(w.LeakScan, r.Kind, r.LeakScan)
+	case KindLeakBlocks:
+		return writeValue(w.LeakBlocks, r.Kind, r.LeakBlocks)
 	case KindLost:
 		return writeValue(w.Lost, r.Kind, r.Lost)
 	case KindFork:

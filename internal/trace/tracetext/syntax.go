@@ -77,6 +77,14 @@ var syntaxes = []syntax{
 	{"deepest-stack", trace.KindDeepestStack, "DeepestStack", []field{
 		req("process", "Process"), req("thread", "Thread"), req("time", "Time"),
 		req("bytes", "Bytes"), req("stack", "Stack"), opt("frame-sizes", "FrameSizes")}},
+	{"leak-scan", trace.KindLeakScan, "LeakScan", []field{
+		req("process", "Process"), req("time", "Time"), opt("duration", "Duration"), opt("error", "Error"),
+		opt("definitely-bytes", "DefinitelyLostBytes"), opt("definitely-blocks", "DefinitelyLostBlocks"),
+		opt("indirectly-bytes", "IndirectlyLostBytes"), opt("indirectly-blocks", "IndirectlyLostBlocks"),
+		opt("possibly-bytes", "PossiblyLostBytes"), opt("possibly-blocks", "PossiblyLostBlocks"),
+		opt("reachable-bytes", "StillReachableBytes"), opt("reachable-blocks", "StillReachableBlocks")}},
+	{"leak-blocks", trace.KindLeakBlocks, "LeakBlocks", []field{
+		req("process", "Process"), req("blocks", "Blocks")}},
 	{"fork", trace.KindFork, "Fork", []field{
 		req("process", "Process"), req("child", "Child"), opt("time", "Time")}},
 	{"end", trace.KindEnd, "End", []field{
@@ -175,6 +183,7 @@ var (
 	stringsType  = reflect.TypeFor[[]string]()
 	bytesType    = reflect.TypeFor[[]byte]()
 	uintsType    = reflect.TypeFor[[]uint64]()
+	leakType     = reflect.TypeFor[[]trace.LeakBlock]()
 )
 
 func formatValue(v reflect.Value, hex bool) string {
@@ -189,6 +198,8 @@ func formatValue(v reflect.Value, hex bool) string {
 		return formatFrames(v.Interface().([]trace.Frame))
 	case segmentsType:
 		return formatSegments(v.Interface().([]trace.Segment))
+	case leakType:
+		return formatLeakBlocks(v.Interface().([]trace.LeakBlock))
 	case stringsType:
 		return formatList(v.Interface().([]string))
 	case bytesType:
@@ -244,6 +255,8 @@ func setValue(v reflect.Value, text token) error {
 		x, err = parseFrames(text.text)
 	case segmentsType:
 		x, err = parseSegments(text.text)
+	case leakType:
+		x, err = parseLeakBlocks(text.text)
 	case bytesType:
 		x, err = parseHexBytes(text.text)
 	default:
@@ -373,6 +386,58 @@ func parseSegments(s string) ([]trace.Segment, error) {
 		segs = append(segs, trace.Segment{Vaddr: n[0], Memsz: n[1], Offset: n[2], Flags: flags})
 	}
 	return segs, nil
+}
+
+// leakClassLetters name the lost classes in a leak-blocks record's
+// blocks: definitely, indirectly and possibly lost.
+var leakClassLetters = map[trace.LeakClass]string{trace.DefinitelyLost: "d", trace.IndirectlyLost: "i", trace.PossiblyLost: "p"}
+
+// formatLeakBlocks writes blocks as addr:class, with :leader after an
+// indirectly lost one: "0x1000:d;0x2000:i:0x1000;0x3000:p".
+func formatLeakBlocks(blocks []trace.LeakBlock) string {
+	parts := make([]string, len(blocks))
+	for i, b := range blocks {
+		letter, ok := leakClassLetters[b.Class]
+		if !ok {
+			letter = strconv.Itoa(int(b.Class))
+		}
+		parts[i] = fmt.Sprintf("0x%x:%s", b.Addr, letter)
+		if b.Class == trace.IndirectlyLost {
+			parts[i] += fmt.Sprintf(":0x%x", b.Leader)
+		}
+	}
+	return quote(strings.Join(parts, ";"))
+}
+
+func parseLeakBlocks(s string) ([]trace.LeakBlock, error) {
+	var blocks []trace.LeakBlock
+	for _, part := range splitNonEmpty(s, ";") {
+		f := strings.Split(part, ":")
+		bad := fmt.Errorf("bad leak block %q: want addr:d, addr:i:leader or addr:p", part)
+		if len(f) < 2 || len(f) > 3 {
+			return nil, bad
+		}
+		addr, err := parseUint(f[0])
+		if err != nil {
+			return nil, bad
+		}
+		b := trace.LeakBlock{Addr: addr}
+		for c, letter := range leakClassLetters {
+			if f[1] == letter {
+				b.Class = c
+			}
+		}
+		if b.Class == trace.StillReachable || (b.Class == trace.IndirectlyLost) != (len(f) == 3) {
+			return nil, bad
+		}
+		if len(f) == 3 {
+			if b.Leader, err = parseUint(f[2]); err != nil {
+				return nil, bad
+			}
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks, nil
 }
 
 // formatFlags writes segment flags as ls -l does permissions.
