@@ -1,6 +1,11 @@
 package record_test
 
 import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/memtrail/memtrail/internal/trace"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/fixture"
@@ -40,5 +45,76 @@ func TestLeakFixturesUnderValgrind(t *testing.T) {
 				t.Errorf("memcheck's leak summary %+v, want %+v", got[0].Leaks, c.want)
 			}
 		})
+	}
+}
+
+// leakScans reads the LeakScan records of a trace, by process.
+func leakScans(t *testing.T, path string) map[uint64]trace.LeakScan {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64]trace.LeakScan{}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return out
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Kind == trace.KindLeakScan {
+			out[rec.LeakScan.Process] = *rec.LeakScan
+		}
+	}
+}
+
+func classesOf(s trace.LeakScan) fixture.LeakSummary {
+	return fixture.LeakSummary{DefinitelyLostBytes: s.DefinitelyLostBytes, DefinitelyLostBlocks: s.DefinitelyLostBlocks,
+		IndirectlyLostBytes: s.IndirectlyLostBytes, IndirectlyLostBlocks: s.IndirectlyLostBlocks,
+		PossiblyLostBytes: s.PossiblyLostBytes, PossiblyLostBlocks: s.PossiblyLostBlocks,
+		StillReachableBytes: s.StillReachableBytes, StillReachableBlocks: s.StillReachableBlocks}
+}
+
+// TestLeakClassesEqualValgrind records each way leaks.c leaves its blocks
+// and compares the classes of the recorder's scan with memcheck's, bytes
+// and blocks.
+func TestLeakClassesEqualValgrind(t *testing.T) {
+	prog := fixture.Build(t, src("leaks.c"))
+	for _, c := range leakCases {
+		t.Run(c.how, func(t *testing.T) {
+			t.Parallel()
+			rec := recordArgs(t, "", prog, c.how)
+			want := fixture.Valgrind(t, prog, c.how)
+			scans := leakScans(t, rec.res.Path)
+			if len(scans) != 1 || len(want) != 1 {
+				t.Fatalf("%d scans, valgrind saw %d processes", len(scans), len(want))
+			}
+			scan := scans[1]
+			if scan.Error != "" {
+				t.Fatalf("no scan: %s", scan.Error)
+			}
+			if got := classesOf(scan); got != want[0].Leaks {
+				t.Errorf("memtrail's classes %+v, valgrind's %+v", got, want[0].Leaks)
+			}
+			t.Logf("%s: %+v in %v", c.how, classesOf(scan), time.Duration(scan.Duration))
+		})
+	}
+}
+
+// TestKilledHasNoLeakScan: a process killed by SIGKILL never reaches its
+// exit handlers, and its trace has no scan to read.
+func TestKilledHasNoLeakScan(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("crash.c")), "kill")
+	if p := rec.model.Processes[0]; p.How != trace.EndSignaled {
+		t.Fatalf("the process ended %v, want by a signal", p.How)
+	}
+	if scans := leakScans(t, rec.res.Path); len(scans) != 0 {
+		t.Errorf("a killed process has leak scans %+v", scans)
 	}
 }

@@ -65,6 +65,11 @@ type process struct {
 	ended     bool
 	gone      bool // its pidfd could not be opened: it had already exited
 	events    uint64
+	// live is the set of the process's blocks, for its leak scan at
+	// exit; nil when leak scans are off, or when the process's heap is
+	// not known from its start (a fork child the recorder could not
+	// place in its parent's history).
+	live liveSet
 
 	// A fork child is held back until its parent's history reaches the
 	// fork, so that the trace says which of the parent's blocks it starts
@@ -455,6 +460,8 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	case recExit:
 		p.exited = true
 		p.exitCode = int64(int32(uint32(w[3])))
+	case recScan:
+		rec.leakScan(p, w)
 	case recFork:
 		if !rec.forked(p, w[1]+1, rec.clock.ns(w[2]), final) {
 			return false
@@ -502,7 +509,7 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 // recordWords is how many words the agent writes of each kind of record,
 // at least.
 var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
-	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5}
+	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4}
 
 // deepest writes a DEEPEST record w of slot s: the call stack of the
 // thread's deepest function entry, with its frames' sizes (two 32-bit

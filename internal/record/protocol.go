@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 4
+	protocolVersion = 5
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	maxHello        = 16384
@@ -30,6 +30,7 @@ const (
 	recStack     = 11
 	recCalls     = 12
 	recDeepest   = 13
+	recScan      = 14
 
 	stackShift = 24
 	apiShift   = 16
@@ -58,6 +59,8 @@ const (
 	hdrWaits        = 240
 	hdrWaitNs       = 248
 	hdrCallsWindow  = 256
+	hdrLeakScan     = 264
+	hdrScanDone     = 272
 	hdrClock        = 320
 )
 

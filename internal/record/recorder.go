@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,6 +55,10 @@ type Options struct {
 	// (trace.StackCalls), and take the call stack of each thread's
 	// deepest entry (trace.DeepestStack).
 	StackCalls bool
+	// NoLeakScan turns off the leak scan at each normal exit of a
+	// process (see leakscan.go), and the live set the recorder keeps
+	// for it.
+	NoLeakScan bool
 }
 
 // DefaultRingSize is the default size of the ring of a process's first
@@ -249,7 +254,8 @@ func newRecorder(opts Options) (*Recorder, error) {
 		symbols: newSymbolTable(), log: opts.Log}
 	rate := calibrate()
 	r.coarse = coarseClockFor(opts.TimeUnit, rate)
-	cfg := regionConfig{slots: opts.Threads, firstRing: opts.RingSize, ringSize: otherRing(opts.RingSize), nodeCap: 1 << 24, maxFrames: opts.MaxFrames}
+	cfg := regionConfig{slots: opts.Threads, firstRing: opts.RingSize, ringSize: otherRing(opts.RingSize), nodeCap: 1 << 24, maxFrames: opts.MaxFrames,
+		leakScan: !opts.NoLeakScan}
 	if opts.StackCalls {
 		cfg.callsWindow = max(uint64(float64(opts.TimeUnit.Nanoseconds())/rate), 1)
 	}
@@ -457,6 +463,9 @@ func (r *Recorder) connect(h *hello) {
 	if parent != nil {
 		p.start.Parent = parent.id
 	}
+	if !r.opts.NoLeakScan && !h.fork {
+		p.live = liveSet{} // a new image starts with an empty heap
+	}
 	r.procs = append(r.procs, p)
 	r.byPid[h.pid] = p
 	if !reserved && h.fork && h.forkToken != 0 && parent != nil && !parent.ended && parent.nextSeq < h.forkToken {
@@ -568,6 +577,9 @@ func (r *Recorder) placeFork(parent *process, token, at uint64) bool {
 	for _, c := range r.procs {
 		if c.held && c.parent == parent && c.forkToken == token {
 			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: c.id, Time: at}))
+			if parent.live != nil {
+				c.live = maps.Clone(parent.live) // the child's heap is a copy of its parent's now
+			}
 			r.release(c)
 			parent.forkWait, parent.forkCheck = 0, 0
 			return true
@@ -894,6 +906,9 @@ func (r *Recorder) event(p *process, s *slotReader, ev *trace.Event) {
 		r.allocations++
 		r.frees++
 		r.bytesAllocated += ev.Size
+	}
+	if p.live != nil {
+		p.live.apply(ev)
 	}
 	r.write(r.w.EventAt(ev))
 }

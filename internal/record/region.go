@@ -33,6 +33,7 @@ type regionConfig struct {
 	// callsWindow is mt_header.calls_window: 0, or the time-stamp
 	// counter ticks of a time unit (Options.StackCalls).
 	callsWindow uint64
+	leakScan    bool // mt_header.leak_scan
 }
 
 func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
@@ -66,6 +67,9 @@ func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
 	*r.u32(hdrMaxFrames) = uint32(cfg.maxFrames)
 	*r.u32(hdrRecorderPid) = uint32(recorderPid)
 	*r.u64(hdrCallsWindow) = cfg.callsWindow
+	if cfg.leakScan {
+		*r.u64(hdrLeakScan) = 1
+	}
 	return r, nil
 }
 

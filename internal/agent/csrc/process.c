@@ -533,6 +533,52 @@ int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 	return 1;
 }
 
+/* scanned is the generation of the process whose exit was scanned: a
+ * process is scanned once, at its first exit (an exit handler that calls
+ * _exit would be a second). */
+static uint64_t scanned;
+
+/*
+ * leak_scan holds the process while the recorder scans its memory for
+ * leaks (see record/leakscan.go). The recorder reads the memory from
+ * outside; what the agent gives it is this thread's registers, stored in
+ * regs on the stack, and the stack pointer below which its stack is not in
+ * use. The wait is bounded: a recorder that never answers (busy elsewhere
+ * for a minute, or gone) costs the program no more than that, and its
+ * trace then says the scan did not happen.
+ */
+static __attribute__((noinline)) void leak_scan(struct mt_thread *t)
+{
+	struct mt_header *hdr = mt_proc.hdr;
+	if (!__atomic_load_n(&hdr->leak_scan, __ATOMIC_RELAXED) || scanned == mt_proc.gen + 1)
+		return;
+	scanned = mt_proc.gen + 1;
+	/* Every general register, as memcheck and LeakSanitizer scan them:
+	 * a block may be kept only by a value in a callee-saved register. */
+	volatile uint64_t regs[16];
+	__asm__ volatile("mov %%rax, 0(%0)\n\tmov %%rbx, 8(%0)\n\tmov %%rcx, 16(%0)\n\tmov %%rdx, 24(%0)\n\t"
+			 "mov %%rsi, 32(%0)\n\tmov %%rdi, 40(%0)\n\tmov %%rbp, 48(%0)\n\tmov %%r8, 56(%0)\n\t"
+			 "mov %%r9, 64(%0)\n\tmov %%r10, 72(%0)\n\tmov %%r11, 80(%0)\n\tmov %%r12, 88(%0)\n\t"
+			 "mov %%r13, 96(%0)\n\tmov %%r14, 104(%0)\n\tmov %%r15, 112(%0)\n\tmov %%rsp, 120(%0)"
+			 : : "r"(regs) : "memory");
+	uint64_t sp = (uint64_t)(uintptr_t)regs;
+	__atomic_store_n(&hdr->scan_done, 0, __ATOMIC_RELEASE);
+	uint64_t rec[4] = {MT_REC_SCAN | 4 << 8, mt_seq(), mt_tsc(), sp};
+	mt_emit(t, rec, 4);
+	uint64_t start = now_ns();
+	uint32_t *word = (uint32_t *)&hdr->scan_done;
+	for (unsigned i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) == 0; i++) {
+		struct timespec ts = {0, 10000000};
+		syscall(SYS_futex, word, FUTEX_WAIT, 0, &ts, NULL, 0);
+		if (__atomic_load_n(&hdr->disabled, __ATOMIC_RELAXED) || now_ns() - start > 60000000000ull)
+			break;
+		if (i % 16 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH)
+			break;
+	}
+	/* The registers must be in memory until the scan is over. */
+	__asm__ volatile("" : : "r"(regs) : "memory");
+}
+
 static void on_exit_handler(int status, void *arg)
 {
 	(void)arg;
@@ -543,6 +589,7 @@ static void on_exit_handler(int status, void *arg)
 	mt_stack_record(t);
 	uint64_t rec[4] = {MT_REC_EXIT | 4 << 8, mt_seq(), mt_tsc(), (uint64_t)(uint32_t)status};
 	mt_emit(t, rec, 4);
+	leak_scan(t);
 	mt_leave(t);
 }
 

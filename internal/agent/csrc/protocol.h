@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 4
+#define MT_PROTOCOL_VERSION 5
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_MAX_HELLO 16384
@@ -67,6 +67,11 @@
  *            sizes n, then n 32-bit frame sizes, two a word, the first in
  *            the low half, innermost first   (the call stack of the
  *            thread's deepest function entry so far, with -stack-calls)
+ *   SCAN     w1 seq  w2 tsc  w3 the exiting thread's stack pointer, below
+ *            which nothing of its stack is in use, and above which its
+ *            registers are saved   (the process exits normally and
+ *            mt_header.leak_scan is set: the agent waits, in the exiting
+ *            thread, until the recorder sets mt_header.scan_done)
  *
  * A tsc word is the time-stamp counter, or mt_header.clock when
  * mt_header.coarse is set.
@@ -93,6 +98,7 @@
 #define MT_REC_STACK 11
 #define MT_REC_CALLS 12
 #define MT_REC_DEEPEST 13
+#define MT_REC_SCAN 14
 
 #define MT_STACK_SHIFT 24
 #define MT_API_SHIFT 16
@@ -191,6 +197,11 @@ struct mt_header {
 	 * per thread for every this many time-stamp counter ticks in which it
 	 * made calls. Zero: the hooks return at once. */
 	uint64_t calls_window;
+	/* Nonzero: at a normal exit the agent sends SCAN and holds the
+	 * process until the recorder has scanned its memory for leaks and
+	 * set scan_done (a futex on its low half). */
+	uint64_t leak_scan;
+	uint64_t scan_done;
 	uint64_t clock __attribute__((aligned(64)));
 };
 

@@ -1,0 +1,462 @@
+package record
+
+// The leak scan: at a process's normal exit, which blocks still allocated
+// are still reachable, possibly lost, indirectly or definitely lost, as
+// valgrind's memcheck classifies them (--leak-check=full).
+//
+// Who does what, and why. A scan needs the set of live blocks. The agent
+// does not keep one: it would tax every malloc and free of the program
+// with a lock or a concurrent table. The recorder sees every event in
+// order anyway, so it keeps the set (liveSet: a map, one insert or delete
+// per event, on the recorder's side of the ring; docs/performance.md says
+// what it costs). At exit the agent, in the exiting thread, saves its
+// registers on its own stack, sends a SCAN record with its stack pointer
+// and waits; the recorder, which has then handled every event before the
+// exit, reads the process's memory from outside with process_vm_readv (it
+// started the process, so the kernel lets it: same user, its child or
+// descendant), classifies, writes trace.LeakScan and trace.LeakBlocks and
+// lets the agent go on. Scanning from outside keeps the agent small (no
+// allocation, no graph in the program's memory) and the program's memory
+// untouched by the scan.
+//
+// Roots are the readable and writable mappings of /proc/PID/maps — the
+// data and .bss of every loaded object (and the anonymous mapping that
+// continues a .bss), thread stacks with their TLS blocks and thread
+// control blocks, the main thread's static TLS, anonymous mmaps — but not
+// the heap's own memory: [heap], and any mapping that holds a live block
+// (malloc's other arenas, and the mappings of big blocks), whose stale
+// contents (freed blocks) are no roots; a live block there is scanned
+// once it is found reachable. The agent's own data and its shared region
+// with the recorder are not roots either. Of the exiting thread's stack,
+// only what is above its stack pointer is in use, and its registers are
+// there. memcheck scans the same (client memory that is addressable, and
+// every thread's registers).
+//
+// Other threads keep running while the recorder reads: valgrind stops
+// them, and so would ptrace, but a tracer is a big thing to be for a
+// program (it changes how it sees signals and debuggers). The deterministic
+// answer is the one of a program whose other threads are done or idle at
+// exit, which is what tests compare with valgrind; a thread that moves a
+// pointer from memory not read yet to memory read already during the scan
+// could make a reachable block look lost. Their stacks are scanned whole
+// (their stack pointers are not known), which can only make more blocks
+// reachable, never fewer, and their registers are not scanned.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// liveSet is a process's blocks: address to size.
+type liveSet map[uint64]uint64
+
+func (l liveSet) apply(ev *trace.Event) {
+	switch ev.Kind {
+	case trace.KindAlloc:
+		if ev.Addr != 0 {
+			l[ev.Addr] = ev.Size
+		}
+	case trace.KindFree:
+		delete(l, ev.Addr)
+	case trace.KindRealloc:
+		if ev.OldAddr != 0 {
+			delete(l, ev.OldAddr)
+		}
+		if ev.Addr != 0 {
+			l[ev.Addr] = ev.Size
+		}
+	}
+}
+
+// leakScan handles a SCAN record w of p: it scans, writes the outcome
+// and lets the agent go on, whatever happened.
+func (r *Recorder) leakScan(p *process, w []uint64) {
+	start := time.Now()
+	scan := trace.LeakScan{Process: p.id, Time: r.clock.ns(w[2])}
+	var lost []trace.LeakBlock
+	if p.live == nil {
+		scan.Error = "the recorder does not know the process's heap from its start"
+	} else if res, err := scanMemory(p.pid, p.live, w[3], r.opts.AgentPath); err != nil {
+		scan.Error = err.Error()
+	} else {
+		scan.DefinitelyLostBytes, scan.DefinitelyLostBlocks = res.bytes[trace.DefinitelyLost], res.blocks[trace.DefinitelyLost]
+		scan.IndirectlyLostBytes, scan.IndirectlyLostBlocks = res.bytes[trace.IndirectlyLost], res.blocks[trace.IndirectlyLost]
+		scan.PossiblyLostBytes, scan.PossiblyLostBlocks = res.bytes[trace.PossiblyLost], res.blocks[trace.PossiblyLost]
+		scan.StillReachableBytes, scan.StillReachableBlocks = res.bytes[trace.StillReachable], res.blocks[trace.StillReachable]
+		lost = res.lost
+	}
+	scan.Duration = uint64(time.Since(start))
+	r.write(r.w.LeakScan(scan))
+	if len(lost) > 0 {
+		r.write(r.w.LeakBlocks(trace.LeakBlocks{Process: p.id, Blocks: lost}))
+	}
+	if scan.Error != "" {
+		fmt.Fprintf(r.log, "memtrail: process %d: no leak scan: %s\n", p.pid, scan.Error)
+	}
+	atomic.StoreUint64(p.region.u64(hdrScanDone), 1)
+	p.region.wake(hdrScanDone)
+}
+
+// scanResult is what a scan found: bytes and blocks per class, and the
+// lost blocks in increasing order of address.
+type scanResult struct {
+	bytes, blocks [4]uint64
+	lost          []trace.LeakBlock
+}
+
+// Block states while marking, as memcheck's.
+const (
+	unreached = uint8(trace.DefinitelyLost)
+	indirect  = uint8(trace.IndirectlyLost)
+	possible  = uint8(trace.PossiblyLost)
+	reachable = 4
+)
+
+// heapGraph is the live blocks in address order and the pointers between
+// them: edges[edgeStart[i]:edgeStart[i+1]] are block i's, each a target
+// block's index << 1, | 1 when it points into the target's interior.
+type heapGraph struct {
+	addrs, sizes []uint64
+	end          uint64 // the end of the highest block
+	edgeStart    []uint32
+	edges        []uint32
+}
+
+// find returns the index of the block holding address v, or -1. A
+// pointer to a block of size 0 must point at its start.
+//
+// glibc's malloc keeps pointers to its chunk headers in its own state
+// (main_arena's top chunk, bins and last remainder, in libc's .data, a
+// root). A chunk's header starts 16 bytes before its block, and with
+// 16-byte chunks the header of the chunk after a block of 8 mod 16 bytes
+// lies in the block's last 8 bytes: such a pointer would keep the block
+// possibly lost. memcheck, whose allocator is its own, never sees them;
+// so a pointer to exactly that place is not taken for one to the block.
+func (g *heapGraph) find(v uint64) int {
+	if len(g.addrs) == 0 || v < g.addrs[0] || v >= g.end {
+		return -1
+	}
+	i := sort.Search(len(g.addrs), func(i int) bool { return g.addrs[i] > v }) - 1
+	if i < 0 || !(v < g.addrs[i]+g.sizes[i] || v == g.addrs[i]) {
+		return -1
+	}
+	if v != g.addrs[i] && v == g.addrs[i]+(g.sizes[i]+8+15)&^15-16 {
+		return -1 // the next chunk's header
+	}
+	return i
+}
+
+// scanMemory classifies the blocks of live in process pid, whose exiting
+// thread's stack is in use from sp up.
+//
+//  1. Read every live block and note the pointers it holds to blocks
+//     (start or interior): the heap graph.
+//  2. Scan the roots: a pointer to a block's start makes it reachable,
+//     one into its interior possibly lost.
+//  3. Mark from there, as memcheck does: a start pointer from a reachable
+//     block makes reachable; any other pointer makes an unreached block
+//     possibly lost (a start pointer from a possibly lost block too).
+//  4. What is left unreached is lost. In address order, each block still
+//     unreached leads a group: the unreached blocks it reaches, by any
+//     pointer, are indirectly lost and hang from it; a leader reached from
+//     a later group joins that group, with its own. So in a lost cycle
+//     the block of lowest address is definitely lost and the rest
+//     indirectly.
+func scanMemory(pid int, live liveSet, sp uint64, agentPath string) (*scanResult, error) {
+	mem := &processMemory{pid: pid}
+	g := &heapGraph{addrs: slices.Sorted(maps.Keys(live))}
+	g.sizes = make([]uint64, len(g.addrs))
+	for i, a := range g.addrs {
+		g.sizes[i] = live[a]
+		g.end = max(g.end, a+max(g.sizes[i], 1))
+	}
+	if err := g.readEdges(mem); err != nil {
+		return nil, err
+	}
+	roots, err := rootRanges(pid, g, sp, agentPath)
+	if err != nil {
+		return nil, err
+	}
+	state := make([]uint8, len(g.addrs))
+	for i := range state {
+		state[i] = unreached
+	}
+	var stack []int
+	push := func(i int, start, definite bool) {
+		switch {
+		case state[i] == reachable:
+		case start && definite:
+			state[i] = reachable
+			stack = append(stack, i)
+		case state[i] == unreached:
+			state[i] = possible
+			stack = append(stack, i)
+		}
+	}
+	for _, rg := range roots {
+		err := mem.words(rg[0], rg[1], func(v uint64) {
+			if i := g.find(v); i >= 0 {
+				push(i, v == g.addrs[i], true)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		definite := state[i] != possible
+		for _, e := range g.edges[g.edgeStart[i]:g.edgeStart[i+1]] {
+			push(int(e>>1), e&1 == 0, definite)
+		}
+	}
+	leader := make([]int32, len(g.addrs))
+	for l := range state {
+		if state[l] != unreached {
+			continue
+		}
+		stack = append(stack[:0], l)
+		for len(stack) > 0 {
+			i := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, e := range g.edges[g.edgeStart[i]:g.edgeStart[i+1]] {
+				if t := int(e >> 1); state[t] == unreached && t != l {
+					state[t], leader[t] = indirect, int32(l)
+					stack = append(stack, t)
+				}
+			}
+		}
+	}
+	res := &scanResult{}
+	for i, s := range state {
+		class := trace.LeakClass(s)
+		if s == reachable {
+			class = trace.StillReachable
+		}
+		res.bytes[class] += g.sizes[i]
+		res.blocks[class]++
+		if class == trace.StillReachable {
+			continue
+		}
+		b := trace.LeakBlock{Addr: g.addrs[i], Class: class}
+		if class == trace.IndirectlyLost {
+			b.Leader = g.addrs[finalLeader(leader, state, i)]
+		}
+		res.lost = append(res.lost, b)
+	}
+	return res, nil
+}
+
+// finalLeader follows the leaders of block i to the definitely lost one,
+// and makes each block on the way point at it.
+func finalLeader(leader []int32, state []uint8, i int) int {
+	l := int(leader[i])
+	for state[l] == indirect {
+		l = int(leader[l])
+	}
+	for j := i; state[j] == indirect && int(leader[j]) != l; {
+		next := int(leader[j])
+		leader[j] = int32(l)
+		j = next
+	}
+	return l
+}
+
+// readEdges reads every block and notes the pointers it holds. Blocks
+// are read up to a thousand at a time, in one process_vm_readv: one call
+// per block made the scan of a million blocks several times slower.
+func (g *heapGraph) readEdges(mem *processMemory) error {
+	g.edgeStart = make([]uint32, 0, len(g.addrs)+1)
+	note := func(v uint64) {
+		if t := g.find(v); t >= 0 {
+			e := uint32(t) << 1
+			if v != g.addrs[t] {
+				e |= 1
+			}
+			g.edges = append(g.edges, e)
+		}
+	}
+	const batchBlocks, batchBytes = 1024, 1 << 20
+	for i := 0; i < len(g.addrs); {
+		j, bytes := i, uint64(0)
+		for j < len(g.addrs) && j-i < batchBlocks && (j == i || bytes+g.sizes[j] <= batchBytes) {
+			bytes += g.sizes[j] &^ 7
+			j++
+		}
+		if b, ok := mem.readBlocks(g.addrs[i:j], g.sizes[i:j]); ok {
+			for k := i; k < j; k++ {
+				g.edgeStart = append(g.edgeStart, uint32(len(g.edges)))
+				n := g.sizes[k] &^ 7
+				for w := uint64(0); w < n; w += 8 {
+					note(*(*uint64)(unsafe.Pointer(&b[w])))
+				}
+				b = b[n:]
+			}
+		} else {
+			for k := i; k < j; k++ { // one at a time, skipping pages that cannot be read
+				g.edgeStart = append(g.edgeStart, uint32(len(g.edges)))
+				if err := mem.words(g.addrs[k], g.addrs[k]+g.sizes[k], note); err != nil {
+					return err
+				}
+			}
+		}
+		i = j
+	}
+	g.edgeStart = append(g.edgeStart, uint32(len(g.edges)))
+	return nil
+}
+
+// readBlocks reads the whole words of blocks (8-byte aligned, as malloc's
+// are) one after the other, in one call; false if not all could be read.
+func (m *processMemory) readBlocks(addrs, sizes []uint64) ([]byte, bool) {
+	var total uint64
+	for _, s := range sizes {
+		total += s &^ 7
+	}
+	if total == 0 {
+		return nil, true
+	}
+	if uint64(cap(m.buf)) < total {
+		m.buf = make([]byte, total)
+	}
+	b := m.buf[:total]
+	remote := m.remote[:0]
+	for k, a := range addrs {
+		if n := sizes[k] &^ 7; n > 0 {
+			remote = append(remote, unix.RemoteIovec{Base: uintptr(a), Len: int(n)})
+		}
+	}
+	m.remote = remote
+	got, err := unix.ProcessVMReadv(m.pid, []unix.Iovec{{Base: &b[0], Len: total}}, remote, 0)
+	return b, err == nil && uint64(got) == total
+}
+
+// mapping is a line of /proc/PID/maps.
+type mapping struct {
+	start, end  uint64
+	read, write bool
+	path        string
+}
+
+func readMaps(pid int) ([]mapping, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, fmt.Errorf("reading the process's mappings: %w", err)
+	}
+	defer f.Close()
+	var out []mapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil || len(fields[1]) < 2 {
+			return nil, fmt.Errorf("reading the process's mappings: bad line %q", sc.Text())
+		}
+		m := mapping{start: start, end: end, read: fields[1][0] == 'r', write: fields[1][1] == 'w'}
+		if len(fields) >= 6 {
+			m.path = strings.Join(fields[5:], " ")
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the process's mappings: %w", err)
+	}
+	return out, nil
+}
+
+// rootRanges returns the ranges of memory to scan for roots (see the top
+// of this file).
+func rootRanges(pid int, g *heapGraph, sp uint64, agentPath string) ([][2]uint64, error) {
+	ms, err := readMaps(pid)
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]uint64
+	for _, m := range ms {
+		if !m.read || !m.write || m.path == "[heap]" || m.path == agentPath || strings.HasPrefix(m.path, "/memfd:memtrail") {
+			continue
+		}
+		i := sort.Search(len(g.addrs), func(i int) bool { return g.addrs[i] >= m.start })
+		if i < len(g.addrs) && g.addrs[i] < m.end {
+			continue // malloc's memory
+		}
+		start := m.start
+		if sp >= m.start && sp < m.end {
+			start = sp &^ 7
+		}
+		out = append(out, [2]uint64{start, m.end})
+	}
+	return out, nil
+}
+
+// processMemory reads another process's memory.
+type processMemory struct {
+	pid    int
+	buf    []byte
+	remote []unix.RemoteIovec
+}
+
+const pageSize = 4096
+
+// words calls f with each aligned 64-bit word wholly in [lo, hi). Pages
+// that cannot be read (a guard page, an I/O mapping) are skipped; a
+// process that cannot be read at all is an error.
+func (m *processMemory) words(lo, hi uint64, f func(uint64)) error {
+	lo = (lo + 7) &^ 7
+	hi &^= 7
+	for lo < hi {
+		n := min(hi-lo, 1<<20)
+		b, err := m.read(lo, n)
+		if err != nil {
+			// Page by page: keep what can be read.
+			next := min((lo+pageSize)&^(pageSize-1), hi)
+			if b, err = m.read(lo, next-lo); errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EPERM) {
+				return fmt.Errorf("reading the memory of process %d: %w", m.pid, err)
+			}
+			n = next - lo
+		}
+		for i := 0; i+8 <= len(b); i += 8 {
+			f(*(*uint64)(unsafe.Pointer(&b[i])))
+		}
+		lo += n
+	}
+	return nil
+}
+
+// read reads n bytes at addr, all of them or an error.
+func (m *processMemory) read(addr, n uint64) ([]byte, error) {
+	if uint64(cap(m.buf)) < n {
+		m.buf = make([]byte, n)
+	}
+	b := m.buf[:n]
+	local := []unix.Iovec{{Base: &b[0], Len: n}}
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: int(n)}}
+	got, err := unix.ProcessVMReadv(m.pid, local, remote, 0)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(got) != n {
+		return nil, unix.EFAULT
+	}
+	return b, nil
+}
