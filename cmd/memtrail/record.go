@@ -23,6 +23,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size, how long the program waited for memtrail")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	stackCalls := fs.Bool("stack-calls", false, "measure the stack at every function entry and return of a program built with -finstrument-functions: the exact stack peak, step by step, and the call stack at its deepest (slower)")
+	leakCheck := fs.Bool("leak-check", false, "at the program's normal exit, scan its memory and classify the blocks still allocated as memcheck does: definitely, indirectly and possibly lost, still reachable (slower: memtrail keeps the set of live blocks)")
 	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
 	bf := addBudgetFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -48,7 +49,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{fmt.Sprintf("-ring-size %s must be a power of two from 64KiB to 1GiB", report.Size(*ring))}
 	}
 	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit,
-		RingSize: *ring, StackCalls: *stackCalls, Log: stderr})
+		RingSize: *ring, StackCalls: *stackCalls, LeakScan: *leakCheck, Log: stderr})
 	if err != nil {
 		return 1, err
 	}

@@ -45,6 +45,9 @@ func recordArgs(t *testing.T, stdin string, args ...string) recording {
 	res, err := record.Run(record.Options{
 		Args: args, Output: filepath.Join(dir, "trace.mtr"), AgentPath: fixture.Agent(t),
 		Stdin: in, Stdout: out, Stderr: errf, Log: &log, Version: "test",
+		// Every program of these tests is scanned for leaks at its
+		// exit, which must not change the rest of its recording.
+		LeakScan: true,
 	})
 	if err != nil {
 		t.Fatalf("recording %v: %v", args, err)
