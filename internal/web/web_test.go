@@ -282,9 +282,17 @@ func TestTimeline(t *testing.T) {
 		hasText(t, ctx, "the detail of a step of the timeline", "#timeline-detail", want)
 	}
 
-	// Click just after the peak, the last widget made: that step's events, each
-	// with its call stack.
-	peakX := eval[float64](t, ctx, `(() => { const r = document.querySelector("#timeline-peak-marker circle").getBoundingClientRect(); return r.x + r.width / 2 + 3; })()`)
+	// Click the step of the peak, where the last widget was made, in the
+	// middle of its bar of allocations (the peak may fall at the very end
+	// of its step, and the next step may have no events): that step's
+	// events, each with its call stack.
+	peakX := eval[float64](t, ctx, `(() => {
+		const c = document.querySelector("#timeline-peak-marker circle").getBoundingClientRect();
+		const px = c.x + c.width / 2;
+		const bars = [...document.querySelectorAll("#timeline .alloc-bars rect")].map((r) => r.getBoundingClientRect());
+		const bar = bars.find((b) => b.x <= px + 1 && px - 1 <= b.x + b.width) || bars[bars.length - 1];
+		return bar.x + bar.width / 2;
+	})()`)
 	do(t, ctx, "clicking the timeline at the peak", chromedp.MouseClickXY(peakX, box[1]+box[3]/2))
 	waitFor(t, ctx, "the events of the first step", `document.querySelectorAll("#timeline-events tr.event").length > 0`)
 	hasText(t, ctx, "the first event", "#timeline-events tr.event", "alloc")
