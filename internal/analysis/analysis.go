@@ -129,6 +129,11 @@ type Process struct {
 	How   trace.EndHow
 	Code  int64 // exit status or signal number
 
+	// LeakScan is the classification of the blocks still allocated at
+	// the process's normal exit (memtrail run -leak-check), if the trace
+	// has one; see LeakClasses.
+	LeakScan *trace.LeakScan
+
 	Lost        uint64   // events known to be missing
 	LostReasons []string // why, as the recorder said
 
@@ -514,6 +519,9 @@ func (a *analyzer) record(rec trace.Record) {
 		a.process(rec.StackCalls.Process).stackCalls(rec.StackCalls)
 	case trace.KindDeepestStack:
 		a.process(rec.DeepestStack.Process).deepestStack(rec.DeepestStack)
+	case trace.KindLeakScan:
+		scan := *rec.LeakScan
+		a.process(scan.Process).proc.LeakScan = &scan
 	case trace.KindModule:
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
 	case trace.KindStackNode:

@@ -88,9 +88,21 @@ type jsonSummary struct {
 	// stack peaks are exact.
 	StackCalls   uint64       `json:"stack_calls"`
 	DeepestStack *jsonDeepest `json:"deepest_stack,omitempty"`
-	RunTimeNS    uint64       `json:"run_time_ns"`
-	End          jsonEnd      `json:"end"`
-	LostEvents   uint64       `json:"lost_events"`
+	// The blocks still allocated at exit by memcheck's classes, from the
+	// scan at the process's normal exit (memtrail run -leak-check); null,
+	// with leak_scan saying why, when there is none.
+	DefinitelyLostBytes  *uint64 `json:"definitely_lost_bytes"`
+	DefinitelyLostBlocks *uint64 `json:"definitely_lost_blocks"`
+	IndirectlyLostBytes  *uint64 `json:"indirectly_lost_bytes"`
+	IndirectlyLostBlocks *uint64 `json:"indirectly_lost_blocks"`
+	PossiblyLostBytes    *uint64 `json:"possibly_lost_bytes"`
+	PossiblyLostBlocks   *uint64 `json:"possibly_lost_blocks"`
+	StillReachableBytes  *uint64 `json:"still_reachable_bytes"`
+	StillReachableBlocks *uint64 `json:"still_reachable_blocks"`
+	LeakScan             string  `json:"leak_scan"` // "done", or why there is no scan
+	RunTimeNS            uint64  `json:"run_time_ns"`
+	End                  jsonEnd `json:"end"`
+	LostEvents           uint64  `json:"lost_events"`
 }
 
 type jsonSite struct {
@@ -170,6 +182,22 @@ func jsonSummaryOf(p *analysis.Process, usage StackUsage) jsonSummary {
 	}
 	if s.PeakTotalBytes > 0 {
 		js.PeakTotalTimeNS = sinceStart(p, s.PeakTotalTime)
+	}
+	scan, why := p.LeakClasses()
+	js.LeakScan = why
+	if scan != nil {
+		js.LeakScan = "done"
+		for _, f := range []struct {
+			dst **uint64
+			v   uint64
+		}{
+			{&js.DefinitelyLostBytes, scan.DefinitelyLostBytes}, {&js.DefinitelyLostBlocks, scan.DefinitelyLostBlocks},
+			{&js.IndirectlyLostBytes, scan.IndirectlyLostBytes}, {&js.IndirectlyLostBlocks, scan.IndirectlyLostBlocks},
+			{&js.PossiblyLostBytes, scan.PossiblyLostBytes}, {&js.PossiblyLostBlocks, scan.PossiblyLostBlocks},
+			{&js.StillReachableBytes, scan.StillReachableBytes}, {&js.StillReachableBlocks, scan.StillReachableBlocks},
+		} {
+			*f.dst = &f.v
+		}
 	}
 	return js
 }

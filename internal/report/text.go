@@ -87,6 +87,25 @@ func (t *textReport) summary() {
 			[2]string{"peak stack", exactSize(s.StackPeakBytes) + ", " + Duration(sinceStart(p, s.StackPeakTime)) + " after start" + deepestThread(p)},
 			[2]string{"peak heap+stack", exactSize(s.PeakTotalBytes) + ", " + Duration(sinceStart(p, s.PeakTotalTime)) + " after start"})
 	}
+	// What is in use at exit, by memcheck's classes, when the process
+	// was scanned at its exit; why not, when it was recorded to be.
+	inUse := slices.IndexFunc(rows, func(r [2]string) bool { return strings.HasPrefix(r[0], "in use") }) + 1
+	switch scan, why := p.LeakClasses(); {
+	case scan != nil:
+		for i, c := range []struct {
+			name          string
+			bytes, blocks uint64
+		}{
+			{"definitely lost", scan.DefinitelyLostBytes, scan.DefinitelyLostBlocks},
+			{"indirectly lost", scan.IndirectlyLostBytes, scan.IndirectlyLostBlocks},
+			{"possibly lost", scan.PossiblyLostBytes, scan.PossiblyLostBlocks},
+			{"still reachable", scan.StillReachableBytes, scan.StillReachableBlocks},
+		} {
+			rows = slices.Insert(rows, inUse+i, [2]string{"  " + c.name, exactSize(c.bytes) + " in " + Plural(c.blocks, "block")})
+		}
+	case p.LeakScan != nil || p.Ended && p.How == trace.EndSignaled:
+		rows = slices.Insert(rows, inUse, [2]string{"  leak classes", why})
+	}
 	if s.InvalidFrees > 0 {
 		rows = append(rows, [2]string{"invalid frees", Count(s.InvalidFrees) + " (see Problems)"})
 	}

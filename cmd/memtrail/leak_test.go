@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/report"
+)
+
+// TestReportLeakClasses records a program that leaves blocks in every
+// leak class with memtrail run -leak-check: report's summary gives the
+// classes valgrind --leak-check=full gives, in text and JSON; recorded
+// without the flag, it says there was no scan and why.
+func TestReportLeakClasses(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("..", "..", "internal", "record", "testdata", "leaks.c"))
+	want := fixture.Valgrind(t, prog, "mix")[0].Leaks
+	dir := t.TempDir()
+	scanned, plain := filepath.Join(dir, "scanned.mtr"), filepath.Join(dir, "plain.mtr")
+	for _, args := range [][]string{
+		{"run", "-q", "-leak-check", "-o", scanned, "--", prog, "mix"},
+		{"run", "-q", "-o", plain, "--", prog, "mix"},
+	} {
+		if code, err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 || err != nil {
+			t.Fatalf("%q: status %d, %v", args, code, err)
+		}
+	}
+	summary := func(trace string) map[string]any {
+		t.Helper()
+		var out bytes.Buffer
+		if code, err := run([]string{"report", "-json", trace}, &out, &bytes.Buffer{}); code != 0 || err != nil {
+			t.Fatalf("report -json %s: status %d, %v", trace, code, err)
+		}
+		var r struct{ Summary map[string]any }
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Summary
+	}
+	s := summary(scanned)
+	for key, v := range map[string]uint64{
+		"definitely_lost_bytes": want.DefinitelyLostBytes, "definitely_lost_blocks": want.DefinitelyLostBlocks,
+		"indirectly_lost_bytes": want.IndirectlyLostBytes, "indirectly_lost_blocks": want.IndirectlyLostBlocks,
+		"possibly_lost_bytes": want.PossiblyLostBytes, "possibly_lost_blocks": want.PossiblyLostBlocks,
+		"still_reachable_bytes": want.StillReachableBytes, "still_reachable_blocks": want.StillReachableBlocks,
+	} {
+		if got, ok := s[key].(float64); !ok || uint64(got) != v {
+			t.Errorf("%s: %v, valgrind says %d", key, s[key], v)
+		}
+	}
+	if s["leak_scan"] != "done" {
+		t.Errorf("leak_scan: %v, want done", s["leak_scan"])
+	}
+	var text bytes.Buffer
+	run([]string{"report", scanned}, &text, &bytes.Buffer{})
+	value := exactSizeText(want.DefinitelyLostBytes) + " in " + report.Plural(want.DefinitelyLostBlocks, "block")
+	if !regexp.MustCompile(`(?m)^\s+definitely lost\s+` + regexp.QuoteMeta(value) + `$`).MatchString(text.String()) {
+		t.Errorf("the text report has no line of %s definitely lost:\n%s", value, text.String())
+	}
+
+	s = summary(plain)
+	if s["definitely_lost_bytes"] != nil || s["leak_scan"] != "not scanned (record with memtrail run -leak-check)" {
+		t.Errorf("without -leak-check: definitely_lost_bytes %v, leak_scan %v", s["definitely_lost_bytes"], s["leak_scan"])
+	}
+}
+
+// exactSizeText writes n bytes as the report's summary does.
+func exactSizeText(n uint64) string {
+	if n < 1024 {
+		return report.Size(n)
+	}
+	return report.Size(n) + " (" + report.Count(n) + " bytes)"
+}
