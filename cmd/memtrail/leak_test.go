@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/fixture"
@@ -59,6 +60,37 @@ func TestReportLeakClasses(t *testing.T) {
 	value := exactSizeText(want.DefinitelyLostBytes) + " in " + report.Plural(want.DefinitelyLostBlocks, "block")
 	if !regexp.MustCompile(`(?m)^\s+definitely lost\s+` + regexp.QuoteMeta(value) + `$`).MatchString(text.String()) {
 		t.Errorf("the text report has no line of %s definitely lost:\n%s", value, text.String())
+	}
+
+	// The definitely lost blocks by stack, with what hangs from them: all
+	// the lost bytes, and lost_list's list of four 40-byte nodes.
+	var out bytes.Buffer
+	run([]string{"report", "-json", "-top", "100", scanned}, &out, &bytes.Buffer{})
+	var r struct {
+		LostChains []struct {
+			Leads, Bytes, Blocks uint64
+			Stack                []struct{ Function string }
+			Hanging              []struct{ Bytes, Blocks uint64 }
+		} `json:"lost_chains"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	var lost, listBytes, listBlocks uint64
+	for _, c := range r.LostChains {
+		lost += c.Bytes
+		if len(c.Stack) > 1 && c.Stack[1].Function == "lost_list" {
+			listBytes, listBlocks = c.Bytes, c.Blocks
+		}
+	}
+	if want := want.DefinitelyLostBytes + want.IndirectlyLostBytes; lost != want {
+		t.Errorf("the lost chains hold %d bytes, valgrind counts %d definitely and indirectly lost", lost, want)
+	}
+	if listBytes != 160 || listBlocks != 4 {
+		t.Errorf("lost_list's chain: %d bytes in %d blocks, want the 4 nodes of 40 bytes", listBytes, listBlocks)
+	}
+	if !strings.Contains(text.String(), "Definitely lost, with what hangs from it") {
+		t.Errorf("the text report has no lost chains:\n%s", text.String())
 	}
 
 	s = summary(plain)

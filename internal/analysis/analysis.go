@@ -158,6 +158,10 @@ type Process struct {
 	// HeapMap is the map of the blocks live at the end of the window, if
 	// Options.HeapMap asked for it.
 	HeapMap *HeapMap
+	// LostChains are the definitely lost blocks of the scan at exit (see
+	// LeakScan) with the indirectly lost blocks that hang from them,
+	// grouped by the call stack of the lost block: most bytes first.
+	LostChains []LostChain
 	// Window is the part of the run analyzed, in ns after the start
 	// (Options.From and To, with To filled in if it was the end).
 	Window struct{ From, To uint64 }
@@ -522,6 +526,8 @@ func (a *analyzer) record(rec trace.Record) {
 	case trace.KindLeakScan:
 		scan := *rec.LeakScan
 		a.process(scan.Process).proc.LeakScan = &scan
+	case trace.KindLeakBlocks:
+		a.process(rec.LeakBlocks.Process).leakBlocks(rec.LeakBlocks)
 	case trace.KindModule:
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
 	case trace.KindStackNode:

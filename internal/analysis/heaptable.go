@@ -300,6 +300,17 @@ func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
 	return freedBlock{}, false
 }
 
+// liveAt returns the block live at addr, if there is one, found by
+// address whatever its trace block.
+func (t *heapTable) liveAt(addr uint64) (block, bool) {
+	t.enter(0) // the blocks of the current trace block go into the index
+	ref, ok := t.index.find(addr)
+	if !ok {
+		return block{}, false
+	}
+	return t.at(ref).block, true
+}
+
 // each calls f for every live block, in no particular order.
 func (t *heapTable) each(f func(addr uint64, b block)) {
 	for _, chunk := range t.arena {

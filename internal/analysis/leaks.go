@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -28,4 +30,99 @@ func (p *Process) LeakClasses() (*trace.LeakScan, string) {
 		return nil, "the window ends before the exit, where the scan was"
 	}
 	return p.LeakScan, ""
+}
+
+// LostChain is what the definitely lost blocks allocated from one call
+// stack held when the process exited: the blocks themselves and the
+// indirectly lost blocks that hang from them (reachable only through
+// them). One free of each of those blocks, before their last pointer was
+// lost, would have released it all.
+type LostChain struct {
+	Stack  uint64 // of the definitely lost blocks
+	Leads  uint64 // how many definitely lost blocks from Stack
+	Bytes  uint64 // of the leads and all that hangs from them
+	Blocks uint64
+	// Hanging are the indirectly lost blocks, by the stack that allocated
+	// them: most bytes first.
+	Hanging []ChainPart
+}
+
+// ChainPart is what a chain holds of blocks allocated from one stack.
+type ChainPart struct {
+	Stack         uint64
+	Bytes, Blocks uint64
+}
+
+// leakBlocks takes in the classes of the lost blocks of the scan at the
+// process's exit: it makes the chains of the definitely lost blocks. The
+// blocks are still live in the replay (the scan comes before the end).
+func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
+	if rp.finished {
+		return
+	}
+	p := rp.proc
+	stackOf := func(addr uint64) (block, uint64, bool) {
+		b, ok := rp.heap.liveAt(addr)
+		if !ok || b.site == uncounted {
+			return block{}, 0, false
+		}
+		return b, p.Sites[b.site].Stack, true
+	}
+	// The chains of this record, by the stack of their leads; an indirect
+	// block names its lead by address.
+	chains := make(map[uint64]int, len(p.LostChains))
+	for i := range p.LostChains {
+		chains[p.LostChains[i].Stack] = i
+	}
+	chainOf := func(stack uint64) *LostChain {
+		i, ok := chains[stack]
+		if !ok {
+			i = len(p.LostChains)
+			chains[stack] = i
+			p.LostChains = append(p.LostChains, LostChain{Stack: stack})
+		}
+		return &p.LostChains[i]
+	}
+	for _, blk := range lb.Blocks {
+		b, stack, ok := stackOf(blk.Addr)
+		if !ok {
+			continue // a block a filter left out, or a damaged record
+		}
+		switch blk.Class {
+		case trace.DefinitelyLost:
+			c := chainOf(stack)
+			c.Leads++
+			c.Bytes += b.size
+			c.Blocks++
+		case trace.IndirectlyLost:
+			_, leadStack, ok := stackOf(blk.Leader)
+			if !ok {
+				continue
+			}
+			c := chainOf(leadStack)
+			c.Bytes += b.size
+			c.Blocks++
+			j := slices.IndexFunc(c.Hanging, func(h ChainPart) bool { return h.Stack == stack })
+			if j < 0 {
+				j = len(c.Hanging)
+				c.Hanging = append(c.Hanging, ChainPart{Stack: stack})
+			}
+			c.Hanging[j].Bytes += b.size
+			c.Hanging[j].Blocks++
+		}
+	}
+	slices.SortStableFunc(p.LostChains, func(a, b LostChain) int {
+		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Stack, b.Stack)
+	})
+	for i := range p.LostChains {
+		slices.SortStableFunc(p.LostChains[i].Hanging, func(a, b ChainPart) int {
+			if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Stack, b.Stack)
+		})
+	}
 }

@@ -28,6 +28,7 @@ func JSON(w io.Writer, m *analysis.Model, opts Options) error {
 		Allocations: jsonSites(p, analysis.ByAllocations, opts.top()),
 		InUseAtExit: jsonSites(p, analysis.ByInUseAtExit, opts.top()),
 		Temporary:   jsonSites(p, analysis.ByTemporary, opts.top()),
+		LostChains:  jsonLostChainsOf(p, opts.top()),
 		Problems:    jsonProblemsOf(p),
 		Warnings:    orEmpty(m.Warnings),
 	}
@@ -46,8 +47,12 @@ type jsonReport struct {
 	Allocations []jsonSite    `json:"allocations"`
 	InUseAtExit []jsonSite    `json:"in_use_at_exit"`
 	Temporary   []jsonSite    `json:"temporary"`
-	Problems    jsonProblems  `json:"problems"`
-	Warnings    []string      `json:"warnings"`
+	// LostChains are the definitely lost blocks of the scan at exit,
+	// by their call stack, with what hangs from them (memtrail run
+	// -leak-check): most bytes first.
+	LostChains []jsonLostChain `json:"lost_chains"`
+	Problems   jsonProblems    `json:"problems"`
+	Warnings   []string        `json:"warnings"`
 }
 
 // jsonProcess is a process of the trace in the list to pick from.
@@ -267,6 +272,33 @@ func jsonProblemsOf(p *analysis.Process) jsonProblems {
 func orEmpty[T any](list []T) []T {
 	if list == nil {
 		return []T{}
+	}
+	return list
+}
+
+type jsonLostChain struct {
+	Leads   uint64          `json:"leads"` // definitely lost blocks from stack
+	Bytes   uint64          `json:"bytes"` // of the leads and of all that hangs from them
+	Blocks  uint64          `json:"blocks"`
+	Stack   []jsonFrame     `json:"stack"`
+	Hanging []jsonChainPart `json:"hanging"` // the indirectly lost blocks, by stack
+}
+
+type jsonChainPart struct {
+	Bytes  uint64      `json:"bytes"`
+	Blocks uint64      `json:"blocks"`
+	Stack  []jsonFrame `json:"stack"`
+}
+
+// jsonLostChainsOf lists the top lost chains of p.
+func jsonLostChainsOf(p *analysis.Process, n int) []jsonLostChain {
+	list := []jsonLostChain{}
+	for _, c := range p.LostChains[:min(n, len(p.LostChains))] {
+		jc := jsonLostChain{Leads: c.Leads, Bytes: c.Bytes, Blocks: c.Blocks, Stack: jsonStack(p, c.Stack), Hanging: []jsonChainPart{}}
+		for _, h := range c.Hanging {
+			jc.Hanging = append(jc.Hanging, jsonChainPart{Bytes: h.Bytes, Blocks: h.Blocks, Stack: jsonStack(p, h.Stack)})
+		}
+		list = append(list, jc)
 	}
 	return list
 }

@@ -26,6 +26,7 @@ func Text(w io.Writer, m *analysis.Model, opts Options) error {
 	for _, tab := range siteTables {
 		t.siteTable(tab)
 	}
+	t.lostChains()
 	t.problems()
 	t.symbols()
 	t.otherProcesses()
@@ -193,6 +194,33 @@ func (t *textReport) siteTable(tab siteTable) {
 			t.printf("      (allocated by the parent before the fork)\n")
 		}
 		t.frames(s.Stack, t.p.SiteStack(s), "      ")
+	}
+}
+
+// lostChains writes the definitely lost blocks by call stack, each with
+// what hangs from it: one free of each of them would have released it all.
+func (t *textReport) lostChains() {
+	chains := t.p.LostChains
+	if len(chains) == 0 {
+		return
+	}
+	t.printf("\nDefinitely lost, with what hangs from it")
+	if len(chains) > t.opts.top() {
+		t.printf(", top %d of %d call stacks", t.opts.top(), len(chains))
+	}
+	t.printf("\n")
+	for i, c := range chains[:min(len(chains), t.opts.top())] {
+		if i > 0 {
+			t.printf("\n")
+		}
+		t.printf("  #%-3d%s in %s: a free of %s from here would have released %s\n", i+1, Size(c.Bytes),
+			Plural(c.Blocks, "block"), map[bool]string{true: "the block", false: "each of the " + Count(c.Leads) + " blocks"}[c.Leads == 1],
+			map[bool]string{true: "it", false: "them"}[c.Blocks == 1])
+		t.stack(c.Stack, "      ")
+		for _, h := range c.Hanging {
+			t.printf("      hanging from it: %s in %s, from\n", Size(h.Bytes), Plural(h.Blocks, "block"))
+			t.stack(h.Stack, "          ")
+		}
 	}
 }
 
