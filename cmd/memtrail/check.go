@@ -62,6 +62,11 @@ func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, 
 	var verdicts []check.Verdict
 	code := 0
 	for _, p := range procs {
+		for _, b := range budgets {
+			if _, why := p.LeakClasses(); b.Kind.IsLeakClass() && why != "" {
+				return 1, fmt.Errorf("-%s: process %d has no leak classes: %s", b.Kind.Flag(), p.PID, why)
+			}
+		}
 		v := check.Check(p, budgets, sups, top)
 		if v.Broken() {
 			code = budgetBroken
@@ -85,6 +90,7 @@ type budgetFlags struct {
 	peak        *uint64
 	inUse       *uint64
 	allocations *uint64
+	lost        [3]*uint64 // definitely, indirectly and possibly lost
 	supps       listValue
 }
 
@@ -93,6 +99,9 @@ func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	bf.peak = sizeFlag(fs, "max-peak", 0, "the most heap a process may have live at once (e.g. 64MiB)")
 	bf.inUse = sizeFlag(fs, "max-in-use-at-exit", 0, "the most heap a process may leave allocated at exit, but for suppressed call stacks (e.g. 0)")
 	bf.allocations = fs.Uint64("max-allocations", 0, "the most allocations a process may make")
+	for i, k := range []check.Kind{check.DefinitelyLost, check.IndirectlyLost, check.PossiblyLost} {
+		bf.lost[i] = sizeFlag(fs, k.Flag(), 0, "the most heap a process may leave "+k.String()+" at exit (needs a trace recorded with -leak-check)")
+	}
 	fs.Var(&bf.supps, "suppressions", "leak suppressions, LeakSanitizer's leak:PATTERN lines or valgrind's Memcheck:Leak blocks, from `file` (may be repeated)")
 	return bf
 }
@@ -105,7 +114,7 @@ func (bf *budgetFlags) given(name string) bool {
 }
 
 func (bf *budgetFlags) any() bool {
-	return bf.given("max-peak") || bf.given("max-in-use-at-exit") || bf.given("max-allocations")
+	return len(bf.budgets()) > 0
 }
 
 // budgets returns the budgets set, in a fixed order.
@@ -114,7 +123,8 @@ func (bf *budgetFlags) budgets() []check.Budget {
 	for _, b := range []struct {
 		kind  check.Kind
 		limit *uint64
-	}{{check.Peak, bf.peak}, {check.InUseAtExit, bf.inUse}, {check.Allocations, bf.allocations}} {
+	}{{check.Peak, bf.peak}, {check.InUseAtExit, bf.inUse}, {check.Allocations, bf.allocations},
+		{check.DefinitelyLost, bf.lost[0]}, {check.IndirectlyLost, bf.lost[1]}, {check.PossiblyLost, bf.lost[2]}} {
 		if bf.given(b.kind.Flag()) {
 			bs = append(bs, check.Budget{Kind: b.kind, Limit: *b.limit})
 		}

@@ -42,7 +42,7 @@ func TestBashCompletion(t *testing.T) {
 	}{
 		{[]string{"memtrail", "re"}, "report"},
 		{[]string{"memtrail", "c"}, "check completion"},
-		{[]string{"memtrail", "check", "-max-"}, "-max-allocations -max-in-use-at-exit -max-peak"},
+		{[]string{"memtrail", "check", "-max-i"}, "-max-in-use-at-exit -max-indirectly-lost"},
 		{[]string{"memtrail", "run", "-ch"}, "-check"},
 		{[]string{"memtrail", "export", "-f"}, "-format"},
 		{[]string{"memtrail", "report", "pro"}, "prog.mtr"},

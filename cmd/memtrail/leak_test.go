@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -92,6 +94,29 @@ func TestReportLeakClasses(t *testing.T) {
 	if !strings.Contains(text.String(), "Definitely lost, with what hangs from it") {
 		t.Errorf("the text report has no lost chains:\n%s", text.String())
 	}
+
+	// Budgets per class: the definitely lost bytes break a budget of 0,
+	// and the suppressions valgrind writes for those blocks, each with its
+	// kind (match-leak-kinds), take them out.
+	var verdict bytes.Buffer
+	code, err := run([]string{"check", "-max-definitely-lost", "0", scanned}, &verdict, &bytes.Buffer{})
+	if line := "FAIL definitely lost " + report.Size(want.DefinitelyLostBytes) + " > 0 bytes"; code != 3 || err != nil || !strings.Contains(verdict.String(), line) {
+		t.Errorf("check -max-definitely-lost 0: status %d (%v), no %q in\n%s", code, err, line, verdict.String())
+	}
+	vg := exec.Command("valgrind", "--leak-check=full", "--show-leak-kinds=all", "--gen-suppressions=all", "--run-libc-freeres=no", prog, "mix")
+	var vgOut bytes.Buffer
+	vg.Stderr = &vgOut
+	if err := vg.Run(); err != nil {
+		t.Fatalf("valgrind: %v\n%s", err, vgOut.String())
+	}
+	supp := filepath.Join(dir, "valgrind.supp")
+	os.WriteFile(supp, []byte(strings.Join(regexp.MustCompile(`(?ms)^\{\n.*?^\}\n`).FindAllString(vgOut.String(), -1), "")), 0o644)
+	verdict.Reset()
+	code, err = run([]string{"check", "-max-definitely-lost", "0", "-max-indirectly-lost", "0", "-suppressions", supp, scanned}, &verdict, &bytes.Buffer{})
+	if code != 0 || err != nil {
+		t.Errorf("check per class with valgrind's suppressions: status %d (%v)\n%s", code, err, verdict.String())
+	}
+	checkBadInput(t, []string{"check", "-max-definitely-lost", "0", plain}, 1, "has no leak classes: not scanned")
 
 	s = summary(plain)
 	if s["definitely_lost_bytes"] != nil || s["leak_scan"] != "not scanned (record with memtrail run -leak-check)" {

@@ -7,6 +7,7 @@
 package check
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/memtrail/memtrail/internal/analysis"
@@ -16,20 +17,27 @@ import (
 type Kind int
 
 const (
-	Peak        Kind = iota // bytes live at the peak
-	InUseAtExit             // bytes still allocated at exit, but for suppressed stacks
-	Allocations             // allocations made
+	Peak           Kind = iota // bytes live at the peak
+	InUseAtExit                // bytes still allocated at exit, but for suppressed stacks
+	Allocations                // allocations made
+	DefinitelyLost             // bytes definitely lost at exit (memtrail run -leak-check)
+	IndirectlyLost             // bytes indirectly lost at exit
+	PossiblyLost               // bytes possibly lost at exit
 )
 
 // String returns the kind as the report writes it.
 func (k Kind) String() string {
-	return [...]string{"peak heap", "in use at exit", "allocations"}[k]
+	return [...]string{"peak heap", "in use at exit", "allocations", "definitely lost", "indirectly lost", "possibly lost"}[k]
 }
 
 // Flag returns the command-line flag that sets a budget of the kind.
 func (k Kind) Flag() string {
-	return [...]string{"max-peak", "max-in-use-at-exit", "max-allocations"}[k]
+	return [...]string{"max-peak", "max-in-use-at-exit", "max-allocations", "max-definitely-lost", "max-indirectly-lost", "max-possibly-lost"}[k]
 }
+
+// IsLeakClass reports whether budgets of the kind need the leak scan at
+// exit.
+func (k Kind) IsLeakClass() bool { return k >= DefinitelyLost }
 
 // IsBytes reports whether budgets of the kind are in bytes.
 func (k Kind) IsBytes() bool { return k != Allocations }
@@ -61,8 +69,10 @@ type Result struct {
 	Actual uint64
 	Broken bool
 	// Sites are the call stacks that weigh most in Actual, the heaviest
-	// first: at most the number asked for.
-	Sites []*analysis.Site
+	// first: at most the number asked for; for a leak class, Amounts are
+	// the bytes of that class of each.
+	Sites   []*analysis.Site
+	Amounts []uint64
 }
 
 // Use is what one suppression took out of in use at exit.
@@ -101,6 +111,10 @@ func Check(p *analysis.Process, budgets []Budget, sups []*Suppression, top int) 
 		}
 	}
 	for _, b := range budgets {
+		if b.Kind.IsLeakClass() {
+			v.Results = append(v.Results, leakResult(p, b, sups, top))
+			continue
+		}
 		r := Result{Budget: b}
 		var order analysis.SiteOrder
 		switch b.Kind {
@@ -123,4 +137,78 @@ func Check(p *analysis.Process, budgets []Budget, sups []*Suppression, top int) 
 		v.Results = append(v.Results, r)
 	}
 	return v
+}
+
+// leakResult holds p to a budget of a leak class. The definitely lost
+// bytes are those of the chains' leads, the indirectly lost those hanging
+// from them, each by its own call stack, and a suppression of its class
+// matching that stack takes them out; the possibly lost are the scan's
+// total (their stacks are not kept). p must have a leak scan (see
+// analysis.Process.LeakClasses).
+func leakResult(p *analysis.Process, b Budget, sups []*Suppression, top int) Result {
+	r := Result{Budget: b}
+	scan, _ := p.LeakClasses()
+	siteOf := make(map[uint64]*analysis.Site, len(p.Sites))
+	for i := range p.Sites {
+		if !p.Sites[i].Inherited {
+			siteOf[p.Sites[i].Stack] = &p.Sites[i]
+		}
+	}
+	suppressed := func(stack uint64, kind string) bool {
+		frames := p.Stack(stack)
+		for _, s := range sups {
+			if s.MatchesKind(kind) && s.Matches(frames) {
+				return true
+			}
+		}
+		return false
+	}
+	// Bytes by stack, to rank the stacks by.
+	bytes := map[uint64]uint64{}
+	switch b.Kind {
+	case DefinitelyLost:
+		r.Actual = scan.DefinitelyLostBytes
+		for _, c := range p.LostChains {
+			lead := c.Bytes
+			for _, h := range c.Hanging {
+				lead -= h.Bytes
+			}
+			if suppressed(c.Stack, "definite") {
+				r.Actual -= min(lead, r.Actual)
+			} else {
+				bytes[c.Stack] += lead
+			}
+		}
+	case IndirectlyLost:
+		r.Actual = scan.IndirectlyLostBytes
+		for _, c := range p.LostChains {
+			for _, h := range c.Hanging {
+				if suppressed(h.Stack, "indirect") {
+					r.Actual -= min(h.Bytes, r.Actual)
+				} else {
+					bytes[h.Stack] += h.Bytes
+				}
+			}
+		}
+	case PossiblyLost:
+		r.Actual = scan.PossiblyLostBytes
+	}
+	r.Broken = r.Actual > b.Limit
+	stacks := make([]uint64, 0, len(bytes))
+	for stack := range bytes {
+		stacks = append(stacks, stack)
+	}
+	slices.SortFunc(stacks, func(a, c uint64) int {
+		if d := cmp.Compare(bytes[c], bytes[a]); d != 0 {
+			return d
+		}
+		return cmp.Compare(a, c)
+	})
+	for _, stack := range stacks[:min(top, len(stacks))] {
+		if s := siteOf[stack]; s != nil {
+			r.Sites = append(r.Sites, s)
+			r.Amounts = append(r.Amounts, bytes[stack])
+		}
+	}
+	return r
 }

@@ -32,6 +32,16 @@ type Suppression struct {
 	Source string // file:line where it begins
 	lsan   string
 	frames []framePattern
+	// kinds are the leak classes of valgrind's match-leak-kinds line
+	// (definite, indirect, possible, reachable); nil: all of them.
+	kinds map[string]bool
+}
+
+// MatchesKind reports whether the suppression applies to blocks of a leak
+// class: "definite", "indirect", "possible" or "reachable", as valgrind's
+// match-leak-kinds names them. A LeakSanitizer line applies to all.
+func (s *Suppression) MatchesKind(kind string) bool {
+	return s.kinds == nil || s.kinds[kind]
 }
 
 type framePattern struct {
@@ -117,7 +127,23 @@ func parseBlock(next func() (string, bool), fail func(string, ...any) error) (*S
 			}
 			return s, kind == "Memcheck:Leak", nil
 		case strings.HasPrefix(text, "match-leak-kinds:"):
-			// Every block in use at exit counts, whatever its kind.
+			// The in-use-at-exit budget counts every block whatever its
+			// class; the budgets per class follow the kinds.
+			kinds := map[string]bool{}
+			for _, k := range strings.Split(strings.TrimSpace(strings.TrimPrefix(text, "match-leak-kinds:")), ",") {
+				switch k = strings.TrimSpace(k); k {
+				case "all":
+					kinds = nil
+				case "definite", "indirect", "possible", "reachable":
+					if kinds != nil {
+						kinds[k] = true
+					}
+				case "none":
+				default:
+					return nil, false, fail("unknown leak kind %q in match-leak-kinds (definite, indirect, possible, reachable, all, none)", k)
+				}
+			}
+			s.kinds = kinds
 		case text == "...":
 			s.frames = append(s.frames, framePattern{kind: '.'})
 		case strings.HasPrefix(text, "fun:"):

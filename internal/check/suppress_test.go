@@ -135,3 +135,39 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+func TestMatchLeakKinds(t *testing.T) {
+	sups, err := Parse(strings.NewReader(`{
+   defs
+   Memcheck:Leak
+   match-leak-kinds: definite,indirect
+   fun:a
+}
+{
+   every
+   Memcheck:Leak
+   match-leak-kinds: all
+   fun:b
+}
+leak:c
+`), "k.supp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		sup  int
+		kind string
+		want bool
+	}{
+		{0, "definite", true}, {0, "indirect", true}, {0, "possible", false}, {0, "reachable", false},
+		{1, "possible", true}, {2, "reachable", true},
+	} {
+		if got := sups[c.sup].MatchesKind(c.kind); got != c.want {
+			t.Errorf("%s on %s: %v, want %v", sups[c.sup].Name, c.kind, got, c.want)
+		}
+	}
+	if _, err := Parse(strings.NewReader("{\n x\n Memcheck:Leak\n match-leak-kinds: lost\n fun:a\n}\n"), "k.supp"); err == nil ||
+		!strings.Contains(err.Error(), `k.supp:4: unknown leak kind "lost"`) {
+		t.Errorf("an unknown leak kind: %v", err)
+	}
+}

@@ -72,6 +72,10 @@ func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 		t.printf("       the call stacks whose blocks were still allocated at exit:\n")
 	case check.Allocations:
 		t.printf("       the call stacks that allocated most often:\n")
+	case check.DefinitelyLost, check.IndirectlyLost:
+		t.printf("       the call stacks that allocated those blocks:\n")
+	case check.PossiblyLost:
+		t.printf("       (the scan keeps no call stacks of possibly lost blocks)\n")
 	}
 	for i, s := range r.Sites {
 		var what string
@@ -82,6 +86,8 @@ func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 			what = fmt.Sprintf("%s in %s", Size(s.InUseAtExitBytes), Plural(s.InUseAtExitBlocks, "block"))
 		case check.Allocations:
 			what = fmt.Sprintf("%s, %s", Plural(s.Allocations, "allocation"), Size(s.BytesAllocated))
+		default:
+			what = Size(r.Amounts[i])
 		}
 		t.printf("       #%d %s\n", i+1, what)
 		t.frames(s.Stack, p.SiteStack(s), "          ")
