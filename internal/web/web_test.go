@@ -36,8 +36,9 @@ type recorded struct {
 	trace string
 	err   error
 	// stackCalls records the program's every function entry and return
-	// (memtrail run -stack-calls).
-	stackCalls bool
+	// (memtrail run -stack-calls), leakScan its leak classes at exit
+	// (memtrail run -leak-check).
+	stackCalls, leakScan bool
 }
 
 var widgets, boxes recorded
@@ -64,7 +65,7 @@ func (r *recorded) record(t *testing.T, args func(dir string) ([]string, error))
 		defer devNull.Close()
 		var log strings.Builder
 		res, err := record.Run(record.Options{Args: argv, Output: filepath.Join(dir, "trace.mtr"),
-			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test", StackCalls: r.stackCalls})
+			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test", StackCalls: r.stackCalls, LeakScan: r.leakScan})
 		switch {
 		case err != nil:
 			r.err = fmt.Errorf("recording %v: %v\n%s", argv, err, log.String())
@@ -870,3 +871,25 @@ func TestStackLane(t *testing.T) {
 	}
 	hasText(t, ctx, "the timeline's title", "#timeline-title", "Heap over time")
 }
+
+var lostBlocks = recorded{leakScan: true}
+
+// TestLostChains opens a program that leaves blocks in every leak class,
+// recorded with its leak scan: the Leaks tab gives the classes valgrind
+// --leak-check=full gives, and the definitely lost blocks with what hangs
+// from them, first the list that lost_list lost (four nodes of 40 bytes).
+func TestLostChains(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("..", "record", "testdata", "leaks.c"))
+	trace := lostBlocks.record(t, func(string) ([]string, error) { return []string{prog, "mix"}, nil })
+	want := fixture.Valgrind(t, prog, "mix")[0].Leaks
+	ctx := openUI(t, trace)
+	tab(t, ctx, "leaks")
+	waitFor(t, ctx, "the leak classes", `document.querySelector("#leak-classes") !== null`)
+	hasText(t, ctx, "the definitely lost", "#leak-classes", fmt.Sprintf("definitely lost%s in %s", exactBytes(want.DefinitelyLostBytes), report.Plural(want.DefinitelyLostBlocks, "block")))
+	hasText(t, ctx, "the still reachable", "#leak-classes", fmt.Sprintf("still reachable%s in %s", exactBytes(want.StillReachableBytes), report.Plural(want.StillReachableBlocks, "block")))
+	waitFor(t, ctx, "lost_list's chain", `[...document.querySelectorAll(".lost-chain")].some((c) => c.textContent.includes("lost_list") && c.textContent.includes("160 B in 4 blocks"))`)
+	shot(t, ctx, "leaks-chains")
+}
+
+// exactBytes writes n bytes, under 1 KiB, as the UI's fmtBytesExact does.
+func exactBytes(n uint64) string { return fmt.Sprintf("%d B", n) }

@@ -1551,7 +1551,43 @@ function endOfWindowText() {
   return state.to >= rt ? 'at exit' : 'at ' + fmtDuration(state.to);
 }
 
+// renderLostChains shows, when the process was scanned at its exit
+// (memtrail run -leak-check), its blocks by memcheck's classes and the
+// definitely lost ones by call stack with what hangs from them.
+function renderLostChains(box, r) {
+  const s = r.summary || {};
+  if (s.leak_scan !== 'done') {
+    if (s.leak_scan && !s.leak_scan.startsWith('not scanned')) box.appendChild(el('p', { class: 'muted', text: 'Leak classes: ' + s.leak_scan + '.' }));
+    return;
+  }
+  box.appendChild(el('h2', { text: 'Why it leaked' }));
+  const classes = el('dl', { id: 'leak-classes', class: 'kv' });
+  for (const [name, key, bad] of [['definitely lost', 'definitely_lost', true], ['indirectly lost', 'indirectly_lost', true],
+    ['possibly lost', 'possibly_lost', true], ['still reachable', 'still_reachable', false]]) {
+    const bytes = s[key + '_bytes'] || 0;
+    classes.appendChild(el('div', { class: bad && bytes > 0 ? 'bad' : '' }, el('dt', { text: name }),
+      el('dd', { text: fmtBytesExact(bytes) + ' in ' + plural(s[key + '_blocks'] || 0, 'block') })));
+  }
+  box.appendChild(classes);
+  const chains = Array.isArray(r.lost_chains) ? r.lost_chains : [];
+  if (chains.length === 0) return;
+  box.appendChild(el('p', { class: 'lead', text: 'The definitely lost blocks by the call stack that allocated them, with the blocks that hang from them:' }));
+  chains.forEach((c, i) => {
+    const card = el('div', { class: 'leak card lost-chain' },
+      el('div', { class: 'leak-head' }, el('span', { class: 'rank', text: '#' + (i + 1) }), el('strong', { text: fmtSize(c.bytes) }),
+        ' in ' + plural(c.blocks, 'block') + ': a free of ' + (c.leads === 1 ? 'the block' : 'each of the ' + fmtCount(c.leads) + ' blocks') +
+        ' from here would have released ' + (c.blocks === 1 ? 'it' : 'them')),
+      stackList(c.stack));
+    for (const h of c.hanging || []) {
+      card.appendChild(el('div', { class: 'stack-label', text: 'hanging from it: ' + fmtSize(h.bytes) + ' in ' + plural(h.blocks, 'block') + ', from' }));
+      card.appendChild(stackList(h.stack));
+    }
+    box.appendChild(card);
+  });
+}
+
 function renderLeakStacks(box, r) {
+  renderLostChains(box, r);
   const s = r.summary || {};
   const list = Array.isArray(r.in_use_at_exit) ? r.in_use_at_exit : [];
   const when = endOfWindowText();
