@@ -3,6 +3,7 @@ package analysis
 import (
 	"slices"
 
+	"github.com/memtrail/memtrail/internal/addrmap"
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
@@ -36,7 +37,7 @@ type heapTable struct {
 	freeRefs uint32
 	replaced block // the block the latest put replaced
 	// index holds the blocks of earlier trace blocks by address.
-	index addrIndex
+	index addrmap.Map
 	// handles maps the handles of trace block inBlock (ref + 1 by handle):
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
@@ -93,8 +94,8 @@ type freedBlock struct {
 // for the writes each time.
 func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, replaced bool) {
 	t.enter(blk)
-	if t.index.n > 0 {
-		if ref, ok := t.index.find(addr); ok {
+	if t.index.Len() > 0 {
+		if ref, ok := t.index.Find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
 			t.replaced, replaced = t.at(ref).block, true
 			old = &t.replaced
@@ -139,7 +140,7 @@ func (t *heapTable) enter(blk uint32) {
 func (t *heapTable) addToIndex(ref uint32) {
 	lb := t.atw(ref)
 	lb.indexed = true
-	if old, had := t.index.put(lb.addr, ref); had {
+	if old, had := t.index.Put(lb.addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
@@ -152,7 +153,7 @@ func (t *heapTable) addToIndex(ref uint32) {
 func (t *heapTable) unlink(ref uint32) {
 	lb := t.atw(ref)
 	if lb.indexed {
-		t.index.remove(lb.addr)
+		t.index.Remove(lb.addr)
 		lb.indexed = false
 	}
 	t.dropRef(ref)
@@ -234,7 +235,7 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	t.enter(blk)
 	ref, found := t.byHandle(addr, h)
 	if !found {
-		ref, found = t.index.find(addr)
+		ref, found = t.index.Find(addr)
 	}
 	if !found {
 		return nil, false
@@ -304,7 +305,7 @@ func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
 // address whatever its trace block.
 func (t *heapTable) liveAt(addr uint64) (block, bool) {
 	t.enter(0) // the blocks of the current trace block go into the index
-	ref, ok := t.index.find(addr)
+	ref, ok := t.index.Find(addr)
 	if !ok {
 		return block{}, false
 	}
@@ -347,7 +348,7 @@ func (t *heapTable) clone() heapTable {
 	t.share()
 	c := *t
 	c.arena, c.shared = slices.Clone(t.arena), slices.Clone(t.shared)
-	c.index = t.index.clone()
+	c.index = t.index.Clone()
 	c.handles = slices.Clone(t.handles)
 	c.enter(0)
 	c.handles = nil
@@ -357,7 +358,7 @@ func (t *heapTable) clone() heapTable {
 	// The copy may be a checkpoint's, which clones of its own must not
 	// write to (enter wrote some chunks of its own).
 	c.share()
-	c.index.share()
+	c.index.Share()
 	return c
 }
 

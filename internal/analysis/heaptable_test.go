@@ -122,8 +122,8 @@ func TestHeapTableIndexed(t *testing.T) {
 	if want := n / 2; h.len() != want {
 		t.Errorf("%d live blocks, want %d", h.len(), want)
 	}
-	if want := n/2 - n/4; h.index.n != want {
-		t.Errorf("%d blocks indexed, want the %d from the first trace block still live", h.index.n, want)
+	if want := n/2 - n/4; h.index.Len() != want {
+		t.Errorf("%d blocks indexed, want the %d from the first trace block still live", h.index.Len(), want)
 	}
 }
 
@@ -167,7 +167,7 @@ func TestHeapTableClones(t *testing.T) {
 			t.Fatalf("%s: %d live blocks, want %d", name, n, len(tb.want))
 		}
 		for addr, size := range tb.want {
-			if ref, ok := tb.h.index.find(addr); !ok || tb.h.at(ref).size != size {
+			if ref, ok := tb.h.index.Find(addr); !ok || tb.h.at(ref).size != size {
 				t.Fatalf("%s: %#x not found by address", name, addr)
 			}
 		}

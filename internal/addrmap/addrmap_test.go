@@ -1,15 +1,16 @@
-package analysis
+package addrmap
 
 import (
+	"maps"
 	"math/rand"
 	"testing"
 )
 
-// TestAddrIndexModel checks the address index against a map, with
+// TestModel checks a Map against a map, with
 // addresses packed in pages, spread one to a page and over chunks, not
-// aligned, and 0; and that the pages and chunks of removed blocks are
+// aligned, and 0; that Each gives them all; and that the pages and chunks of removed blocks are
 // given back, so that the index does not grow with the blocks it held.
-func TestAddrIndexModel(t *testing.T) {
+func TestModel(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	pick := func() uint64 {
 		switch r.Intn(5) {
@@ -24,44 +25,54 @@ func TestAddrIndexModel(t *testing.T) {
 		}
 		return 0
 	}
-	var x addrIndex
+	var x Map
 	want := map[uint64]uint32{}
 	for round := range 3 {
 		for i := range 100_000 {
 			addr := pick()
 			if r.Intn(2) == 0 {
-				old, had := x.put(addr, uint32(i))
+				old, had := x.Put(addr, uint32(i))
 				if w, ok := want[addr]; had != ok || had && old != w {
 					t.Fatalf("put(%#x) = %d, %v; want %d, %v", addr, old, had, w, ok)
 				}
 				want[addr] = uint32(i)
 			} else {
-				x.remove(addr)
+				x.Remove(addr)
 				delete(want, addr)
 			}
 			w, wok := want[addr]
-			if ref, ok := x.find(addr); ok != wok || ok && ref != w {
+			if ref, ok := x.Find(addr); ok != wok || ok && ref != w {
 				t.Fatalf("find(%#x) = %d, %v after the change; want %d, %v", addr, ref, ok, w, wok)
 			}
 		}
 		for addr, ref := range want {
-			if got, ok := x.find(addr); !ok || got != ref {
+			if got, ok := x.Find(addr); !ok || got != ref {
 				t.Fatalf("round %d: find(%#x) = %d, %v; want %d", round, addr, got, ok, ref)
 			}
 		}
-		if x.n != len(want) {
+		seen := map[uint64]uint32{}
+		x.Each(func(addr uint64, v uint32) {
+			if _, dup := seen[addr]; dup {
+				t.Fatalf("round %d: Each gave %#x twice", round, addr)
+			}
+			seen[addr] = v
+		})
+		if !maps.Equal(seen, want) {
+			t.Fatalf("round %d: Each gave %d addresses, want %d (or other values)", round, len(seen), len(want))
+		}
+		if x.Len() != len(want) {
 			t.Fatalf("round %d: %d indexed, want %d", round, x.n, len(want))
 		}
 		// Empty it: every page and chunk goes back.
 		for addr := range want {
-			x.remove(addr)
+			x.Remove(addr)
 			delete(want, addr)
 		}
 		if x.n != 0 || len(x.dir) != 0 || len(x.odd) != 0 || len(x.freePages) != int(x.npages) || len(x.freeChunks) != len(x.chunks) {
 			t.Fatalf("round %d, emptied: %d indexed, %d chunks in the directory, %d odd, %d of %d pages and %d of %d chunks free",
 				round, x.n, len(x.dir), len(x.odd), len(x.freePages), x.npages, len(x.freeChunks), len(x.chunks))
 		}
-		if _, ok := x.find(0x55_0000_0000); ok {
+		if _, ok := x.Find(0x55_0000_0000); ok {
 			t.Fatalf("round %d: emptied, and find found a block", round)
 		}
 	}
