@@ -7,8 +7,8 @@ package record
 // Who does what, and why. A scan needs the set of live blocks. The agent
 // does not keep one: it would tax every malloc and free of the program
 // with a lock or a concurrent table. The recorder sees every event in
-// order anyway, so it keeps the set (liveSet: a map, one insert or delete
-// per event, on the recorder's side of the ring; docs/performance.md says
+// order anyway, so it keeps the set (liveSet: one insert or delete per
+// event, on the recorder's side of the ring; docs/performance.md says
 // what it costs). At exit the agent, in the exiting thread, saves its
 // registers on its own stack, sends a SCAN record with its stack pointer
 // and waits; the recorder, which has then handled every event before the
@@ -46,9 +46,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,27 +58,6 @@ import (
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
-
-// liveSet is a process's blocks: address to size.
-type liveSet map[uint64]uint64
-
-func (l liveSet) apply(ev *trace.Event) {
-	switch ev.Kind {
-	case trace.KindAlloc:
-		if ev.Addr != 0 {
-			l[ev.Addr] = ev.Size
-		}
-	case trace.KindFree:
-		delete(l, ev.Addr)
-	case trace.KindRealloc:
-		if ev.OldAddr != 0 {
-			delete(l, ev.OldAddr)
-		}
-		if ev.Addr != 0 {
-			l[ev.Addr] = ev.Size
-		}
-	}
-}
 
 // leakScan handles a SCAN record w of p: it scans, writes the outcome
 // and lets the agent go on, whatever happened.
@@ -176,12 +153,11 @@ func (g *heapGraph) find(v uint64) int {
 //     a later group joins that group, with its own. So in a lost cycle
 //     the block of lowest address is definitely lost and the rest
 //     indirectly.
-func scanMemory(pid int, live liveSet, sp uint64, agentPath string) (*scanResult, error) {
+func scanMemory(pid int, live *liveSet, sp uint64, agentPath string) (*scanResult, error) {
 	mem := &processMemory{pid: pid}
-	g := &heapGraph{addrs: slices.Sorted(maps.Keys(live))}
-	g.sizes = make([]uint64, len(g.addrs))
+	g := &heapGraph{}
+	g.addrs, g.sizes = live.sorted()
 	for i, a := range g.addrs {
-		g.sizes[i] = live[a]
 		g.end = max(g.end, a+max(g.sizes[i], 1))
 	}
 	if err := g.readEdges(mem); err != nil {

@@ -69,7 +69,7 @@ type process struct {
 	// exit; nil when leak scans are off, or when the process's heap is
 	// not known from its start (a fork child the recorder could not
 	// place in its parent's history).
-	live liveSet
+	live *liveSet
 
 	// A fork child is held back until its parent's history reaches the
 	// fork, so that the trace says which of the parent's blocks it starts

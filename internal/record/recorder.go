@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -466,7 +465,7 @@ func (r *Recorder) connect(h *hello) {
 		p.start.Parent = parent.id
 	}
 	if r.opts.LeakScan && !h.fork {
-		p.live = liveSet{} // a new image starts with an empty heap
+		p.live = &liveSet{} // a new image starts with an empty heap
 	}
 	r.procs = append(r.procs, p)
 	r.byPid[h.pid] = p
@@ -580,7 +579,7 @@ func (r *Recorder) placeFork(parent *process, token, at uint64) bool {
 		if c.held && c.parent == parent && c.forkToken == token {
 			r.write(r.w.Fork(trace.Fork{Process: parent.id, Child: c.id, Time: at}))
 			if parent.live != nil {
-				c.live = maps.Clone(parent.live) // the child's heap is a copy of its parent's now
+				c.live = parent.live.clone() // the child's heap is a copy of its parent's now
 			}
 			r.release(c)
 			parent.forkWait, parent.forkCheck = 0, 0
