@@ -100,7 +100,7 @@ func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	bf.inUse = sizeFlag(fs, "max-in-use-at-exit", 0, "the most heap a process may leave allocated at exit, but for suppressed call stacks (e.g. 0)")
 	bf.allocations = fs.Uint64("max-allocations", 0, "the most allocations a process may make")
 	for i, k := range []check.Kind{check.DefinitelyLost, check.IndirectlyLost, check.PossiblyLost} {
-		bf.lost[i] = sizeFlag(fs, k.Flag(), 0, "the most heap a process may leave "+k.String()+" at exit (needs a trace recorded with -leak-check)")
+		bf.lost[i] = sizeFlag(fs, k.Flag(), 0, "the most heap a process may leave "+k.String()+" at exit (needs the leak scan at exit, which memtrail run makes unless -leak-check=false)")
 	}
 	fs.Var(&bf.supps, "suppressions", "leak suppressions, LeakSanitizer's leak:PATTERN lines or valgrind's Memcheck:Leak blocks, from `file` (may be repeated)")
 	return bf

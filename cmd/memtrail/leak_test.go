@@ -15,17 +15,18 @@ import (
 )
 
 // TestReportLeakClasses records a program that leaves blocks in every
-// leak class with memtrail run -leak-check: report's summary gives the
-// classes valgrind --leak-check=full gives, in text and JSON; recorded
-// without the flag, it says there was no scan and why.
+// leak class with memtrail run, which scans at exit unless told not to:
+// report's summary gives the classes valgrind --leak-check=full gives, in
+// text and JSON; recorded with -leak-check=false, it says there was no
+// scan and why.
 func TestReportLeakClasses(t *testing.T) {
 	prog := fixture.Build(t, filepath.Join("..", "..", "internal", "record", "testdata", "leaks.c"))
 	want := fixture.Valgrind(t, prog, "mix")[0].Leaks
 	dir := t.TempDir()
 	scanned, plain := filepath.Join(dir, "scanned.mtr"), filepath.Join(dir, "plain.mtr")
 	for _, args := range [][]string{
-		{"run", "-q", "-leak-check", "-o", scanned, "--", prog, "mix"},
-		{"run", "-q", "-o", plain, "--", prog, "mix"},
+		{"run", "-q", "-o", scanned, "--", prog, "mix"},
+		{"run", "-q", "-leak-check=false", "-o", plain, "--", prog, "mix"},
 	} {
 		if code, err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 || err != nil {
 			t.Fatalf("%q: status %d, %v", args, code, err)
@@ -119,8 +120,8 @@ func TestReportLeakClasses(t *testing.T) {
 	checkBadInput(t, []string{"check", "-max-definitely-lost", "0", plain}, 1, "has no leak classes: not scanned")
 
 	s = summary(plain)
-	if s["definitely_lost_bytes"] != nil || s["leak_scan"] != "not scanned (record with memtrail run -leak-check)" {
-		t.Errorf("without -leak-check: definitely_lost_bytes %v, leak_scan %v", s["definitely_lost_bytes"], s["leak_scan"])
+	if s["definitely_lost_bytes"] != nil || s["leak_scan"] != "not scanned (recorded with -leak-check=false)" {
+		t.Errorf("with -leak-check=false: definitely_lost_bytes %v, leak_scan %v", s["definitely_lost_bytes"], s["leak_scan"])
 	}
 }
 

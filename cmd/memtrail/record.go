@@ -23,7 +23,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size, how long the program waited for memtrail")
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	stackCalls := fs.Bool("stack-calls", false, "measure the stack at every function entry and return of a program built with -finstrument-functions: the exact stack peak, step by step, and the call stack at its deepest (slower)")
-	leakCheck := fs.Bool("leak-check", false, "at the program's normal exit, scan its memory and classify the blocks still allocated as memcheck does: definitely, indirectly and possibly lost, still reachable (slower: memtrail keeps the set of live blocks)")
+	leakCheck := fs.Bool("leak-check", true, "at the program's normal exit, scan its memory and classify the blocks still allocated as memcheck does: definitely, indirectly and possibly lost, still reachable (-leak-check=false spares memtrail keeping the set of live blocks)")
 	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
 	bf := addBudgetFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -138,7 +138,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	res, err := recordProgram(record.Options{Args: []string{prog}, Output: dir + "/widget.mtr", Log: stderr})
+	res, err := recordProgram(record.Options{Args: []string{prog}, Output: dir + "/widget.mtr", LeakScan: true, Log: stderr})
 	if err != nil {
 		return 1, err
 	}

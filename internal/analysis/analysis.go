@@ -130,7 +130,7 @@ type Process struct {
 	Code  int64 // exit status or signal number
 
 	// LeakScan is the classification of the blocks still allocated at
-	// the process's normal exit (memtrail run -leak-check), if the trace
+	// the process's normal exit (unless recorded with memtrail run -leak-check=false), if the trace
 	// has one; see LeakClasses.
 	LeakScan *trace.LeakScan
 

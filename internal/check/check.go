@@ -20,7 +20,7 @@ const (
 	Peak           Kind = iota // bytes live at the peak
 	InUseAtExit                // bytes still allocated at exit, but for suppressed stacks
 	Allocations                // allocations made
-	DefinitelyLost             // bytes definitely lost at exit (memtrail run -leak-check)
+	DefinitelyLost             // bytes definitely lost at exit (memtrail run, unless -leak-check=false)
 	IndirectlyLost             // bytes indirectly lost at exit
 	PossiblyLost               // bytes possibly lost at exit
 )

@@ -48,8 +48,7 @@ type jsonReport struct {
 	InUseAtExit []jsonSite    `json:"in_use_at_exit"`
 	Temporary   []jsonSite    `json:"temporary"`
 	// LostChains are the definitely lost blocks of the scan at exit,
-	// by their call stack, with what hangs from them (memtrail run
-	// -leak-check): most bytes first.
+	// by their call stack, with what hangs from them: most bytes first.
 	LostChains []jsonLostChain `json:"lost_chains"`
 	Problems   jsonProblems    `json:"problems"`
 	Warnings   []string        `json:"warnings"`
@@ -94,7 +93,7 @@ type jsonSummary struct {
 	StackCalls   uint64       `json:"stack_calls"`
 	DeepestStack *jsonDeepest `json:"deepest_stack,omitempty"`
 	// The blocks still allocated at exit by memcheck's classes, from the
-	// scan at the process's normal exit (memtrail run -leak-check); null,
+	// scan at the process's normal exit (memtrail run, unless -leak-check=false); null,
 	// with leak_scan saying why, when there is none.
 	DefinitelyLostBytes  *uint64 `json:"definitely_lost_bytes"`
 	DefinitelyLostBlocks *uint64 `json:"definitely_lost_blocks"`

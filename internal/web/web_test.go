@@ -37,7 +37,7 @@ type recorded struct {
 	err   error
 	// stackCalls records the program's every function entry and return
 	// (memtrail run -stack-calls), leakScan its leak classes at exit
-	// (memtrail run -leak-check).
+	// (memtrail run, unless -leak-check=false).
 	stackCalls, leakScan bool
 }
 

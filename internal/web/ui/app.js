@@ -1552,7 +1552,7 @@ function endOfWindowText() {
 }
 
 // renderLostChains shows, when the process was scanned at its exit
-// (memtrail run -leak-check), its blocks by memcheck's classes and the
+// (memtrail run, unless -leak-check=false), its blocks by memcheck's classes and the
 // definitely lost ones by call stack with what hangs from them.
 function renderLostChains(box, r) {
   const s = r.summary || {};
