@@ -8,7 +8,8 @@
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
-//	go run ./bench -stack-calls -only calls   # also memtrail run -stack-calls (exact stack)
+//	go run ./bench -also -stack-calls -only calls   # also memtrail run -stack-calls (exact stack)
+//	go run ./bench -also -leak-check=false          # also without the leak scan
 //
 // The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
 //
@@ -141,7 +142,7 @@ func main() {
 	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
 	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
-	flag.BoolVar(&stackCalls, "stack-calls", false, "also record with memtrail run -stack-calls (the exact stack of programs built with -finstrument-functions: the calls workload)")
+	flag.StringVar(&also, "also", "", "also record with memtrail run and these `flags` (e.g. -stack-calls, -leak-check=false), separated by commas")
 	flag.Parse()
 	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -195,9 +196,11 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 			return append([]string{old, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
 		}, t.file})
 	}
-	if stackCalls {
-		ts = append(ts, tool{"memtrail -stack-calls", func(w []string, out string) []string {
-			return append([]string{memtrail, "run", "-q", "-stats", "-stack-calls", "-o", out + ".mtr", "--"}, w...)
+	if also != "" {
+		flags := strings.Split(also, ",")
+		ts = append(ts, tool{"memtrail " + strings.Join(flags, " "), func(w []string, out string) []string {
+			args := append([]string{memtrail, "run", "-q", "-stats"}, flags...)
+			return append(append(args, "-o", out+".mtr", "--"), w...)
 		}, func(out string) string { return out + ".mtr" }})
 	}
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
@@ -300,8 +303,8 @@ func unwindCosts(memtrail, dir string, runs int) error {
 // baseline is the git revision of memtrail to measure against, if any.
 var baseline string
 
-// stackCalls adds memtrail run -stack-calls to the tools.
-var stackCalls bool
+// also is the flags of memtrail run to measure as one more tool.
+var also string
 
 // buildRevision builds memtrail as of git revision rev into dir.
 func buildRevision(dir, rev string) (string, error) {
