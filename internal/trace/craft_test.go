@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -722,4 +723,31 @@ func TestCraftedLeakScan(t *testing.T) {
 		runCrafted(t, []craftCase{{"leak blocks " + c.name, []streamSet{block(recs(infoRec, c.record)), block(recs(events(1), endRec), a)},
 			"info damage@B0+" + itoa(len(c.record)) + " alloc(0,0)@0x1000 end", c.reason}})
 	}
+}
+
+// TestCraftedLeakOrigins checks the fields of a LeakOrigins record, the
+// example of docs/format.md, an empty one, and that blocks out of order
+// are damage.
+func TestCraftedLeakOrigins(t *testing.T) {
+	origins := skippable(KindLeakOrigins, 1, 2, 0x1000, int64(0x1000), 5000, 1, 7, 0x30, int64(-0x1030), 6000, 2, 9)
+	if got, want := fmt.Sprintf("% x", origins), "45 11 01 02 80 20 80 40 88 27 01 07 30 df 40 f0 2e 02 09"; got != want {
+		t.Errorf("the documented LeakOrigins record is %s, want %s", got, want)
+	}
+	empty := skippable(KindLeakOrigins, 1, 0)
+	data := craftFile(block(recs(infoRec, origins, empty, endRec)))
+	var got []LeakOrigins
+	for _, rec := range readRecords(t, data) {
+		if rec.Kind == KindLeakOrigins {
+			got = append(got, *rec.LeakOrigins)
+		}
+	}
+	want := []LeakOrigins{{Process: 1, Origins: []LeakOrigin{{Addr: 0x1000, Parent: 0x2000, Time: 5000, Thread: 1, Stack: 7},
+		{Addr: 0x1030, Parent: 0, Time: 6000, Thread: 2, Stack: 9}}}, {Process: 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read %+v, want %+v", got, want)
+	}
+	bad := skippable(KindLeakOrigins, 1, 2, 0x1000, int64(0), 1, 1, 1, 0, int64(0), 1, 1, 1)
+	a := alloc(16, step(0x1000))
+	runCrafted(t, []craftCase{{"leak origins out of order", []streamSet{block(recs(infoRec, bad)), block(recs(events(1), endRec), a)},
+		"info damage@B0+" + itoa(len(bad)) + " alloc(0,0)@0x1000 end", "is not after"}})
 }

@@ -293,6 +293,8 @@ func (r *blockDecoder) other(k Kind) Record {
 		rec.LeakScan = readLeakScan(d)
 	case KindLeakBlocks:
 		rec.LeakBlocks = readLeakBlocks(d)
+	case KindLeakOrigins:
+		rec.LeakOrigins = readLeakOrigins(d)
 	case KindLost:
 		rec.Lost = &Lost{Process: d.uv(), Count: d.uv(), Reason: d.str()}
 	case KindFork:
@@ -410,6 +412,34 @@ func readLeakBlocks(d *decoder) *LeakBlocks {
 		}
 		prev = b.Addr
 		l.Blocks = append(l.Blocks, b)
+	}
+	if body.bad != "" {
+		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
+	}
+	return l
+}
+
+// readLeakOrigins decodes a LeakOrigins record. Addresses out of order
+// are damage.
+func readLeakOrigins(d *decoder) *LeakOrigins {
+	body := d.body()
+	l := &LeakOrigins{Process: body.uv()}
+	n := body.count(5)
+	if n > 0 {
+		l.Origins = make([]LeakOrigin, 0, n)
+	}
+	prev := uint64(0)
+	for i := 0; i < n && body.bad == ""; i++ {
+		delta := body.uv()
+		o := LeakOrigin{Addr: prev + delta}
+		if i > 0 && delta == 0 || o.Addr < prev {
+			d.fail(fmt.Sprintf("block %d at 0x%x is not after 0x%x", i, o.Addr, prev))
+			return l
+		}
+		o.Parent = o.Addr + uint64(body.sv())
+		o.Time, o.Thread, o.Stack = body.uv(), body.uv(), body.uv()
+		prev = o.Addr
+		l.Origins = append(l.Origins, o)
 	}
 	if body.bad != "" {
 		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))

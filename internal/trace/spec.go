@@ -202,6 +202,7 @@ const (
 	KindDeepestStack   Kind = 0x42 // skippable: the call stack at a thread's deepest function entry
 	KindLeakScan       Kind = 0x43 // skippable: the leak classes of a process's blocks at its normal exit
 	KindLeakBlocks     Kind = 0x44 // skippable: the class of each lost block of a LeakScan
+	KindLeakOrigins    Kind = 0x45 // skippable: the frees that dropped pointers to definitely lost blocks
 	kindLastSkippable  Kind = 0x7f
 )
 
@@ -229,7 +230,7 @@ var kindNames = map[Kind]string{
 	KindContext: "context", KindAlloc: "alloc", KindFree: "free", KindRealloc: "realloc",
 	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end", KindType: "type",
 	KindThreadStack: "thread-stack", KindStackCalls: "stack-calls", KindDeepestStack: "deepest-stack",
-	KindLeakScan: "leak-scan", KindLeakBlocks: "leak-blocks",
+	KindLeakScan: "leak-scan", KindLeakBlocks: "leak-blocks", KindLeakOrigins: "leak-origins",
 }
 
 func (k Kind) String() string {
@@ -588,6 +589,29 @@ type LeakBlock struct {
 	Leader uint64
 }
 
+// LeakOrigins says where the leak of definitely lost blocks of a
+// process's LeakScan was made: for each, the last free of a block that
+// held a pointer to its start (memtrail run -leak-origins). A lost block
+// that no freed block pointed to is not named: its last pointer was
+// overwritten or went out of scope instead. A process recorded that way
+// has LeakOrigins records after its LeakBlocks (one, empty, if it names
+// no block); others have none. Blocks are in increasing order of address
+// within a record, at most MaxLeakBlocks a record.
+type LeakOrigins struct {
+	Process uint64
+	Origins []LeakOrigin
+}
+
+// LeakOrigin is the last free of a block (Parent) that pointed to the
+// definitely lost block at Addr, made at Time by Thread from Stack.
+type LeakOrigin struct {
+	Addr   uint64
+	Parent uint64
+	Time   uint64
+	Thread uint64
+	Stack  uint64
+}
+
 // Module is an object mapped into a process at Base (the load bias: a
 // runtime address minus Base is the object's link-time virtual address).
 type Module struct {
@@ -764,5 +788,6 @@ type Record struct {
 	DeepestStack *DeepestStack
 	LeakScan     *LeakScan
 	LeakBlocks   *LeakBlocks
+	LeakOrigins  *LeakOrigins
 	End          *End
 }

@@ -522,6 +522,34 @@ func (w *Writer) LeakBlocks(l LeakBlocks) error {
 	return nil
 }
 
+// LeakOrigins writes where the leaks of definitely lost blocks were made,
+// in records of at most MaxLeakBlocks; one record even if there are none,
+// to say that they were looked for. The blocks must be in increasing
+// order of address.
+func (w *Writer) LeakOrigins(l LeakOrigins) error {
+	for i, o := range l.Origins {
+		if i > 0 && o.Addr <= l.Origins[i-1].Addr {
+			return fmt.Errorf("writing leak origins: block 0x%x is not after 0x%x", o.Addr, l.Origins[i-1].Addr)
+		}
+	}
+	for start := 0; start == 0 || start < len(l.Origins); start += MaxLeakBlocks {
+		origins := l.Origins[start:min(start+MaxLeakBlocks, len(l.Origins))]
+		b := appendUvarints(w.body[:0], l.Process, uint64(len(origins)))
+		prev := uint64(0)
+		for _, o := range origins {
+			b = binary.AppendUvarint(b, o.Addr-prev)
+			b = binary.AppendVarint(b, int64(o.Parent-o.Addr))
+			b = appendUvarints(b, o.Time, o.Thread, o.Stack)
+			prev = o.Addr
+		}
+		w.body = b
+		if err := w.skippable(KindLeakOrigins, w.body, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // skippable writes a record of a skippable kind: its body, after its
 // length.
 func (w *Writer) skippable(k Kind, body []byte, t uint64) error {
@@ -586,6 +614,8 @@ func (w *Writer) Write(r Record) error {
 		return writeValue(w.LeakScan, r.Kind, r.LeakScan)
 	case KindLeakBlocks:
 		return writeValue(w.LeakBlocks, r.Kind, r.LeakBlocks)
+	case KindLeakOrigins:
+		return writeValue(w.LeakOrigins, r.Kind, r.LeakOrigins)
 	case KindLost:
 		return writeValue(w.Lost, r.Kind, r.Lost)
 	case KindFork:
