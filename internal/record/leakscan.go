@@ -81,6 +81,15 @@ func (r *Recorder) leakScan(p *process, w []uint64) {
 	if len(lost) > 0 {
 		r.write(r.w.LeakBlocks(trace.LeakBlocks{Process: p.id, Blocks: lost}))
 	}
+	if scan.Error == "" && p.live.origins != nil {
+		origins := []trace.LeakOrigin{}
+		for _, b := range lost {
+			if o, ok := p.live.origins[b.Addr]; ok && b.Class == trace.DefinitelyLost {
+				origins = append(origins, o)
+			}
+		}
+		r.write(r.w.LeakOrigins(trace.LeakOrigins{Process: p.id, Origins: origins}))
+	}
 	if scan.Error != "" {
 		fmt.Fprintf(r.log, "memtrail: process %d: no leak scan: %s\n", p.pid, scan.Error)
 	}

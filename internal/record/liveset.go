@@ -17,6 +17,18 @@ import (
 type liveSet struct {
 	sizes addrmap.Map
 	big   map[uint64]uint64 // sizes of bigSize and more
+
+	// origins holds, with Options.LeakOrigins, for live blocks that a
+	// freed block pointed to (at their start), the last such free.
+	origins map[uint64]trace.LeakOrigin
+}
+
+func newLiveSet(origins bool) *liveSet {
+	l := &liveSet{}
+	if origins {
+		l.origins = make(map[uint64]trace.LeakOrigin)
+	}
+	return l
 }
 
 // bigSize is the greatest size sizes holds; a block this big or bigger
@@ -57,6 +69,9 @@ func (l *liveSet) remove(addr uint64) {
 	if s, _ := l.sizes.Remove(addr); s == bigSize {
 		delete(l.big, addr)
 	}
+	if l.origins != nil {
+		delete(l.origins, addr)
+	}
 }
 
 // size returns the size of the block at addr, if it is live.
@@ -84,6 +99,28 @@ func (l *liveSet) sorted() (addrs, sizes []uint64) {
 // clone returns a copy of l: a fork child's heap is its parent's.
 func (l *liveSet) clone() *liveSet {
 	c := &liveSet{sizes: l.sizes.Clone()}
-	c.big = maps.Clone(l.big)
+	c.big, c.origins = maps.Clone(l.big), maps.Clone(l.origins)
 	return c
+}
+
+// freeing notes what block o.Parent, about to be freed by the free that o
+// describes, held (words of a POINTERS record: index in the block << 48 |
+// value): each live block it points to the start of has o as its origin
+// now. Words past the size the block was asked for are malloc's slack,
+// stale, and left out.
+func (l *liveSet) freeing(o trace.LeakOrigin, words []uint64) {
+	size, ok := l.size(o.Parent)
+	if !ok || l.origins == nil {
+		return
+	}
+	for _, w := range words {
+		index, v := w>>48, w&(1<<48-1)
+		if index*8+8 > size && index != 0xffff || v == o.Parent {
+			continue
+		}
+		if _, live := l.sizes.Find(v); live {
+			o.Addr = v
+			l.origins[v] = o
+		}
+	}
 }

@@ -29,6 +29,11 @@ type slotReader struct {
 	// the ring.
 	backlog []uint64
 	bi      int
+	// pointers are the words of POINTERS records that came before the
+	// FREE record of block pointersOf (-leak-origins).
+	pointers   []uint64
+	pointersOf uint64
+
 	// spent is set by a spill and cleared once the ring is found less
 	// than a quarter full: a ring that is half full again first means the
 	// program outpaces the recorder for good, not a burst (see spillFull).
@@ -421,7 +426,19 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	case recFree:
 		ev := rec.newEvent(trace.KindFree, api, w[2], p.stack(rec, stack))
 		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
+		if len(s.pointers) > 0 {
+			if p.live != nil && s.pointersOf == ev.Addr {
+				p.live.freeing(trace.LeakOrigin{Parent: ev.Addr, Time: ev.Time, Thread: s.thread, Stack: ev.Stack}, s.pointers)
+			}
+			s.pointers = s.pointers[:0]
+		}
 		rec.event(p, s, ev)
+	case recPointers:
+		if s.pointersOf != w[2] {
+			s.pointers = s.pointers[:0]
+		}
+		s.pointersOf = w[2]
+		s.pointers = append(s.pointers, w[3:]...)
 	case recRealloc:
 		if !s.parked {
 			// The old block was released now; the new one comes at
@@ -509,7 +526,7 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 // recordWords is how many words the agent writes of each kind of record,
 // at least.
 var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
-	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4}
+	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4, recPointers: 3}
 
 // deepest writes a DEEPEST record w of slot s: the call stack of the
 // thread's deepest function entry, with its frames' sizes (two 32-bit

@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 5
+	protocolVersion = 6
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	maxHello        = 16384
@@ -31,6 +31,7 @@ const (
 	recCalls     = 12
 	recDeepest   = 13
 	recScan      = 14
+	recPointers  = 15
 
 	stackShift = 24
 	apiShift   = 16
@@ -61,6 +62,7 @@ const (
 	hdrCallsWindow  = 256
 	hdrLeakScan     = 264
 	hdrScanDone     = 272
+	hdrFreePointers = 280
 	hdrClock        = 320
 )
 

@@ -55,11 +55,14 @@ type Options struct {
 	// deepest entry (trace.DeepestStack).
 	StackCalls bool
 	// LeakScan turns on the leak scan at each normal exit of a process
-	// (see leakscan.go), and the live set the recorder keeps for it. It
-	// is off by default: keeping the live set costs the recorder about
-	// 110 ns an event (docs/performance.md), which would make the
-	// recording of an allocation-bound program half again as slow.
+	// (see leakscan.go), and the live set the recorder keeps for it
+	// (liveset.go; what it costs is in docs/performance.md).
 	LeakScan bool
+	// LeakOrigins, with LeakScan, makes the agent send at each free what
+	// the freed block held that may point to blocks, so that each block
+	// definitely lost at exit is traced to the last free of a block that
+	// pointed to it (trace.LeakOrigins).
+	LeakOrigins bool
 }
 
 // DefaultRingSize is the default size of the ring of a process's first
@@ -256,7 +259,7 @@ func newRecorder(opts Options) (*Recorder, error) {
 	rate := calibrate()
 	r.coarse = coarseClockFor(opts.TimeUnit, rate)
 	cfg := regionConfig{slots: opts.Threads, firstRing: opts.RingSize, ringSize: otherRing(opts.RingSize), nodeCap: 1 << 24, maxFrames: opts.MaxFrames,
-		leakScan: opts.LeakScan}
+		leakScan: opts.LeakScan, freePointers: opts.LeakScan && opts.LeakOrigins}
 	if opts.StackCalls {
 		cfg.callsWindow = max(uint64(float64(opts.TimeUnit.Nanoseconds())/rate), 1)
 	}
@@ -465,7 +468,7 @@ func (r *Recorder) connect(h *hello) {
 		p.start.Parent = parent.id
 	}
 	if r.opts.LeakScan && !h.fork {
-		p.live = &liveSet{} // a new image starts with an empty heap
+		p.live = newLiveSet(r.opts.LeakOrigins) // a new image starts with an empty heap
 	}
 	r.procs = append(r.procs, p)
 	r.byPid[h.pid] = p

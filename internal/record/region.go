@@ -32,8 +32,9 @@ type regionConfig struct {
 	maxFrames int
 	// callsWindow is mt_header.calls_window: 0, or the time-stamp
 	// counter ticks of a time unit (Options.StackCalls).
-	callsWindow uint64
-	leakScan    bool // mt_header.leak_scan
+	callsWindow  uint64
+	leakScan     bool // mt_header.leak_scan
+	freePointers bool // mt_header.free_pointers
 }
 
 func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
@@ -69,6 +70,9 @@ func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
 	*r.u64(hdrCallsWindow) = cfg.callsWindow
 	if cfg.leakScan {
 		*r.u64(hdrLeakScan) = 1
+	}
+	if cfg.freePointers {
+		*r.u64(hdrFreePointers) = 1
 	}
 	return r, nil
 }

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -35,8 +36,54 @@ static inline void resolved(void)
 
 static inline int resolving(void) { return mt_real.free == NULL; }
 
+/* With -leak-origins, the lowest address and the highest end of any block
+ * handed out: a word of a freed block outside them points to no block. */
+static uintptr_t heap_lo = UINTPTR_MAX, heap_hi;
+
+static inline void note_block(const void *p, size_t n)
+{
+	if (MT_LIKELY(!mt_proc.hdr->free_pointers))
+		return;
+	uintptr_t a = (uintptr_t)p, end = a + (n > 0 ? n : 1);
+	uintptr_t lo = __atomic_load_n(&heap_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&heap_hi, __ATOMIC_RELAXED);
+	while (a < lo && !__atomic_compare_exchange_n(&heap_lo, &lo, a, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	while (end > hi && !__atomic_compare_exchange_n(&heap_hi, &hi, end, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* emit_pointers sends what block p, about to be released, holds that may
+ * point to a block (POINTERS records): the recorder keeps, for each live
+ * block, the last free of a block that pointed to it, and a block lost at
+ * exit is traced to it. The whole usable size is read, as malloc may
+ * give more than was asked; the recorder drops the words past the size
+ * asked for. */
+static void emit_pointers(struct mt_thread *t, const void *p)
+{
+	uintptr_t lo = __atomic_load_n(&heap_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&heap_hi, __ATOMIC_RELAXED);
+	const uintptr_t *w = p;
+	size_t n = malloc_usable_size((void *)p) / sizeof *w;
+	uint64_t rec[255];
+	unsigned k = 3;
+	for (size_t i = 0; i <= n; i++) {
+		if (k == 255 || (i == n && k > 3)) {
+			rec[0] = MT_REC_POINTERS | (uint64_t)k << 8;
+			rec[1] = mt_seq();
+			rec[2] = (uintptr_t)p;
+			mt_emit(t, rec, k);
+			k = 3;
+		}
+		if (i == n)
+			break;
+		uintptr_t v = w[i];
+		if (v >= lo && v < hi && v >> 48 == 0)
+			rec[k++] = (uint64_t)(i < 0xffff ? i : 0xffff) << 48 | v;
+	}
+}
+
 static inline void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
 {
+	note_block(p, n);
 	uint64_t rec[6] = {MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   mt_seq(), mt_tsc(), (uintptr_t)p, n, t->stack_use};
 	mt_emit(t, rec, 6);
@@ -44,6 +91,8 @@ static inline void emit_alloc(struct mt_thread *t, enum mt_api api, const void *
 
 static inline void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
 {
+	if (MT_UNLIKELY(mt_proc.hdr->free_pointers))
+		emit_pointers(t, p);
 	uint64_t rec[5] = {MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   mt_seq(), mt_tsc(), (uintptr_t)p, t->stack_use};
 	mt_emit(t, rec, 5);
@@ -125,6 +174,7 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		mt_emit(t, rec, 2);
 		return NULL;
 	}
+	note_block(p, size);
 	uint64_t rec[8] = {MT_REC_REALLOC | 8 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   released, mt_seq(), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
 	mt_emit(t, rec, 8);

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 5
+#define MT_PROTOCOL_VERSION 6
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_MAX_HELLO 16384
@@ -72,6 +72,12 @@
  *            registers are saved   (the process exits normally and
  *            mt_header.leak_scan is set: the agent waits, in the exiting
  *            thread, until the recorder sets mt_header.scan_done)
+ *   POINTERS w1 seq  w2 the address of a block about to be released
+ *            w3... the words of the block that may point to a block, each
+ *            as its index in the block << 48 | its value (an index of
+ *            0xffff or more as 0xffff)   (with mt_header.free_pointers
+ *            set, before the FREE record of that release, in as many
+ *            records as it takes: what the block held when it was freed)
  *
  * A tsc word is the time-stamp counter, or mt_header.clock when
  * mt_header.coarse is set.
@@ -99,6 +105,7 @@
 #define MT_REC_CALLS 12
 #define MT_REC_DEEPEST 13
 #define MT_REC_SCAN 14
+#define MT_REC_POINTERS 15
 
 #define MT_STACK_SHIFT 24
 #define MT_API_SHIFT 16
@@ -202,6 +209,11 @@ struct mt_header {
 	 * set scan_done (a futex on its low half). */
 	uint64_t leak_scan;
 	uint64_t scan_done;
+	/* Nonzero (memtrail run -leak-origins): before each free, the agent
+	 * sends the words of the block that look like pointers to blocks
+	 * (POINTERS), so that a block lost at exit can be traced to the free
+	 * that dropped its last pointer. */
+	uint64_t free_pointers;
 	uint64_t clock __attribute__((aligned(64)));
 };
 
