@@ -132,3 +132,82 @@ func exactSizeText(n uint64) string {
 	}
 	return report.Size(n) + " (" + report.Count(n) + " bytes)"
 }
+
+// TestLeakOrigins records leaks.c freeing a list's head while it still
+// points to the rest, with -leak-origins: the lost chain names the free
+// of the head (the function and line of the free call) as where the
+// leak was made, with all the chain's bytes. A list whose head pointer
+// is overwritten was made unreachable by no free, and the report says
+// so; without -leak-origins the report does not look.
+func TestLeakOrigins(t *testing.T) {
+	source := filepath.Join("..", "..", "internal", "record", "testdata", "leaks.c")
+	prog := fixture.Build(t, source)
+	src, err := os.ReadFile(source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeLine := uint64(0)
+	for i, line := range strings.Split(string(src), "\n") {
+		if strings.Contains(line, "the leak is made here") {
+			freeLine = uint64(i + 1)
+		}
+	}
+	type part struct {
+		Bytes, Blocks uint64
+		Stack         []struct {
+			Function string
+			Line     uint64
+		}
+	}
+	chains := func(how string, flags ...string) ([]struct {
+		Bytes, Blocks uint64
+		Origins       []part
+	}, string) {
+		t.Helper()
+		trace := filepath.Join(t.TempDir(), how+".mtr")
+		args := append(append([]string{"run", "-q"}, flags...), "-o", trace, "--", prog, how)
+		if code, err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 || err != nil {
+			t.Fatalf("%q: status %d, %v", args, code, err)
+		}
+		var out, text bytes.Buffer
+		run([]string{"report", "-json", trace}, &out, &bytes.Buffer{})
+		run([]string{"report", trace}, &text, &bytes.Buffer{})
+		var r struct {
+			LostChains []struct {
+				Bytes, Blocks uint64
+				Origins       []part
+			} `json:"lost_chains"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.LostChains, text.String()
+	}
+
+	got, text := chains("freed_head", "-leak-origins")
+	if len(got) != 1 || got[0].Bytes != 120 || got[0].Blocks != 3 {
+		t.Fatalf("freed_head: lost chains %+v, want one of 120 bytes in 3 blocks (as valgrind counts)", got)
+	}
+	o := got[0].Origins
+	if len(o) != 1 || o[0].Bytes != 120 || o[0].Blocks != 3 || len(o[0].Stack) == 0 ||
+		o[0].Stack[0].Function != "freed_head" || o[0].Stack[0].Line != freeLine {
+		t.Errorf("freed_head's chain was made unreachable by %+v; want the free at freed_head, leaks.c:%d, 120 bytes in 3 blocks", o, freeLine)
+	}
+	if !strings.Contains(text, "made unreachable by a free of the block that pointed to it: 120 bytes in 3 blocks, freed from") {
+		t.Errorf("the text report does not say which free made the leak:\n%s", text)
+	}
+
+	got, text = chains("list", "-leak-origins")
+	if len(got) != 1 || got[0].Origins == nil || len(got[0].Origins) != 0 {
+		t.Errorf("list, overwritten head: lost chains %+v, want one made unreachable by no free", got)
+	}
+	if !strings.Contains(text, "160 bytes in 4 blocks lost their last pointer other than by a free") {
+		t.Errorf("the text report does not say that no free made list's leak:\n%s", text)
+	}
+
+	got, text = chains("freed_head")
+	if len(got) != 1 || got[0].Origins != nil || strings.Contains(text, "made unreachable") {
+		t.Errorf("without -leak-origins: lost chains %+v, and the report says where leaks were made:\n%s", got, text)
+	}
+	checkBadInput(t, []string{"run", "-leak-origins", "-leak-check=false", "--", prog}, 2, "-leak-origins needs the leak scan")
+}

@@ -24,6 +24,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	unit := fs.Duration("time-unit", record.DefaultTimeUnit, "resolution of event times, e.g. 1us or 1ms (the order of events is exact whatever it is)")
 	stackCalls := fs.Bool("stack-calls", false, "measure the stack at every function entry and return of a program built with -finstrument-functions: the exact stack peak, step by step, and the call stack at its deepest (slower)")
 	leakCheck := fs.Bool("leak-check", true, "at the program's normal exit, scan its memory and classify the blocks still allocated as memcheck does: definitely, indirectly and possibly lost, still reachable (-leak-check=false spares memtrail keeping the set of live blocks)")
+	leakOrigins := fs.Bool("leak-origins", false, "at each free, note the blocks the freed block pointed to, so that each block definitely lost at exit is traced to the free that dropped its last pointer: where the leak was made (slower)")
 	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
 	bf := addBudgetFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -39,6 +40,9 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if fs.NArg() == 0 {
 		return 2, usageError{"needs a program to run"}
 	}
+	if *leakOrigins && !*leakCheck {
+		return 2, usageError{"-leak-origins needs the leak scan: it cannot go with -leak-check=false"}
+	}
 	if *frames < 1 || *frames > 256 {
 		return 2, usageError{fmt.Sprintf("-max-frames %d is out of range (1-256)", *frames)}
 	}
@@ -49,7 +53,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{fmt.Sprintf("-ring-size %s must be a power of two from 64KiB to 1GiB", report.Size(*ring))}
 	}
 	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit,
-		RingSize: *ring, StackCalls: *stackCalls, LeakScan: *leakCheck, Log: stderr})
+		RingSize: *ring, StackCalls: *stackCalls, LeakScan: *leakCheck, LeakOrigins: *leakOrigins, Log: stderr})
 	if err != nil {
 		return 1, err
 	}

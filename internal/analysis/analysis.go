@@ -162,6 +162,9 @@ type Process struct {
 	// LeakScan) with the indirectly lost blocks that hang from them,
 	// grouped by the call stack of the lost block: most bytes first.
 	LostChains []LostChain
+	// OriginsLooked says that the trace looked for where the leaks were
+	// made (memtrail run -leak-origins): see LostChain.Origins.
+	OriginsLooked bool
 	// Window is the part of the run analyzed, in ns after the start
 	// (Options.From and To, with To filled in if it was the end).
 	Window struct{ From, To uint64 }
@@ -528,6 +531,8 @@ func (a *analyzer) record(rec trace.Record) {
 		a.process(scan.Process).proc.LeakScan = &scan
 	case trace.KindLeakBlocks:
 		a.process(rec.LeakBlocks.Process).leakBlocks(rec.LeakBlocks)
+	case trace.KindLeakOrigins:
+		a.process(rec.LeakOrigins.Process).leakOrigins(rec.LeakOrigins)
 	case trace.KindModule:
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
 	case trace.KindStackNode:

@@ -45,9 +45,16 @@ type LostChain struct {
 	// Hanging are the indirectly lost blocks, by the stack that allocated
 	// them: most bytes first.
 	Hanging []ChainPart
+	// Origins are where the leaks were made (memtrail run
+	// -leak-origins): the frees of blocks that pointed to leads, by the
+	// free's call stack, with the leads and what hangs from them that
+	// each made unreachable; most bytes first. Leads whose last pointer
+	// was not in a freed block are in none.
+	Origins []ChainPart
 }
 
-// ChainPart is what a chain holds of blocks allocated from one stack.
+// ChainPart is what a chain holds of blocks allocated from one stack, or,
+// in LostChain.Origins, made unreachable by frees from one stack.
 type ChainPart struct {
 	Stack         uint64
 	Bytes, Blocks uint64
@@ -94,6 +101,7 @@ func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
 			c.Leads++
 			c.Bytes += b.size
 			c.Blocks++
+			rp.addToLead(blk.Addr, b.size)
 		case trace.IndirectlyLost:
 			_, leadStack, ok := stackOf(blk.Leader)
 			if !ok {
@@ -102,6 +110,7 @@ func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
 			c := chainOf(leadStack)
 			c.Bytes += b.size
 			c.Blocks++
+			rp.addToLead(blk.Leader, b.size)
 			j := slices.IndexFunc(c.Hanging, func(h ChainPart) bool { return h.Stack == stack })
 			if j < 0 {
 				j = len(c.Hanging)
@@ -118,11 +127,65 @@ func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
 		return cmp.Compare(a.Stack, b.Stack)
 	})
 	for i := range p.LostChains {
-		slices.SortStableFunc(p.LostChains[i].Hanging, func(a, b ChainPart) int {
-			if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.Stack, b.Stack)
-		})
+		sortParts(p.LostChains[i].Hanging)
+	}
+}
+
+// sortParts puts the parts with the most bytes first.
+func sortParts(parts []ChainPart) {
+	slices.SortStableFunc(parts, func(a, b ChainPart) int {
+		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Stack, b.Stack)
+	})
+}
+
+// addToLead counts a block of size bytes in what the definitely lost
+// block at lead holds (itself included), for leakOrigins.
+func (rp *replay) addToLead(lead, size uint64) {
+	if rp.leads == nil {
+		rp.leads = make(map[uint64]ChainPart)
+	}
+	t := rp.leads[lead]
+	t.Bytes += size
+	t.Blocks++
+	rp.leads[lead] = t
+}
+
+// leakOrigins takes in where the leaks of the scan at exit were made: the
+// chain of each lead named gains the free's stack, with what the lead
+// holds. It comes after the process's LeakBlocks.
+func (rp *replay) leakOrigins(lo *trace.LeakOrigins) {
+	if rp.finished {
+		return
+	}
+	p := rp.proc
+	p.OriginsLooked = true
+	chains := make(map[uint64]int, len(p.LostChains))
+	for i, c := range p.LostChains {
+		chains[c.Stack] = i
+	}
+	for _, o := range lo.Origins {
+		b, ok := rp.heap.liveAt(o.Addr)
+		held, lead := rp.leads[o.Addr]
+		if !ok || !lead || b.site == uncounted {
+			continue // a block a filter left out, or a damaged record
+		}
+		i, ok := chains[p.Sites[b.site].Stack]
+		if !ok {
+			continue
+		}
+		c := &p.LostChains[i]
+		j := slices.IndexFunc(c.Origins, func(part ChainPart) bool { return part.Stack == o.Stack })
+		if j < 0 {
+			j = len(c.Origins)
+			c.Origins = append(c.Origins, ChainPart{Stack: o.Stack})
+		}
+		c.Origins[j].Bytes += held.Bytes
+		c.Origins[j].Blocks += held.Blocks
+	}
+	for i := range p.LostChains {
+		sortParts(p.LostChains[i].Origins)
 	}
 }

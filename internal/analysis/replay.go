@@ -20,6 +20,7 @@ type replay struct {
 	forkedBy uint64
 
 	heap       heapTable               // the blocks live now and freed lately, by address
+	leads      map[uint64]ChainPart    // what each definitely lost block at exit holds (leakBlocks)
 	sites      siteIndex               // index in proc.Sites by stack ID; uncounted if filtered out
 	passes     func(stack uint64) bool // Options.Filter on this process's stacks; nil: no filter
 	liveBytes  uint64                  // of the blocks that count (Options.Threads)

@@ -19,6 +19,7 @@ var leakCases = []struct {
 }{
 	{"none", fixture.LeakSummary{}},
 	{"list", fixture.LeakSummary{DefinitelyLostBytes: 40, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 120, IndirectlyLostBlocks: 3}},
+	{"freed_head", fixture.LeakSummary{DefinitelyLostBytes: 40, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 80, IndirectlyLostBlocks: 2}},
 	{"cycle", fixture.LeakSummary{DefinitelyLostBytes: 48, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 56, IndirectlyLostBlocks: 1}},
 	{"global", fixture.LeakSummary{StillReachableBytes: 136, StillReachableBlocks: 2}},
 	{"interior", fixture.LeakSummary{PossiblyLostBytes: 188, PossiblyLostBlocks: 2}},

@@ -281,6 +281,10 @@ type jsonLostChain struct {
 	Blocks  uint64          `json:"blocks"`
 	Stack   []jsonFrame     `json:"stack"`
 	Hanging []jsonChainPart `json:"hanging"` // the indirectly lost blocks, by stack
+	// Origins are where the leaks were made: the frees of the blocks that
+	// pointed to the leads, by the free's stack, with what each made
+	// unreachable; null unless recorded with memtrail run -leak-origins.
+	Origins []jsonChainPart `json:"origins"`
 }
 
 type jsonChainPart struct {
@@ -289,13 +293,22 @@ type jsonChainPart struct {
 	Stack  []jsonFrame `json:"stack"`
 }
 
+func jsonChainParts(p *analysis.Process, parts []analysis.ChainPart) []jsonChainPart {
+	list := []jsonChainPart{}
+	for _, h := range parts {
+		list = append(list, jsonChainPart{Bytes: h.Bytes, Blocks: h.Blocks, Stack: jsonStack(p, h.Stack)})
+	}
+	return list
+}
+
 // jsonLostChainsOf lists the top lost chains of p.
 func jsonLostChainsOf(p *analysis.Process, n int) []jsonLostChain {
 	list := []jsonLostChain{}
 	for _, c := range p.LostChains[:min(n, len(p.LostChains))] {
-		jc := jsonLostChain{Leads: c.Leads, Bytes: c.Bytes, Blocks: c.Blocks, Stack: jsonStack(p, c.Stack), Hanging: []jsonChainPart{}}
-		for _, h := range c.Hanging {
-			jc.Hanging = append(jc.Hanging, jsonChainPart{Bytes: h.Bytes, Blocks: h.Blocks, Stack: jsonStack(p, h.Stack)})
+		jc := jsonLostChain{Leads: c.Leads, Bytes: c.Bytes, Blocks: c.Blocks, Stack: jsonStack(p, c.Stack)}
+		jc.Hanging = jsonChainParts(p, c.Hanging)
+		if p.OriginsLooked {
+			jc.Origins = jsonChainParts(p, c.Origins)
 		}
 		list = append(list, jc)
 	}

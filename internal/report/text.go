@@ -221,6 +221,26 @@ func (t *textReport) lostChains() {
 			t.printf("      hanging from it: %s in %s, from\n", Size(h.Bytes), Plural(h.Blocks, "block"))
 			t.stack(h.Stack, "          ")
 		}
+		t.origins(c)
+	}
+}
+
+// origins writes where the leaks of chain c were made, when the trace
+// looked for it (memtrail run -leak-origins).
+func (t *textReport) origins(c analysis.LostChain) {
+	if !t.p.OriginsLooked {
+		return
+	}
+	var bytes, blocks uint64
+	for _, o := range c.Origins {
+		t.printf("      made unreachable by a free of the block that pointed to it: %s in %s, freed from\n",
+			Size(o.Bytes), Plural(o.Blocks, "block"))
+		t.stack(o.Stack, "          ")
+		bytes, blocks = bytes+o.Bytes, blocks+o.Blocks
+	}
+	if blocks < c.Blocks {
+		t.printf("      %s in %s lost their last pointer other than by a free (overwritten, or out of scope)\n",
+			Size(c.Bytes-bytes), Plural(c.Blocks-blocks, "block"))
 	}
 }
 

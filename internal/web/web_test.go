@@ -37,8 +37,9 @@ type recorded struct {
 	err   error
 	// stackCalls records the program's every function entry and return
 	// (memtrail run -stack-calls), leakScan its leak classes at exit
-	// (memtrail run, unless -leak-check=false).
-	stackCalls, leakScan bool
+	// (memtrail run, unless -leak-check=false), leakOrigins where each
+	// leak was made (memtrail run -leak-origins).
+	stackCalls, leakScan, leakOrigins bool
 }
 
 var widgets, boxes recorded
@@ -65,7 +66,7 @@ func (r *recorded) record(t *testing.T, args func(dir string) ([]string, error))
 		defer devNull.Close()
 		var log strings.Builder
 		res, err := record.Run(record.Options{Args: argv, Output: filepath.Join(dir, "trace.mtr"),
-			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test", StackCalls: r.stackCalls, LeakScan: r.leakScan})
+			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test", StackCalls: r.stackCalls, LeakScan: r.leakScan || r.leakOrigins, LeakOrigins: r.leakOrigins})
 		switch {
 		case err != nil:
 			r.err = fmt.Errorf("recording %v: %v\n%s", argv, err, log.String())
@@ -889,6 +890,21 @@ func TestLostChains(t *testing.T) {
 	hasText(t, ctx, "the still reachable", "#leak-classes", fmt.Sprintf("still reachable%s in %s", exactBytes(want.StillReachableBytes), report.Plural(want.StillReachableBlocks, "block")))
 	waitFor(t, ctx, "lost_list's chain", `[...document.querySelectorAll(".lost-chain")].some((c) => c.textContent.includes("lost_list") && c.textContent.includes("160 B in 4 blocks"))`)
 	shot(t, ctx, "leaks-chains")
+}
+
+var freedHead = recorded{leakOrigins: true}
+
+// TestLeakOriginsShown opens a program that frees a list's head while it
+// still points to the rest, recorded with -leak-origins: the lost chain
+// says that the free in freed_head made it unreachable, all 120 bytes.
+func TestLeakOriginsShown(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("..", "record", "testdata", "leaks.c"))
+	trace := freedHead.record(t, func(string) ([]string, error) { return []string{prog, "freed_head"}, nil })
+	ctx := openUI(t, trace)
+	tab(t, ctx, "leaks")
+	waitFor(t, ctx, "the lost chain", `document.querySelector(".lost-chain") !== null`)
+	hasText(t, ctx, "where the leak was made", ".lost-chain .origin", "made unreachable by a free of the block that pointed to it: 120 B in 3 blocks, freed from")
+	hasText(t, ctx, "the free's stack", ".lost-chain .origin + .stack", "freed_head")
 }
 
 // exactBytes writes n bytes, under 1 KiB, as the UI's fmtBytesExact does.

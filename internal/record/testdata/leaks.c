@@ -42,6 +42,15 @@ static void lost_list(void)
 	lose(&head);
 }
 
+/* A list whose head is freed while it still points to the rest, which
+ * is lost then: the second node definitely, the others indirectly. The
+ * free of the head made the leak (memtrail run -leak-origins). */
+static void freed_head(void)
+{
+	struct node *head = list(4, 40);
+	free(head); /* the leak is made here */
+}
+
 /* Two blocks pointing at each other, nothing else at them: one is
  * definitely lost, the other indirectly. */
 static void lost_cycle(void)
@@ -105,6 +114,8 @@ int main(int argc, char **argv)
 	free(scratch);
 	if (strcmp(how, "list") == 0)
 		lost_list();
+	else if (strcmp(how, "freed_head") == 0)
+		freed_head();
 	else if (strcmp(how, "cycle") == 0)
 		lost_cycle();
 	else if (strcmp(how, "global") == 0)

@@ -1582,6 +1582,22 @@ function renderLostChains(box, r) {
       card.appendChild(el('div', { class: 'stack-label', text: 'hanging from it: ' + fmtSize(h.bytes) + ' in ' + plural(h.blocks, 'block') + ', from' }));
       card.appendChild(stackList(h.stack));
     }
+    // Where the leak was made (memtrail run -leak-origins): null when
+    // the trace did not look.
+    if (Array.isArray(c.origins)) {
+      let blocks = 0, bytes = 0;
+      for (const o of c.origins) {
+        card.appendChild(el('div', { class: 'stack-label origin', text: 'made unreachable by a free of the block that pointed to it: ' +
+          fmtSize(o.bytes) + ' in ' + plural(o.blocks, 'block') + ', freed from' }));
+        card.appendChild(stackList(o.stack));
+        blocks += o.blocks;
+        bytes += o.bytes;
+      }
+      if (blocks < c.blocks) {
+        card.appendChild(el('div', { class: 'stack-label', text: fmtSize(c.bytes - bytes) + ' in ' + plural(c.blocks - blocks, 'block') +
+          ' lost their last pointer other than by a free (overwritten, or out of scope)' }));
+      }
+    }
     box.appendChild(card);
   });
 }
