@@ -27,25 +27,25 @@ package record
 // (malloc's other arenas, and the mappings of big blocks), whose stale
 // contents (freed blocks) are no roots; a live block there is scanned
 // once it is found reachable. The agent's own data and its shared region
-// with the recorder are not roots either. Of the exiting thread's stack,
-// only what is above its stack pointer is in use, and its registers are
-// there. memcheck scans the same (client memory that is addressable, and
-// every thread's registers).
+// with the recorder are not roots either. Of a thread's stack, only what
+// is above its stack pointer is in use, and its registers are there.
+// memcheck scans the same (client memory that is addressable, and every
+// thread's registers).
 //
-// Other threads keep running while the recorder reads: valgrind stops
-// them, and so would ptrace, but a tracer is a big thing to be for a
-// program (it changes how it sees signals and debuggers). The deterministic
-// answer is the one of a program whose other threads are done or idle at
-// exit, which is what tests compare with valgrind; a thread that moves a
-// pointer from memory not read yet to memory read already during the scan
-// could make a reachable block look lost. Their stacks are scanned whole
-// (their stack pointers are not known), which can only make more blocks
-// reachable, never fewer, and their registers are not scanned.
+// The other threads are stopped while the recorder reads, as valgrind
+// stops them: the agent signals each, and its handler notes its stack
+// pointer, below the signal frame where the kernel saved its registers,
+// and waits for the scan to end (stop_others in the agent's process.c).
+// Not ptrace: a tracer is a big thing to be for a program (it changes how
+// it sees signals and debuggers). A thread that does not answer in time
+// (it blocks the signal) runs on and its stack is scanned whole, which
+// can only make more blocks reachable, never fewer.
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -67,7 +67,7 @@ func (r *Recorder) leakScan(p *process, w []uint64) {
 	var lost []trace.LeakBlock
 	if p.live == nil {
 		scan.Error = "the recorder does not know the process's heap from its start"
-	} else if res, err := scanMemory(p.pid, p.live, w[3], r.opts.AgentPath); err != nil {
+	} else if res, err := scanMemory(p.pid, p.live, scanStackPointers(w), r.opts.AgentPath); err != nil {
 		scan.Error = err.Error()
 	} else {
 		scan.DefinitelyLostBytes, scan.DefinitelyLostBlocks = res.bytes[trace.DefinitelyLost], res.blocks[trace.DefinitelyLost]
@@ -94,7 +94,17 @@ func (r *Recorder) leakScan(p *process, w []uint64) {
 		fmt.Fprintf(r.log, "memtrail: process %d: no leak scan: %s\n", p.pid, scan.Error)
 	}
 	atomic.StoreUint64(p.region.u64(hdrScanDone), 1)
-	p.region.wake(hdrScanDone)
+	p.region.wake(hdrScanDone, math.MaxInt32) // the exiting thread and the stopped ones
+}
+
+// scanStackPointers returns the stack pointers of a SCAN record w: the
+// exiting thread's, then the stopped threads'.
+func scanStackPointers(w []uint64) []uint64 {
+	sps := []uint64{w[3]}
+	if len(w) > 4 && w[4] <= uint64(len(w)-5) {
+		sps = append(sps, w[5:5+w[4]]...)
+	}
+	return sps
 }
 
 // scanResult is what a scan found: bytes and blocks per class, and the
@@ -146,8 +156,9 @@ func (g *heapGraph) find(v uint64) int {
 	return i
 }
 
-// scanMemory classifies the blocks of live in process pid, whose exiting
-// thread's stack is in use from sp up.
+// scanMemory classifies the blocks of live in process pid, whose
+// threads' stacks are in use from their stack pointers sps up: the
+// exiting thread's and those stopped for the scan.
 //
 //  1. Read every live block and note the pointers it holds to blocks
 //     (start or interior): the heap graph.
@@ -162,7 +173,7 @@ func (g *heapGraph) find(v uint64) int {
 //     a later group joins that group, with its own. So in a lost cycle
 //     the block of lowest address is definitely lost and the rest
 //     indirectly.
-func scanMemory(pid int, live *liveSet, sp uint64, agentPath string) (*scanResult, error) {
+func scanMemory(pid int, live *liveSet, sps []uint64, agentPath string) (*scanResult, error) {
 	mem := &processMemory{pid: pid}
 	g := &heapGraph{}
 	g.addrs, g.sizes = live.sorted()
@@ -172,7 +183,7 @@ func scanMemory(pid int, live *liveSet, sp uint64, agentPath string) (*scanResul
 	if err := g.readEdges(mem); err != nil {
 		return nil, err
 	}
-	roots, err := rootRanges(pid, g, sp, agentPath)
+	roots, err := rootRanges(pid, g, sps, agentPath)
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +382,7 @@ func readMaps(pid int) ([]mapping, error) {
 
 // rootRanges returns the ranges of memory to scan for roots (see the top
 // of this file).
-func rootRanges(pid int, g *heapGraph, sp uint64, agentPath string) ([][2]uint64, error) {
+func rootRanges(pid int, g *heapGraph, sps []uint64, agentPath string) ([][2]uint64, error) {
 	ms, err := readMaps(pid)
 	if err != nil {
 		return nil, err
@@ -386,8 +397,10 @@ func rootRanges(pid int, g *heapGraph, sp uint64, agentPath string) ([][2]uint64
 			continue // malloc's memory
 		}
 		start := m.start
-		if sp >= m.start && sp < m.end {
-			start = sp &^ 7
+		for _, sp := range sps {
+			if sp >= m.start && sp < m.end && sp&^7 > start {
+				start = sp &^ 7 // a thread's stack: in use from there up
+			}
 		}
 		out = append(out, [2]uint64{start, m.end})
 	}

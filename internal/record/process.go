@@ -224,7 +224,7 @@ func (s *slotReader) release(r *region) {
 		s.released = s.pos
 		atomic.StoreUint64(r.u64(r.slotOff(s.index)+slotRead), s.pos)
 		if atomic.LoadUint32(r.u32(r.slotOff(s.index)+slotWaiting)) != 0 {
-			r.wake(r.slotOff(s.index) + slotRead) // the thread sleeps on its low half
+			r.wake(r.slotOff(s.index)+slotRead, 1) // the thread sleeps on its low half
 		}
 	}
 }

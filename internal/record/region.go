@@ -104,9 +104,10 @@ func (r *region) node(id uint64) (parent, module uint32, offset uint64, ok bool)
 	return *r.u32(off + nodeParent), *r.u32(off + nodeModule), *r.u64(off + nodeOffset), true
 }
 
-// wake wakes a thread of the process sleeping on the 32-bit futex at off.
-func (r *region) wake(off uint64) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(r.u32(off))), futexWake, 1, 0, 0, 0)
+// wake wakes up to waiters threads of the process sleeping on the 32-bit
+// futex at off.
+func (r *region) wake(off uint64, waiters int) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(r.u32(off))), futexWake, uintptr(waiters), 0, 0, 0)
 }
 
 const futexWake = 1 // FUTEX_WAKE in linux/futex.h

@@ -539,32 +539,32 @@ int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 static uint64_t scanned;
 
 /*
- * leak_scan holds the process while the recorder scans its memory for
- * leaks (see record/leakscan.go). The recorder reads the memory from
- * outside; what the agent gives it is this thread's registers, stored in
- * regs on the stack, and the stack pointer below which its stack is not in
- * use. The wait is bounded: a recorder that never answers (busy elsewhere
- * for a minute, or gone) costs the program no more than that, and its
- * trace then says the scan did not happen.
+ * Stopping the other threads for the scan. memcheck scans every thread's
+ * stack from its stack pointer up, and its registers, with the threads
+ * stopped; a stack scanned whole would take stale pointers below the
+ * stack pointer for roots. So before the scan the exiting thread sends
+ * each other thread a signal whose handler notes its stack pointer and
+ * waits, like a garbage collector's stop-the-world: the kernel saves the
+ * interrupted registers in the signal frame, above that stack pointer, so
+ * scanning the stack from there covers them. The signal is one whose
+ * default action is to ignore it and that the program does not handle
+ * (SIGURG, else SIGWINCH), so one delivered late (to a thread that blocked
+ * it) does nothing; if the program handles both, the threads run on.
+ * Threads that do not answer within stop_wait_ns (the signal blocked, or
+ * the thread exiting) are scanned whole.
  */
-static __attribute__((noinline)) void leak_scan(struct mt_thread *t)
+#define MT_MAX_STOPPED 240 /* a SCAN record holds their stack pointers */
+static const uint64_t stop_wait_ns = 100000000ull;
+static uint64_t stopped_sp[MT_MAX_STOPPED];
+static uint32_t stopped;
+
+/* wait_scan_done waits for the recorder to end the scan. The wait is
+ * bounded: a recorder that never answers (busy elsewhere for a minute, or
+ * gone) costs the program no more than that, and its trace then says the
+ * scan did not happen. */
+static void wait_scan_done(void)
 {
 	struct mt_header *hdr = mt_proc.hdr;
-	if (!__atomic_load_n(&hdr->leak_scan, __ATOMIC_RELAXED) || scanned == mt_proc.gen + 1)
-		return;
-	scanned = mt_proc.gen + 1;
-	/* Every general register, as memcheck and LeakSanitizer scan them:
-	 * a block may be kept only by a value in a callee-saved register. */
-	volatile uint64_t regs[16];
-	__asm__ volatile("mov %%rax, 0(%0)\n\tmov %%rbx, 8(%0)\n\tmov %%rcx, 16(%0)\n\tmov %%rdx, 24(%0)\n\t"
-			 "mov %%rsi, 32(%0)\n\tmov %%rdi, 40(%0)\n\tmov %%rbp, 48(%0)\n\tmov %%r8, 56(%0)\n\t"
-			 "mov %%r9, 64(%0)\n\tmov %%r10, 72(%0)\n\tmov %%r11, 80(%0)\n\tmov %%r12, 88(%0)\n\t"
-			 "mov %%r13, 96(%0)\n\tmov %%r14, 104(%0)\n\tmov %%r15, 112(%0)\n\tmov %%rsp, 120(%0)"
-			 : : "r"(regs) : "memory");
-	uint64_t sp = (uint64_t)(uintptr_t)regs;
-	__atomic_store_n(&hdr->scan_done, 0, __ATOMIC_RELEASE);
-	uint64_t rec[4] = {MT_REC_SCAN | 4 << 8, mt_seq(), mt_tsc(), sp};
-	mt_emit(t, rec, 4);
 	uint64_t start = now_ns();
 	uint32_t *word = (uint32_t *)&hdr->scan_done;
 	for (unsigned i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) == 0; i++) {
@@ -575,6 +575,117 @@ static __attribute__((noinline)) void leak_scan(struct mt_thread *t)
 		if (i % 16 == 0 && kill((pid_t)hdr->recorder_pid, 0) < 0 && errno == ESRCH)
 			break;
 	}
+}
+
+static void stop_handler(int sig, siginfo_t *info, void *ctx)
+{
+	(void)sig;
+	(void)info;
+	(void)ctx;
+	int saved = errno;
+	volatile uint64_t here = 0;
+	uint32_t i = __atomic_fetch_add(&stopped, 1, __ATOMIC_ACQ_REL);
+	if (i < MT_MAX_STOPPED)
+		__atomic_store_n(&stopped_sp[i], (uint64_t)(uintptr_t)&here, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&mt_proc.hdr->scan_done, __ATOMIC_ACQUIRE) == 0)
+		wait_scan_done();
+	errno = saved;
+}
+
+/* A directory entry as getdents64 gives it. */
+struct mt_dirent {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+/* stop_others signals every other thread of the process (listed from
+ * /proc/self/task with raw system calls: nothing is allocated) and waits
+ * for them to stop; it returns the signal used (0: none), and sets *old to
+ * its former action and *sent to the threads signalled. */
+static __attribute__((noinline)) int stop_others(struct sigaction *old, uint32_t *sent)
+{
+	static const int candidates[] = {SIGURG, SIGWINCH};
+	int sig = 0;
+	for (unsigned i = 0; i < sizeof candidates / sizeof candidates[0] && sig == 0; i++) {
+		if (sigaction(candidates[i], NULL, old) == 0 && !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL)
+			sig = candidates[i];
+	}
+	if (sig == 0)
+		return 0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = stop_handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(sig, &sa, NULL) != 0)
+		return 0;
+	__atomic_store_n(&stopped, 0, __ATOMIC_RELEASE);
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return sig;
+	pid_t self = (pid_t)syscall(SYS_gettid), pid = getpid();
+	char buf[4096] __attribute__((aligned(8)));
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct mt_dirent *d = (struct mt_dirent *)(buf + off);
+			off += d->reclen;
+			pid_t tid = (pid_t)atoi(d->name);
+			if (tid > 0 && tid != self && syscall(SYS_tgkill, pid, tid, sig) == 0)
+				(*sent)++;
+		}
+	}
+	close(fd);
+	uint64_t start = now_ns();
+	while (__atomic_load_n(&stopped, __ATOMIC_ACQUIRE) < *sent && now_ns() - start < stop_wait_ns) {
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+	return sig;
+}
+
+/*
+ * leak_scan holds the process while the recorder scans its memory for
+ * leaks (see record/leakscan.go). The recorder reads the memory from
+ * outside; what the agent gives it is this thread's registers, stored in
+ * regs on the stack, the stack pointer below which its stack is not in
+ * use, and those of the other threads, stopped (see stop_others).
+ */
+static __attribute__((noinline)) void leak_scan(struct mt_thread *t)
+{
+	struct mt_header *hdr = mt_proc.hdr;
+	if (!__atomic_load_n(&hdr->leak_scan, __ATOMIC_RELAXED) || scanned == mt_proc.gen + 1)
+		return;
+	scanned = mt_proc.gen + 1;
+	__atomic_store_n(&hdr->scan_done, 0, __ATOMIC_RELEASE);
+	struct sigaction old;
+	uint32_t sent = 0;
+	int sig = stop_others(&old, &sent);
+	/* Every general register, as memcheck and LeakSanitizer scan them:
+	 * a block may be kept only by a value in a callee-saved register. */
+	volatile uint64_t regs[16];
+	__asm__ volatile("mov %%rax, 0(%0)\n\tmov %%rbx, 8(%0)\n\tmov %%rcx, 16(%0)\n\tmov %%rdx, 24(%0)\n\t"
+			 "mov %%rsi, 32(%0)\n\tmov %%rdi, 40(%0)\n\tmov %%rbp, 48(%0)\n\tmov %%r8, 56(%0)\n\t"
+			 "mov %%r9, 64(%0)\n\tmov %%r10, 72(%0)\n\tmov %%r11, 80(%0)\n\tmov %%r12, 88(%0)\n\t"
+			 "mov %%r13, 96(%0)\n\tmov %%r14, 104(%0)\n\tmov %%r15, 112(%0)\n\tmov %%rsp, 120(%0)"
+			 : : "r"(regs) : "memory");
+	uint32_t n = __atomic_load_n(&stopped, __ATOMIC_ACQUIRE);
+	if (n > MT_MAX_STOPPED)
+		n = MT_MAX_STOPPED;
+	uint64_t rec[5 + MT_MAX_STOPPED] = {MT_REC_SCAN | (uint64_t)(5 + n) << 8, mt_seq(), mt_tsc(), (uint64_t)(uintptr_t)regs, n};
+	for (uint32_t i = 0; i < n; i++)
+		rec[5 + i] = __atomic_load_n(&stopped_sp[i], __ATOMIC_ACQUIRE);
+	mt_emit(t, rec, 5 + n);
+	wait_scan_done();
+	/* A thread that has not answered yet may still: then the handler,
+	 * which returns at once now, stays. */
+	if (sig != 0 && __atomic_load_n(&stopped, __ATOMIC_ACQUIRE) >= sent)
+		sigaction(sig, &old, NULL);
 	/* The registers must be in memory until the scan is over. */
 	__asm__ volatile("" : : "r"(regs) : "memory");
 }

@@ -69,7 +69,8 @@
  *            thread's deepest function entry so far, with -stack-calls)
  *   SCAN     w1 seq  w2 tsc  w3 the exiting thread's stack pointer, below
  *            which nothing of its stack is in use, and above which its
- *            registers are saved   (the process exits normally and
+ *            registers are saved  w4 n, then n words: the same for other
+ *            threads, stopped for the scan   (the process exits normally and
  *            mt_header.leak_scan is set: the agent waits, in the exiting
  *            thread, until the recorder sets mt_header.scan_done)
  *   POINTERS w1 seq  w2 the address of a block about to be released

@@ -8,8 +8,11 @@
  *
  * Sizes are distinct so that a wrong class shows in the bytes.
  */
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct node {
 	struct node *next;
@@ -97,6 +100,47 @@ static void many(int n)
 	tree_root = list(n, 16);
 }
 
+/* bury allocates a block 20 frames of 1 KiB below its caller and keeps
+ * its address only in a local there, which stays in the stack's memory,
+ * below the stack pointer, once the calls return: stale, no root. */
+static __attribute__((noinline)) void bury(int depth)
+{
+	volatile char pad[1024];
+	pad[0] = (char)depth;
+	if (depth > 0) {
+		bury(depth - 1);
+		return;
+	}
+	void *volatile p = calloc(1, 176);
+	(void)p;
+}
+
+static sem_t parked;
+
+/* A thread that keeps a block in a local of its own frame while it waits
+ * at exit (still reachable: its stack is a root from its stack pointer
+ * up), after burying another one (definitely lost: below its stack
+ * pointer). */
+static void *waiter(void *arg)
+{
+	(void)arg;
+	bury(20);
+	void *volatile kept = calloc(1, 168);
+	sem_post(&parked);
+	for (;;)
+		pause();
+	return kept;
+}
+
+/* threads leaves a thread waiting at exit (see waiter). */
+static void threads(void)
+{
+	pthread_t t;
+	sem_init(&parked, 0, 0);
+	pthread_create(&t, NULL, waiter, NULL);
+	sem_wait(&parked);
+}
+
 /* clear_stack overwrites the stack below the caller's frame, where the
  * functions above left the addresses they handled. */
 static void clear_stack(void)
@@ -114,6 +158,8 @@ int main(int argc, char **argv)
 	free(scratch);
 	if (strcmp(how, "list") == 0)
 		lost_list();
+	else if (strcmp(how, "threads") == 0)
+		threads();
 	else if (strcmp(how, "freed_head") == 0)
 		freed_head();
 	else if (strcmp(how, "cycle") == 0)
