@@ -3,6 +3,7 @@ package record_test
 import (
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/memtrail/memtrail/internal/fixture"
 )
@@ -62,6 +63,33 @@ func TestHeuristicFixturesUnderValgrind(t *testing.T) {
 			if lost != c.lost || got[0].ViaHeuristic != c.via {
 				t.Errorf("memcheck: lost %+v via %+v, want lost %+v via %+v", lost, got[0].ViaHeuristic, c.lost, c.via)
 			}
+		})
+	}
+}
+
+// TestHeuristicClassesEqualValgrind records each way heuristics.cc keeps
+// its blocks and compares the classes of the recorder's scan with
+// memcheck's, bytes and blocks: the blocks a heuristic accepts are still
+// reachable in both, the others possibly lost (or lost).
+func TestHeuristicClassesEqualValgrind(t *testing.T) {
+	prog, _ := buildHeuristics(t)
+	for _, c := range heuristicCases {
+		t.Run(c.how, func(t *testing.T) {
+			t.Parallel()
+			rec := recordArgs(t, "", prog, c.how)
+			want := fixture.Valgrind(t, prog, c.how)
+			scans := leakScans(t, rec.res.Path)
+			if len(scans) != 1 || len(want) != 1 {
+				t.Fatalf("%d scans, valgrind saw %d processes", len(scans), len(want))
+			}
+			scan := scans[1]
+			if scan.Error != "" {
+				t.Fatalf("no scan: %s", scan.Error)
+			}
+			if got := classesOf(scan); got != want[0].Leaks {
+				t.Errorf("memtrail's classes %+v, valgrind's %+v (via heuristics %+v)", got, want[0].Leaks, want[0].ViaHeuristic)
+			}
+			t.Logf("%s: %+v in %v", c.how, classesOf(scan), time.Duration(scan.Duration))
 		})
 	}
 }
