@@ -78,7 +78,7 @@ func sameAsValgrind(t *testing.T, p *analysis.Process, want fixture.HeapSummary)
 	s := p.Summary
 	got := fixture.HeapSummary{PID: want.PID, Allocs: s.Allocations, Frees: s.Frees, BytesAllocated: s.BytesAllocated,
 		InUseBytes: s.InUseAtExitBytes, InUseBlocks: s.InUseAtExitBlocks,
-		Leaks: want.Leaks} // the leak classes are TestLeakClassesEqualValgrind's
+		Leaks: want.Leaks, ViaHeuristic: want.ViaHeuristic} // the leak classes are TestLeakClassesEqualValgrind's
 	if got != want {
 		t.Errorf("pid %d (%v): memtrail counts %+v, valgrind %+v", p.PID, p.Args, got, want)
 	}
