@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/memtrail/memtrail/internal/symbolize"
 )
 
 // The call-frame information of .eh_frame (the format of the LSB, close to
@@ -162,40 +164,24 @@ func (r *ehReader) u64() uint64 {
 }
 
 func (r *ehReader) uleb() uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		b := r.u8()
-		if r.err != nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= uint64(b&0x7f) << shift
-		}
-		if b&0x80 == 0 {
-			return v
-		}
-	}
+	v, n := symbolize.ULEB128(r.data[r.pos:])
+	r.leb(n)
+	return v
 }
 
 func (r *ehReader) sleb() int64 {
-	var v int64
-	var shift uint
-	for {
-		b := r.u8()
-		if r.err != nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= int64(b&0x7f) << shift
-		}
-		shift += 7
-		if b&0x80 == 0 {
-			if shift < 64 && b&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	v, n := symbolize.SLEB128(r.data[r.pos:])
+	r.leb(n)
+	return v
+}
+
+// leb moves past a LEB128 number of n bytes, 0 if the data ended in it.
+func (r *ehReader) leb(n int) {
+	if n == 0 {
+		r.fail(errTruncated)
+		return
 	}
+	r.pos += n
 }
 
 func (r *ehReader) cstring() string {

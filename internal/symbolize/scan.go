@@ -398,40 +398,30 @@ func (b *scanBuf) offset(size int) uint64 {
 }
 
 func (b *scanBuf) uleb() uint64 {
-	var v uint64
-	for shift := 0; ; shift += 7 {
-		c := b.u8()
-		if b.err != nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		if c&0x80 == 0 {
-			return v
-		}
+	if !b.need(1) {
+		return 0
 	}
+	v, n := ULEB128(b.data[b.pos:])
+	b.leb(n)
+	return v
 }
 
 func (b *scanBuf) sleb() int64 {
-	var v int64
-	shift := 0
-	for {
-		c := b.u8()
-		if b.err != nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	if !b.need(1) {
+		return 0
 	}
+	v, n := SLEB128(b.data[b.pos:])
+	b.leb(n)
+	return v
+}
+
+// leb moves past a LEB128 number of n bytes, 0 if the data ended in it.
+func (b *scanBuf) leb(n int) {
+	if n == 0 {
+		b.err, b.pos = errPastEnd, uint64(len(b.data))
+		return
+	}
+	b.pos += uint64(n)
 }
 
 func (b *scanBuf) cstring() {
