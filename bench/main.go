@@ -9,7 +9,7 @@
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
 //	go run ./bench -also -stack-calls -only calls   # also memtrail run -stack-calls (exact stack)
-//	go run ./bench -also -leak-check=false          # also without the leak scan
+//	go run ./bench -also -leak-check=false -also -leak-origins   # two more rows: without the leak scan, with leak origins
 //
 // The workloads need a C compiler, heaptrack, sqlite3, jq and python3.
 //
@@ -142,7 +142,10 @@ func main() {
 	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
 	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
-	flag.StringVar(&also, "also", "", "also record with memtrail run and these `flags` (e.g. -stack-calls, -leak-check=false), separated by commas")
+	flag.Func("also", "also record with memtrail run and these `flags` (e.g. -stack-calls, -leak-check=false), separated by commas; may be repeated", func(s string) error {
+		also = append(also, strings.Split(s, ","))
+		return nil
+	})
 	flag.Parse()
 	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -196,8 +199,7 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 			return append([]string{old, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
 		}, t.file})
 	}
-	if also != "" {
-		flags := strings.Split(also, ",")
+	for _, flags := range also {
 		ts = append(ts, tool{"memtrail " + strings.Join(flags, " "), func(w []string, out string) []string {
 			args := append([]string{memtrail, "run", "-q", "-stats"}, flags...)
 			return append(append(args, "-o", out+".mtr", "--"), w...)
@@ -303,8 +305,8 @@ func unwindCosts(memtrail, dir string, runs int) error {
 // baseline is the git revision of memtrail to measure against, if any.
 var baseline string
 
-// also is the flags of memtrail run to measure as one more tool.
-var also string
+// also is the flags of memtrail run to measure as more tools, one each.
+var also [][]string
 
 // buildRevision builds memtrail as of git revision rev into dir.
 func buildRevision(dir, rev string) (string, error) {
