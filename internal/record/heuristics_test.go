@@ -3,7 +3,6 @@ package record_test
 import (
 	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/memtrail/memtrail/internal/fixture"
 )
@@ -76,20 +75,7 @@ func TestHeuristicClassesEqualValgrind(t *testing.T) {
 	for _, c := range heuristicCases {
 		t.Run(c.how, func(t *testing.T) {
 			t.Parallel()
-			rec := recordArgs(t, "", prog, c.how)
-			want := fixture.Valgrind(t, prog, c.how)
-			scans := leakScans(t, rec.res.Path)
-			if len(scans) != 1 || len(want) != 1 {
-				t.Fatalf("%d scans, valgrind saw %d processes", len(scans), len(want))
-			}
-			scan := scans[1]
-			if scan.Error != "" {
-				t.Fatalf("no scan: %s", scan.Error)
-			}
-			if got := classesOf(scan); got != want[0].Leaks {
-				t.Errorf("memtrail's classes %+v, valgrind's %+v (via heuristics %+v)", got, want[0].Leaks, want[0].ViaHeuristic)
-			}
-			t.Logf("%s: %+v in %v", c.how, classesOf(scan), time.Duration(scan.Duration))
+			classesEqualValgrind(t, prog, c.how)
 		})
 	}
 }

@@ -92,22 +92,29 @@ func TestLeakClassesEqualValgrind(t *testing.T) {
 	for _, c := range leakCases {
 		t.Run(c.how, func(t *testing.T) {
 			t.Parallel()
-			rec := recordArgs(t, "", prog, c.how)
-			want := fixture.Valgrind(t, prog, c.how)
-			scans := leakScans(t, rec.res.Path)
-			if len(scans) != 1 || len(want) != 1 {
-				t.Fatalf("%d scans, valgrind saw %d processes", len(scans), len(want))
-			}
-			scan := scans[1]
-			if scan.Error != "" {
-				t.Fatalf("no scan: %s", scan.Error)
-			}
-			if got := classesOf(scan); got != want[0].Leaks {
-				t.Errorf("memtrail's classes %+v, valgrind's %+v", got, want[0].Leaks)
-			}
-			t.Logf("%s: %+v in %v", c.how, classesOf(scan), time.Duration(scan.Duration))
+			classesEqualValgrind(t, prog, c.how)
 		})
 	}
+}
+
+// classesEqualValgrind records prog with argument how and compares the
+// classes of the recorder's scan with memcheck's, bytes and blocks.
+func classesEqualValgrind(t *testing.T, prog, how string) {
+	t.Helper()
+	rec := recordArgs(t, "", prog, how)
+	want := fixture.Valgrind(t, prog, how)
+	scans := leakScans(t, rec.res.Path)
+	if len(scans) != 1 || len(want) != 1 {
+		t.Fatalf("%d scans, valgrind saw %d processes", len(scans), len(want))
+	}
+	scan := scans[1]
+	if scan.Error != "" {
+		t.Fatalf("no scan: %s", scan.Error)
+	}
+	if got := classesOf(scan); got != want[0].Leaks {
+		t.Errorf("memtrail's classes %+v, valgrind's %+v (via heuristics %+v)", got, want[0].Leaks, want[0].ViaHeuristic)
+	}
+	t.Logf("%s: %+v in %v", how, classesOf(scan), time.Duration(scan.Duration))
 }
 
 // TestKilledHasNoLeakScan: a process killed by SIGKILL never reaches its
