@@ -266,7 +266,7 @@ func (x *Map) Clone() Map {
 
 // Share marks every run of pages shared, writing x only if one is not
 // yet: clones made by several goroutines at once then only read x.
-func (x *Map) Share() { shareAll(&x.shared, len(x.pages)) }
+func (x *Map) Share() { MarkShared(&x.shared, len(x.pages)) }
 
 // Len returns how many addresses x holds.
 func (x *Map) Len() int { return x.n }
@@ -291,9 +291,10 @@ func (x *Map) Each(f func(addr uint64, v uint32)) {
 	}
 }
 
-// shareAll makes *shared say that all n runs are shared, writing it only
-// if it does not say so yet.
-func shareAll(shared *[]bool, n int) {
+// MarkShared makes *shared say that all n runs of a copy-on-write table
+// are shared, writing it only if it does not say so yet: a Map's runs of
+// pages, and the analysis's heap table's chunks.
+func MarkShared(shared *[]bool, n int) {
 	if len(*shared) == n && !slices.Contains(*shared, false) {
 		return
 	}

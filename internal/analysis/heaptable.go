@@ -197,20 +197,7 @@ func (t *heapTable) newRef() uint32 {
 // share marks every chunk of the arena shared, writing t only if one is
 // not yet: the tables of checkpoints are cloned by several goroutines at
 // once.
-func (t *heapTable) share() { shareAll(&t.shared, len(t.arena)) }
-
-// shareAll makes *shared say that all n chunks are shared, writing it only
-// if it does not say so yet.
-func shareAll(shared *[]bool, n int) {
-	if len(*shared) == n && !slices.Contains(*shared, false) {
-		return
-	}
-	all := make([]bool, n)
-	for i := range all {
-		all[i] = true
-	}
-	*shared = all
-}
+func (t *heapTable) share() { addrmap.MarkShared(&t.shared, len(t.arena)) }
 
 func (t *heapTable) dropRef(ref uint32) {
 	lb := t.atw(ref)
