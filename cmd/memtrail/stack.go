@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/report"
 	"github.com/memtrail/memtrail/internal/stackdepth"
 )
 
@@ -27,7 +28,7 @@ func stackCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	opts := stackdepth.ReportOptions{Top: *top}
+	opts := report.StackOptions{Top: *top}
 	switch {
 	case *roots:
 		opts.Entries = deepestRoots(a, *top)
@@ -52,9 +53,9 @@ func stackCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 	}
 	if *asJSON {
-		err = stackdepth.WriteJSON(stdout, a, opts)
+		err = report.WriteStackJSON(stdout, a, opts)
 	} else {
-		err = stackdepth.WriteText(stdout, a, opts)
+		err = report.WriteStackText(stdout, a, opts)
 	}
 	if err != nil {
 		return 1, err

@@ -120,7 +120,7 @@ func (a *Analysis) walk(i int) *codeWalk {
 	w.states = make([]stackState, len(w.insts))
 	w.visited = make([]bool, len(w.insts))
 	entry := stackState{depth: returnAddress, depthKnown: true}
-	if fn.isFragment() {
+	if fn.IsFragment() {
 		entry = stackState{}
 	}
 	w.flow(entry)
@@ -189,7 +189,7 @@ func (w *codeWalk) step(i int, s stackState) (stackState, []int) {
 				s.fp, s.fpKnown = rule.offset, true
 			}
 		}
-	} else if w.fde == nil && w.a.Functions[w.fn].isFragment() {
+	} else if w.fde == nil && w.a.Functions[w.fn].IsFragment() {
 		if f := w.a.fdeAt(pc); f != nil {
 			if rule := f.rowAt(pc); !rule.expr && rule.reg == dwarfRSP {
 				s.depth, s.depthKnown = rule.offset, true

@@ -104,8 +104,8 @@ func (a *Analysis) addUnnamedFunctions() {
 	a.linkFragments()
 }
 
-// isFragment reports whether fn is a part of another function.
-func (fn *Function) isFragment() bool { return fn.Fragment != -1 }
+// IsFragment reports whether fn is a part of another function.
+func (fn *Function) IsFragment() bool { return fn.Fragment != -1 }
 
 // hasFunctions reports whether syms holds a defined function.
 func hasFunctions(f *elf.File, syms []elf.Symbol) bool {
@@ -136,7 +136,7 @@ func (a *Analysis) linkFragments() {
 		}
 	}
 	for _, fn := range a.Functions {
-		if fn.isFragment() {
+		if fn.IsFragment() {
 			continue
 		}
 		at := strings.Index(fn.Name, ".cold")

@@ -186,7 +186,7 @@ func (a *Analysis) components() [][]int {
 		}
 	}
 	for v := range n {
-		if index[v] < 0 && !a.Functions[v].isFragment() {
+		if index[v] < 0 && !a.Functions[v].IsFragment() {
 			visit(v)
 		}
 	}
@@ -217,7 +217,7 @@ func (a *Analysis) Chain(fn *Function) []Link {
 		seen[fn] = true
 		link := Link{Function: fn, Tail: tail, Bytes: own(fn)}
 		if fn.Recursive {
-			link.Bytes = a.round(fn.Cycle)
+			link.Bytes = a.Round(fn.Cycle)
 			for _, m := range a.Cycles[fn.Cycle] {
 				seen[a.Functions[m]] = true
 			}
@@ -235,9 +235,9 @@ func (a *Analysis) Chain(fn *Function) []Link {
 	return chain
 }
 
-// round returns the stack one round of a cycle takes: each member's
+// Round returns the stack one round of cycle (an index in Cycles) takes: each member's
 // return address and frame.
-func (a *Analysis) round(cycle int) uint64 {
+func (a *Analysis) Round(cycle int) uint64 {
 	var sum uint64
 	for _, m := range a.Cycles[cycle] {
 		sum += own(a.Functions[m])
@@ -258,7 +258,7 @@ func (a *Analysis) Roots() []*Function {
 	}
 	var roots []*Function
 	for i, fn := range a.Functions {
-		if !called[i] && !fn.isFragment() {
+		if !called[i] && !fn.IsFragment() {
 			roots = append(roots, fn)
 		}
 	}
@@ -319,4 +319,19 @@ func (a *Analysis) Reach(fn *Function) Reach {
 	slices.Sort(r.Cycles)
 	slices.SortFunc(r.Dynamic, func(x, y *Function) int { return cmpUint(x.Addr, y.Addr) })
 	return r
+}
+
+// Largest returns the n functions with the largest frames (all for 0).
+func (a *Analysis) Largest(n int) []*Function {
+	var fns []*Function
+	for _, fn := range a.Functions {
+		if !fn.IsFragment() {
+			fns = append(fns, fn)
+		}
+	}
+	slices.SortStableFunc(fns, func(x, y *Function) int { return cmpUint(y.Frame, x.Frame) })
+	if n > 0 && len(fns) > n {
+		fns = fns[:n]
+	}
+	return fns
 }

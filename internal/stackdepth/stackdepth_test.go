@@ -1,8 +1,6 @@
 package stackdepth
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,32 +237,5 @@ func TestDynamicFrame(t *testing.T) {
 	}
 	if r := a.Reach(lookup(t, a, "main")); !slices.Contains(r.Dynamic, fn) {
 		t.Errorf("main's reach %v does not name grow's dynamic frame", r.Dynamic)
-	}
-}
-
-// TestReports writes the text and JSON reports of testdata/chain.c.
-func TestReports(t *testing.T) {
-	prog, _, _ := build(t, "chain.c", "-O0")
-	a := analyze(t, prog, Options{})
-	opts := ReportOptions{Entries: []*Function{lookup(t, a, "main")}, Top: 3}
-	var text bytes.Buffer
-	if err := WriteText(&text, a, opts); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"Worst case from main: unbounded", "recurse (chain.c:", "call_pointer (chain.c:", "printf, from main", "Largest frames:"} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("no %q in\n%s", want, text.String())
-		}
-	}
-	var js bytes.Buffer
-	if err := WriteJSON(&js, a, opts); err != nil {
-		t.Fatal(err)
-	}
-	var rep jsonReport
-	if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Entries) != 1 || len(rep.Entries[0].Chain) != 4 || rep.Entries[0].External["printf"] != 1 || len(rep.Functions) != 3 {
-		t.Errorf("JSON report %s", js.String())
 	}
 }

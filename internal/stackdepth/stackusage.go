@@ -152,7 +152,7 @@ func (a *Analysis) readStackUsage(f *elf.File, paths []string) error {
 func (a *Analysis) matchStackUsage(su StackUsage) *Function {
 	var found []*Function
 	for _, fn := range a.Functions {
-		if fn.isFragment() {
+		if fn.IsFragment() {
 			continue
 		}
 		if fn.Name == su.Function || fn.Demangled == su.Function || strings.HasSuffix(su.Function, " "+fn.Demangled) {
