@@ -57,7 +57,9 @@ static inline void note_block(const void *p, size_t n)
  * block, the last free of a block that pointed to it, and a block lost at
  * exit is traced to it. The whole usable size is read, as malloc may
  * give more than was asked; the recorder drops the words past the size
- * asked for. */
+ * asked for. Only words that may be a block's start are sent: in the
+ * heap's bounds and 16-byte aligned, as glibc's blocks are (the recorder
+ * follows only pointers to a block's start). */
 static void emit_pointers(struct mt_thread *t, const void *p)
 {
 	uintptr_t lo = __atomic_load_n(&heap_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&heap_hi, __ATOMIC_RELAXED);
@@ -76,7 +78,7 @@ static void emit_pointers(struct mt_thread *t, const void *p)
 		if (i == n)
 			break;
 		uintptr_t v = w[i];
-		if (v >= lo && v < hi && v >> 48 == 0)
+		if (v >= lo && v < hi && (v & 15) == 0 && v >> 48 == 0)
 			rec[k++] = (uint64_t)(i < 0xffff ? i : 0xffff) << 48 | v;
 	}
 }
