@@ -69,7 +69,7 @@ func (r *Recorder) leakScan(p *process, w []uint64) {
 	var lost []trace.LeakBlock
 	if p.live == nil {
 		scan.Error = "the recorder does not know the process's heap from its start"
-	} else if res, err := scanMemory(p.pid, p.live, scanStackPointers(w), r.opts.AgentPath); err != nil {
+	} else if res, err := scanMemory(p.pid, p.live, parseScan(w), r.opts.AgentPath); err != nil {
 		scan.Error = err.Error()
 	} else {
 		scan.DefinitelyLostBytes, scan.DefinitelyLostBlocks = res.bytes[trace.DefinitelyLost], res.blocks[trace.DefinitelyLost]
@@ -99,14 +99,28 @@ func (r *Recorder) leakScan(p *process, w []uint64) {
 	p.region.wake(hdrScanDone, math.MaxInt32) // the exiting thread and the stopped ones
 }
 
-// scanStackPointers returns the stack pointers of a SCAN record w: the
-// exiting thread's, then the stopped threads'.
-func scanStackPointers(w []uint64) []uint64 {
-	sps := []uint64{w[3]}
-	if len(w) > 4 && w[4] <= uint64(len(w)-5) {
-		sps = append(sps, w[5:5+w[4]]...)
+// scanRecord is what a SCAN record says: the stack pointers of the
+// exiting thread and of the threads stopped for the scan, and the agent's
+// own mappings, which are no roots.
+type scanRecord struct {
+	sps []uint64
+	own [][2]uint64 // start and end, in increasing order
+}
+
+func parseScan(w []uint64) scanRecord {
+	r := scanRecord{sps: []uint64{w[3]}}
+	if len(w) <= 4 || w[4] > uint64(len(w)-5) {
+		return r
 	}
-	return sps
+	n := int(w[4])
+	r.sps = append(r.sps, w[5:5+n]...)
+	if rest := w[5+n:]; len(rest) > 0 && rest[0] <= uint64(len(rest)-1)/2 {
+		for i := range int(rest[0]) {
+			r.own = append(r.own, [2]uint64{rest[1+2*i], rest[1+2*i] + rest[2+2*i]})
+		}
+		slices.SortFunc(r.own, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	}
+	return r
 }
 
 // scanResult is what a scan found: bytes and blocks per class, and the
@@ -164,9 +178,10 @@ func (g *heapGraph) find(v uint64) int {
 	return i
 }
 
-// scanMemory classifies the blocks of live in process pid, whose
-// threads' stacks are in use from their stack pointers sps up: the
-// exiting thread's and those stopped for the scan.
+// scanMemory classifies the blocks of live in process pid, as its SCAN
+// record sr says: its threads' stacks are in use from their stack
+// pointers up (the exiting thread's and those stopped for the scan), and
+// the agent's own mappings are no roots.
 //
 //  1. Read every live block and note the pointers it holds to blocks
 //     (start or interior): the heap graph.
@@ -184,7 +199,7 @@ func (g *heapGraph) find(v uint64) int {
 //     a later group joins that group, with its own. So in a lost cycle
 //     the block of lowest address is definitely lost and the rest
 //     indirectly.
-func scanMemory(pid int, live *liveSet, sps []uint64, agentPath string) (*scanResult, error) {
+func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanResult, error) {
 	mem := &processMemory{pid: pid}
 	g := &heapGraph{}
 	g.addrs, g.sizes = live.sorted()
@@ -200,7 +215,7 @@ func scanMemory(pid int, live *liveSet, sps []uint64, agentPath string) (*scanRe
 	}
 	heur := &heuristics{g: g, mem: mem, maps: ms, vtables: map[uint64]bool{}}
 	heur.acceptEdges()
-	roots := rootRanges(ms, g, sps, agentPath)
+	roots := rootRanges(ms, g, sr, agentPath)
 	state := make([]uint8, len(g.addrs))
 	for i := range state {
 		state[i] = unreached
@@ -487,7 +502,7 @@ func readMaps(pid int) ([]mapping, error) {
 
 // rootRanges returns the ranges of memory of mappings ms to scan for
 // roots (see the top of this file).
-func rootRanges(ms []mapping, g *heapGraph, sps []uint64, agentPath string) [][2]uint64 {
+func rootRanges(ms []mapping, g *heapGraph, sr scanRecord, agentPath string) [][2]uint64 {
 	var out [][2]uint64
 	for _, m := range ms {
 		if !m.read || !m.write || m.path == "[heap]" || m.path == agentPath || strings.HasPrefix(m.path, "/memfd:memtrail") {
@@ -498,12 +513,30 @@ func rootRanges(ms []mapping, g *heapGraph, sps []uint64, agentPath string) [][2
 			continue // malloc's memory
 		}
 		start := m.start
-		for _, sp := range sps {
+		for _, sp := range sr.sps {
 			if sp >= m.start && sp < m.end && sp&^7 > start {
 				start = sp &^ 7 // a thread's stack: in use from there up
 			}
 		}
-		out = append(out, [2]uint64{start, m.end})
+		out = appendOutside(out, start, m.end, sr.own)
+	}
+	return out
+}
+
+// appendOutside appends to out the parts of [lo, hi) outside the ranges
+// of own (in increasing order).
+func appendOutside(out [][2]uint64, lo, hi uint64, own [][2]uint64) [][2]uint64 {
+	for _, o := range own {
+		if o[1] <= lo || o[0] >= hi {
+			continue
+		}
+		if o[0] > lo {
+			out = append(out, [2]uint64{lo, o[0]})
+		}
+		lo = max(lo, o[1])
+	}
+	if lo < hi {
+		out = append(out, [2]uint64{lo, hi})
 	}
 	return out
 }

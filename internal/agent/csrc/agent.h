@@ -89,6 +89,12 @@ extern struct mt_process mt_proc MT_HIDDEN;
 /* arena.c: memory for the agent itself, straight from mmap. */
 MT_HIDDEN void *mt_arena_alloc(size_t size);
 MT_HIDDEN void *mt_map(size_t size);
+#define MT_MAX_MAPS 44 /* a SCAN record holds them */
+struct mt_mapping {
+	uintptr_t addr, size;
+};
+extern struct mt_mapping mt_maps[MT_MAX_MAPS] MT_HIDDEN;
+extern uint32_t mt_nmaps MT_HIDDEN;
 
 /* real.c: the allocator functions the agent wraps. */
 struct mt_real {

@@ -11,10 +11,25 @@
 static mt_lock_t arena_lock;
 static uint8_t *arena_cur, *arena_end;
 
+/* The agent's mappings, the first MT_MAX_MAPS of them: the leak scan
+ * leaves them out of its roots (they hold no pointer of the program's,
+ * and the call-stack index alone is megabytes that would take the scan
+ * tens of milliseconds to read). The kernel may merge one with a mapping
+ * of the program's, so the recorder takes them out by address. */
+struct mt_mapping mt_maps[MT_MAX_MAPS];
+uint32_t mt_nmaps;
+
 void *mt_map(size_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	if (p == MAP_FAILED)
+		return NULL;
+	uint32_t i = __atomic_fetch_add(&mt_nmaps, 1, __ATOMIC_RELAXED);
+	if (i < MT_MAX_MAPS) {
+		mt_maps[i].size = size;
+		__atomic_store_n(&mt_maps[i].addr, (uintptr_t)p, __ATOMIC_RELEASE);
+	}
+	return p;
 }
 
 /* mt_arena_alloc hands out zeroed memory that is never given back. */

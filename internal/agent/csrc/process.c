@@ -553,7 +553,7 @@ static uint64_t scanned;
  * Threads that do not answer within stop_wait_ns (the signal blocked, or
  * the thread exiting) are scanned whole.
  */
-#define MT_MAX_STOPPED 240 /* a SCAN record holds their stack pointers */
+#define MT_MAX_STOPPED 160 /* a SCAN record holds their stack pointers */
 static const uint64_t stop_wait_ns = 100000000ull;
 static uint64_t stopped_sp[MT_MAX_STOPPED];
 static uint32_t stopped;
@@ -649,6 +649,18 @@ static __attribute__((noinline)) int stop_others(struct sigaction *old, uint32_t
 	return sig;
 }
 
+/* What leak_scan keeps on its stack, in one struct it zeroes first: the
+ * recorder scans the stack from regs up, and a hole between separate
+ * locals would hold whatever an earlier call left there, a stale pointer
+ * that keeps a lost block reachable (it did, now and then, in the tests). */
+struct scan_frame {
+	/* Every general register, as memcheck and LeakSanitizer scan them:
+	 * a block may be kept only by a value in a callee-saved register. */
+	uint64_t regs[16];
+	struct sigaction old;
+	uint64_t rec[6 + MT_MAX_STOPPED + 2 * MT_MAX_MAPS];
+};
+
 /*
  * leak_scan holds the process while the recorder scans its memory for
  * leaks (see record/leakscan.go). The recorder reads the memory from
@@ -663,31 +675,46 @@ static __attribute__((noinline)) void leak_scan(struct mt_thread *t)
 		return;
 	scanned = mt_proc.gen + 1;
 	__atomic_store_n(&hdr->scan_done, 0, __ATOMIC_RELEASE);
-	struct sigaction old;
+	struct scan_frame f;
+	__builtin_memset(&f, 0, sizeof f);
 	uint32_t sent = 0;
-	int sig = stop_others(&old, &sent);
-	/* Every general register, as memcheck and LeakSanitizer scan them:
-	 * a block may be kept only by a value in a callee-saved register. */
-	volatile uint64_t regs[16];
+	int sig = stop_others(&f.old, &sent);
 	__asm__ volatile("mov %%rax, 0(%0)\n\tmov %%rbx, 8(%0)\n\tmov %%rcx, 16(%0)\n\tmov %%rdx, 24(%0)\n\t"
 			 "mov %%rsi, 32(%0)\n\tmov %%rdi, 40(%0)\n\tmov %%rbp, 48(%0)\n\tmov %%r8, 56(%0)\n\t"
 			 "mov %%r9, 64(%0)\n\tmov %%r10, 72(%0)\n\tmov %%r11, 80(%0)\n\tmov %%r12, 88(%0)\n\t"
 			 "mov %%r13, 96(%0)\n\tmov %%r14, 104(%0)\n\tmov %%r15, 112(%0)\n\tmov %%rsp, 120(%0)"
-			 : : "r"(regs) : "memory");
-	uint32_t n = __atomic_load_n(&stopped, __ATOMIC_ACQUIRE);
+			 : : "r"(f.regs) : "memory");
+	uint32_t n = __atomic_load_n(&stopped, __ATOMIC_ACQUIRE), m = __atomic_load_n(&mt_nmaps, __ATOMIC_ACQUIRE);
 	if (n > MT_MAX_STOPPED)
 		n = MT_MAX_STOPPED;
-	uint64_t rec[5 + MT_MAX_STOPPED] = {MT_REC_SCAN | (uint64_t)(5 + n) << 8, mt_seq(), mt_tsc(), (uint64_t)(uintptr_t)regs, n};
+	if (m > MT_MAX_MAPS)
+		m = MT_MAX_MAPS;
+	uint64_t *rec = f.rec;
+	rec[1] = mt_seq();
+	rec[2] = mt_tsc();
+	rec[3] = (uint64_t)(uintptr_t)f.regs;
+	rec[4] = n;
+	unsigned k = 5;
 	for (uint32_t i = 0; i < n; i++)
-		rec[5 + i] = __atomic_load_n(&stopped_sp[i], __ATOMIC_ACQUIRE);
-	mt_emit(t, rec, 5 + n);
+		rec[k++] = __atomic_load_n(&stopped_sp[i], __ATOMIC_ACQUIRE);
+	uint64_t *nmaps = &rec[k++];
+	for (uint32_t i = 0; i < m; i++) {
+		uintptr_t addr = __atomic_load_n(&mt_maps[i].addr, __ATOMIC_ACQUIRE);
+		if (addr != 0) {
+			rec[k++] = addr;
+			rec[k++] = mt_maps[i].size;
+			(*nmaps)++;
+		}
+	}
+	rec[0] = MT_REC_SCAN | (uint64_t)k << 8;
+	mt_emit(t, rec, k);
 	wait_scan_done();
 	/* A thread that has not answered yet may still: then the handler,
 	 * which returns at once now, stays. */
 	if (sig != 0 && __atomic_load_n(&stopped, __ATOMIC_ACQUIRE) >= sent)
-		sigaction(sig, &old, NULL);
+		sigaction(sig, &f.old, NULL);
 	/* The registers must be in memory until the scan is over. */
-	__asm__ volatile("" : : "r"(regs) : "memory");
+	__asm__ volatile("" : : "r"(f.regs) : "memory");
 }
 
 static void on_exit_handler(int status, void *arg)
