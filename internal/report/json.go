@@ -103,7 +103,8 @@ type jsonSummary struct {
 	PossiblyLostBlocks   *uint64 `json:"possibly_lost_blocks"`
 	StillReachableBytes  *uint64 `json:"still_reachable_bytes"`
 	StillReachableBlocks *uint64 `json:"still_reachable_blocks"`
-	LeakScan             string  `json:"leak_scan"` // "done", or why there is no scan
+	LeakScan             string  `json:"leak_scan"`    // "done", or why there is no scan
+	LeakScanNS           *uint64 `json:"leak_scan_ns"` // how long the scan held the process at its exit
 	RunTimeNS            uint64  `json:"run_time_ns"`
 	End                  jsonEnd `json:"end"`
 	LostEvents           uint64  `json:"lost_events"`
@@ -191,6 +192,7 @@ func jsonSummaryOf(p *analysis.Process, usage StackUsage) jsonSummary {
 	js.LeakScan = why
 	if scan != nil {
 		js.LeakScan = "done"
+		js.LeakScanNS = &scan.Duration
 		for _, f := range []struct {
 			dst **uint64
 			v   uint64

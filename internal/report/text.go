@@ -104,6 +104,7 @@ func (t *textReport) summary() {
 		} {
 			rows = slices.Insert(rows, inUse+i, [2]string{"  " + c.name, exactSize(c.bytes) + " in " + Plural(c.blocks, "block")})
 		}
+		rows = slices.Insert(rows, inUse+4, [2]string{"  scanned in", Duration(scan.Duration) + " (the program held at its exit)"})
 	case p.LeakScan != nil || p.Ended && p.How == trace.EndSignaled:
 		rows = slices.Insert(rows, inUse, [2]string{"  leak classes", why})
 	}
