@@ -162,6 +162,9 @@ type Process struct {
 	// LeakScan) with the indirectly lost blocks that hang from them,
 	// grouped by the call stack of the lost block: most bytes first.
 	LostChains []LostChain
+	// PossiblyLost are the possibly lost blocks of the scan at exit, by
+	// the call stack that allocated them: most bytes first.
+	PossiblyLost []ChainPart
 	// OriginsLooked says that the trace looked for where the leaks were
 	// made (memtrail run -leak-origins): see LostChain.Origins.
 	OriginsLooked bool

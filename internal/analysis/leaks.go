@@ -81,6 +81,10 @@ func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
 	for i := range p.LostChains {
 		chains[p.LostChains[i].Stack] = i
 	}
+	possible := make(map[uint64]int, len(p.PossiblyLost))
+	for i, h := range p.PossiblyLost {
+		possible[h.Stack] = i
+	}
 	chainOf := func(stack uint64) *LostChain {
 		i, ok := chains[stack]
 		if !ok {
@@ -102,6 +106,15 @@ func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
 			c.Bytes += b.size
 			c.Blocks++
 			rp.addToLead(blk.Addr, b.size)
+		case trace.PossiblyLost:
+			j, ok := possible[stack]
+			if !ok {
+				j = len(p.PossiblyLost)
+				possible[stack] = j
+				p.PossiblyLost = append(p.PossiblyLost, ChainPart{Stack: stack})
+			}
+			p.PossiblyLost[j].Bytes += b.size
+			p.PossiblyLost[j].Blocks++
 		case trace.IndirectlyLost:
 			_, leadStack, ok := stackOf(blk.Leader)
 			if !ok {
@@ -129,6 +142,7 @@ func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
 	for i := range p.LostChains {
 		sortParts(p.LostChains[i].Hanging)
 	}
+	sortParts(p.PossiblyLost)
 }
 
 // sortParts puts the parts with the most bytes first.

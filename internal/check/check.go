@@ -141,10 +141,9 @@ func Check(p *analysis.Process, budgets []Budget, sups []*Suppression, top int) 
 
 // leakResult holds p to a budget of a leak class. The definitely lost
 // bytes are those of the chains' leads, the indirectly lost those hanging
-// from them, each by its own call stack, and a suppression of its class
-// matching that stack takes them out; the possibly lost are the scan's
-// total (their stacks are not kept). p must have a leak scan (see
-// analysis.Process.LeakClasses).
+// from them, the possibly lost by theirs, each by its own call stack, and
+// a suppression of its class matching that stack takes them out. p must
+// have a leak scan (see analysis.Process.LeakClasses).
 func leakResult(p *analysis.Process, b Budget, sups []*Suppression, top int) Result {
 	r := Result{Budget: b}
 	scan, _ := p.LeakClasses()
@@ -192,6 +191,13 @@ func leakResult(p *analysis.Process, b Budget, sups []*Suppression, top int) Res
 		}
 	case PossiblyLost:
 		r.Actual = scan.PossiblyLostBytes
+		for _, h := range p.PossiblyLost {
+			if suppressed(h.Stack, "possible") {
+				r.Actual -= min(h.Bytes, r.Actual)
+			} else {
+				bytes[h.Stack] += h.Bytes
+			}
+		}
 	}
 	r.Broken = r.Actual > b.Limit
 	stacks := make([]uint64, 0, len(bytes))

@@ -72,10 +72,8 @@ func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 		t.printf("       the call stacks whose blocks were still allocated at exit:\n")
 	case check.Allocations:
 		t.printf("       the call stacks that allocated most often:\n")
-	case check.DefinitelyLost, check.IndirectlyLost:
+	case check.DefinitelyLost, check.IndirectlyLost, check.PossiblyLost:
 		t.printf("       the call stacks that allocated those blocks:\n")
-	case check.PossiblyLost:
-		t.printf("       (the scan keeps no call stacks of possibly lost blocks)\n")
 	}
 	for i, s := range r.Sites {
 		var what string

@@ -17,20 +17,21 @@ func JSON(w io.Writer, m *analysis.Model, opts Options) error {
 		return err
 	}
 	r := jsonReport{
-		Program:     p.Exe,
-		Args:        orEmpty(p.Args),
-		PID:         p.PID,
-		PPID:        p.PPID,
-		Forked:      p.Forked,
-		Processes:   jsonProcesses(m, p),
-		Summary:     jsonSummaryOf(p, opts.StackUsage),
-		Peak:        jsonSites(p, analysis.ByPeak, opts.top()),
-		Allocations: jsonSites(p, analysis.ByAllocations, opts.top()),
-		InUseAtExit: jsonSites(p, analysis.ByInUseAtExit, opts.top()),
-		Temporary:   jsonSites(p, analysis.ByTemporary, opts.top()),
-		LostChains:  jsonLostChainsOf(p, opts.top()),
-		Problems:    jsonProblemsOf(p),
-		Warnings:    orEmpty(m.Warnings),
+		Program:      p.Exe,
+		Args:         orEmpty(p.Args),
+		PID:          p.PID,
+		PPID:         p.PPID,
+		Forked:       p.Forked,
+		Processes:    jsonProcesses(m, p),
+		Summary:      jsonSummaryOf(p, opts.StackUsage),
+		Peak:         jsonSites(p, analysis.ByPeak, opts.top()),
+		Allocations:  jsonSites(p, analysis.ByAllocations, opts.top()),
+		InUseAtExit:  jsonSites(p, analysis.ByInUseAtExit, opts.top()),
+		Temporary:    jsonSites(p, analysis.ByTemporary, opts.top()),
+		LostChains:   jsonLostChainsOf(p, opts.top()),
+		PossiblyLost: jsonChainParts(p, p.PossiblyLost[:min(opts.top(), len(p.PossiblyLost))]),
+		Problems:     jsonProblemsOf(p),
+		Warnings:     orEmpty(m.Warnings),
 	}
 	return writeJSON(w, r)
 }
@@ -50,8 +51,11 @@ type jsonReport struct {
 	// LostChains are the definitely lost blocks of the scan at exit,
 	// by their call stack, with what hangs from them: most bytes first.
 	LostChains []jsonLostChain `json:"lost_chains"`
-	Problems   jsonProblems    `json:"problems"`
-	Warnings   []string        `json:"warnings"`
+	// PossiblyLost are the possibly lost blocks of the scan at exit, by
+	// their call stack: most bytes first.
+	PossiblyLost []jsonChainPart `json:"possibly_lost"`
+	Problems     jsonProblems    `json:"problems"`
+	Warnings     []string        `json:"warnings"`
 }
 
 // jsonProcess is a process of the trace in the list to pick from.

@@ -27,6 +27,7 @@ func Text(w io.Writer, m *analysis.Model, opts Options) error {
 		t.siteTable(tab)
 	}
 	t.lostChains()
+	t.possiblyLost()
 	t.problems()
 	t.symbols()
 	t.otherProcesses()
@@ -223,6 +224,24 @@ func (t *textReport) lostChains() {
 			t.stack(h.Stack, "          ")
 		}
 		t.origins(c)
+	}
+}
+
+// possiblyLost writes the possibly lost blocks by call stack: kept only
+// through pointers into their interiors.
+func (t *textReport) possiblyLost() {
+	parts := t.p.PossiblyLost
+	if len(parts) == 0 {
+		return
+	}
+	t.printf("\nPossibly lost (only pointers into their interiors lead to them)")
+	if len(parts) > t.opts.top() {
+		t.printf(", top %d of %d call stacks", t.opts.top(), len(parts))
+	}
+	t.printf("\n")
+	for i, h := range parts[:min(len(parts), t.opts.top())] {
+		t.printf("  #%-3d%s in %s, from\n", i+1, Size(h.Bytes), Plural(h.Blocks, "block"))
+		t.stack(h.Stack, "      ")
 	}
 }
 
