@@ -23,10 +23,9 @@ package record
 // data and .bss of every loaded object (and the anonymous mapping that
 // continues a .bss), thread stacks with their TLS blocks and thread
 // control blocks, the main thread's static TLS, anonymous mmaps — but not
-// the heap's own memory: [heap], and any mapping that holds a live block
-// (malloc's other arenas, and the mappings of big blocks), whose stale
-// contents (freed blocks) are no roots; a live block there is scanned
-// once it is found reachable. The agent's own data and its shared region
+// the heap's own memory: [heap], malloc's other arenas and the mappings of
+// big blocks (mallocmem.go), whose stale contents (freed blocks) are no
+// roots; a live block there is scanned once it is found reachable. The agent's own data and its shared region
 // with the recorder are not roots either. Of a thread's stack, only what
 // is above its stack pointer is in use, and its registers are there.
 // memcheck scans the same (client memory that is addressable, and every
@@ -215,7 +214,7 @@ func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanR
 	}
 	heur := &heuristics{g: g, mem: mem, maps: ms, vtables: map[uint64]bool{}}
 	heur.acceptEdges()
-	roots := rootRanges(ms, g, sr, agentPath)
+	roots := rootRanges(ms, g, mem, sr, agentPath)
 	state := make([]uint8, len(g.addrs))
 	for i := range state {
 		state[i] = unreached
@@ -502,15 +501,12 @@ func readMaps(pid int) ([]mapping, error) {
 
 // rootRanges returns the ranges of memory of mappings ms to scan for
 // roots (see the top of this file).
-func rootRanges(ms []mapping, g *heapGraph, sr scanRecord, agentPath string) [][2]uint64 {
+func rootRanges(ms []mapping, g *heapGraph, mem *processMemory, sr scanRecord, agentPath string) [][2]uint64 {
+	skip := mergeRanges(append(mallocRanges(g, mem, ms), sr.own...))
 	var out [][2]uint64
 	for _, m := range ms {
 		if !m.read || !m.write || m.path == "[heap]" || m.path == agentPath || strings.HasPrefix(m.path, "/memfd:memtrail") {
 			continue
-		}
-		i := sort.Search(len(g.addrs), func(i int) bool { return g.addrs[i] >= m.start })
-		if i < len(g.addrs) && g.addrs[i] < m.end {
-			continue // malloc's memory
 		}
 		start := m.start
 		for _, sp := range sr.sps {
@@ -518,15 +514,15 @@ func rootRanges(ms []mapping, g *heapGraph, sr scanRecord, agentPath string) [][
 				start = sp &^ 7 // a thread's stack: in use from there up
 			}
 		}
-		out = appendOutside(out, start, m.end, sr.own)
+		out = appendOutside(out, start, m.end, skip)
 	}
 	return out
 }
 
 // appendOutside appends to out the parts of [lo, hi) outside the ranges
-// of own (in increasing order).
-func appendOutside(out [][2]uint64, lo, hi uint64, own [][2]uint64) [][2]uint64 {
-	for _, o := range own {
+// of skip (in increasing order, not overlapping).
+func appendOutside(out [][2]uint64, lo, hi uint64, skip [][2]uint64) [][2]uint64 {
+	for _, o := range skip {
 		if o[1] <= lo || o[0] >= hi {
 			continue
 		}

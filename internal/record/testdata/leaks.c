@@ -8,11 +8,18 @@
  *
  * Sizes are distinct so that a wrong class shows in the bytes.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
 struct node {
 	struct node *next;
@@ -100,6 +107,23 @@ static void many(int n)
 	tree_root = list(n, 16);
 }
 
+void *kept_big;
+
+/* A block kept only by a pointer in an anonymous mapping of the program's
+ * that lies right before the mapping malloc made for a big block: the
+ * kernel merges the two into one, and the program's part is a root all
+ * the same. Both blocks are still reachable. */
+static void merged(void)
+{
+	char *big = malloc(1 << 20);
+	uintptr_t before = (uintptr_t)big - 16 - 4096;
+	void **mine = mmap((void *)before, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (mine == MAP_FAILED || (uintptr_t)mine != before)
+		exit(2);
+	mine[0] = calloc(1, 200);
+	kept_big = big;
+}
+
 /* bury allocates a block 20 frames of 1 KiB below its caller and keeps
  * its address only in a local there, which stays in the stack's memory,
  * below the stack pointer, once the calls return: stale, no root. */
@@ -158,6 +182,8 @@ int main(int argc, char **argv)
 	free(scratch);
 	if (strcmp(how, "list") == 0)
 		lost_list();
+	else if (strcmp(how, "merged") == 0)
+		merged();
 	else if (strcmp(how, "threads") == 0)
 		threads();
 	else if (strcmp(how, "freed_head") == 0)

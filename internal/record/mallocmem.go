@@ -1,0 +1,100 @@
+package record
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+)
+
+// Which memory is malloc's own, and so no root of the leak scan: its
+// stale contents (freed blocks, its free lists) would keep lost blocks
+// reachable. The main arena is the [heap] mapping. Other memory is found
+// from the live blocks in it, by glibc's chunk header, the word before a
+// block: its size, with flags in the low bits.
+//
+//   - A block of IS_MMAPPED (0x2) has a mapping of its own: from its
+//     header (16 bytes before the block, less the prev_size word's
+//     alignment offset) to the header plus the chunk's size.
+//   - A block of NON_MAIN_ARENA (0x4) lies in a heap of a thread arena:
+//     64 MiB of address space aligned to 64 MiB (glibc's HEAP_MAX_SIZE on
+//     64-bit), all of it malloc's.
+//   - Anything else outside [heap] (the main arena grown with mmap when
+//     brk could not, or an allocator that is not glibc's): the whole
+//     mapping that holds the block, as before these rules.
+//
+// Whole mappings are not enough for the first two: the kernel merges
+// adjacent anonymous mappings into one, so a mapping of malloc's may come
+// joined to one of the program's (python3's object arenas, full of
+// pointers to blocks), and leaving that out made blocks look lost.
+const (
+	chunkMmapped      = 0x2
+	chunkNonMainArena = 0x4
+	chunkFlags        = 0x7
+	threadHeapSize    = 64 << 20
+)
+
+// mallocRanges returns the ranges of memory, outside [heap], that are
+// malloc's, in increasing order and not overlapping.
+func mallocRanges(g *heapGraph, mem *processMemory, ms []mapping) [][2]uint64 {
+	// The blocks outside [heap], and the words before them.
+	var outside []int
+	for _, m := range ms {
+		if m.path == "[heap]" {
+			continue
+		}
+		i := sort.Search(len(g.addrs), func(i int) bool { return g.addrs[i] >= m.start })
+		for ; i < len(g.addrs) && g.addrs[i] < m.end; i++ {
+			outside = append(outside, i)
+		}
+	}
+	if len(outside) == 0 {
+		return nil
+	}
+	words := make([]uint64, 0, 2*len(outside))
+	for _, i := range outside {
+		words = append(words, g.addrs[i]-16, g.addrs[i]-8) // prev_size, size
+	}
+	header := mem.wordsAt(words)
+	var out [][2]uint64
+	for k, i := range outside {
+		addr, prevSize, size := g.addrs[i], header[2*k], header[2*k+1]
+		chunk := size &^ chunkFlags
+		switch {
+		case chunk < g.sizes[i]+8 || addr&15 != 0:
+			out = append(out, mappingOf(ms, addr)) // not a chunk of glibc's
+		case size&chunkMmapped != 0:
+			start := addr - 16 - prevSize
+			out = append(out, [2]uint64{start &^ (pageSize - 1), (addr - 16 + chunk + pageSize - 1) &^ (pageSize - 1)})
+		case size&chunkNonMainArena != 0:
+			heap := addr &^ (threadHeapSize - 1)
+			out = append(out, [2]uint64{heap, heap + threadHeapSize})
+		default:
+			out = append(out, mappingOf(ms, addr))
+		}
+	}
+	return mergeRanges(out)
+}
+
+// mappingOf returns the range of the mapping of ms that holds addr.
+func mappingOf(ms []mapping, addr uint64) [2]uint64 {
+	for _, m := range ms {
+		if addr >= m.start && addr < m.end {
+			return [2]uint64{m.start, m.end}
+		}
+	}
+	return [2]uint64{addr, addr + 1}
+}
+
+// mergeRanges sorts ranges and joins those that overlap or touch.
+func mergeRanges(rs [][2]uint64) [][2]uint64 {
+	slices.SortFunc(rs, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && r[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
