@@ -180,10 +180,7 @@ var siteTables = []siteTable{
 func (t *textReport) siteTable(tab siteTable) {
 	all := t.p.TopSites(tab.order, 0)
 	t.printf("\n%s", tab.title)
-	if len(all) > t.opts.top() {
-		t.printf(", top %d of %d call stacks", t.opts.top(), len(all))
-	}
-	t.printf("\n")
+	t.printf("%s\n", t.limitNote(len(all), "call stacks"))
 	if len(all) == 0 {
 		t.printf("  none\n")
 	}
@@ -207,10 +204,7 @@ func (t *textReport) lostChains() {
 		return
 	}
 	t.printf("\nDefinitely lost, with what hangs from it")
-	if len(chains) > t.opts.top() {
-		t.printf(", top %d of %d call stacks", t.opts.top(), len(chains))
-	}
-	t.printf("\n")
+	t.printf("%s\n", t.limitNote(len(chains), "call stacks"))
 	for i, c := range chains[:min(len(chains), t.opts.top())] {
 		if i > 0 {
 			t.printf("\n")
@@ -235,10 +229,7 @@ func (t *textReport) possiblyLost() {
 		return
 	}
 	t.printf("\nPossibly lost (only pointers into their interiors lead to them)")
-	if len(parts) > t.opts.top() {
-		t.printf(", top %d of %d call stacks", t.opts.top(), len(parts))
-	}
-	t.printf("\n")
+	t.printf("%s\n", t.limitNote(len(parts), "call stacks"))
 	for i, h := range parts[:min(len(parts), t.opts.top())] {
 		t.printf("  #%-3d%s in %s, from\n", i+1, Size(h.Bytes), Plural(h.Blocks, "block"))
 		t.stack(h.Stack, "      ")
