@@ -889,6 +889,8 @@ func TestLostChains(t *testing.T) {
 	hasText(t, ctx, "the definitely lost", "#leak-classes", fmt.Sprintf("definitely lost%s in %s", exactBytes(want.DefinitelyLostBytes), report.Plural(want.DefinitelyLostBlocks, "block")))
 	hasText(t, ctx, "the still reachable", "#leak-classes", fmt.Sprintf("still reachable%s in %s", exactBytes(want.StillReachableBytes), report.Plural(want.StillReachableBlocks, "block")))
 	waitFor(t, ctx, "lost_list's chain", `[...document.querySelectorAll(".lost-chain")].some((c) => c.textContent.includes("lost_list") && c.textContent.includes("160 B in 4 blocks"))`)
+	hasText(t, ctx, "the possibly lost blocks", ".possibly-lost", fmt.Sprintf("%d B in 1 block, from", 100))
+	hasText(t, ctx, "the possibly lost blocks' stack", ".possibly-lost", "interior")
 	shot(t, ctx, "leaks-chains")
 }
 
@@ -905,6 +907,7 @@ func TestLeakOriginsShown(t *testing.T) {
 	waitFor(t, ctx, "the lost chain", `document.querySelector(".lost-chain") !== null`)
 	hasText(t, ctx, "where the leak was made", ".lost-chain .origin", "made unreachable by a free of the block that pointed to it: 120 B in 3 blocks, freed from")
 	hasText(t, ctx, "the free's stack", ".lost-chain .origin + .stack", "freed_head")
+	shot(t, ctx, "leaks-origins")
 }
 
 // exactBytes writes n bytes, under 1 KiB, as the UI's fmtBytesExact does.

@@ -1602,8 +1602,23 @@ function renderLostChains(box, r) {
   });
 }
 
+// renderPossiblyLost lists the possibly lost blocks by the call stack
+// that allocated them: only pointers into their interiors lead to them.
+function renderPossiblyLost(box, r) {
+  const parts = Array.isArray(r.possibly_lost) ? r.possibly_lost : [];
+  if (parts.length === 0) return;
+  const card = el('div', { class: 'leak card possibly-lost' },
+    el('div', { class: 'leak-head' }, el('strong', { text: 'Possibly lost' }), ': only pointers into their interiors lead to these blocks'));
+  for (const h of parts) {
+    card.appendChild(el('div', { class: 'stack-label', text: fmtSize(h.bytes) + ' in ' + plural(h.blocks, 'block') + ', from' }));
+    card.appendChild(stackList(h.stack));
+  }
+  box.appendChild(card);
+}
+
 function renderLeakStacks(box, r) {
   renderLostChains(box, r);
+  renderPossiblyLost(box, r);
   const s = r.summary || {};
   const list = Array.isArray(r.in_use_at_exit) ? r.in_use_at_exit : [];
   const when = endOfWindowText();
