@@ -30,7 +30,8 @@ type slotReader struct {
 	backlog []uint64
 	bi      int
 	// pointers are the words of POINTERS records that came before the
-	// FREE record of block pointersOf (-leak-origins).
+	// FREE record of block pointersOf (-leak-origins): what did not fit in
+	// the FREE record.
 	pointers   []uint64
 	pointersOf uint64
 
@@ -426,9 +427,11 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	case recFree:
 		ev := rec.newEvent(trace.KindFree, api, w[2], p.stack(rec, stack))
 		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
-		if len(s.pointers) > 0 {
-			if p.live != nil && s.pointersOf == ev.Addr {
-				p.live.freeing(trace.LeakOrigin{Parent: ev.Addr, Time: ev.Time, Thread: s.thread, Stack: ev.Stack}, s.pointers)
+		if len(s.pointers) > 0 || len(w) > recordWords[recFree] {
+			if p.live != nil && (len(s.pointers) == 0 || s.pointersOf == ev.Addr) {
+				o := trace.LeakOrigin{Parent: ev.Addr, Time: ev.Time, Thread: s.thread, Stack: ev.Stack}
+				p.live.freeing(o, s.pointers)
+				p.live.freeing(o, w[recordWords[recFree]:])
 			}
 			s.pointers = s.pointers[:0]
 		}

@@ -52,35 +52,42 @@ static inline void note_block(const void *p, size_t n)
 		;
 }
 
-/* emit_pointers sends what block p, about to be released, holds that may
- * point to a block (POINTERS records): the recorder keeps, for each live
- * block, the last free of a block that pointed to it, and a block lost at
- * exit is traced to it. The whole usable size is read, as malloc may
- * give more than was asked; the recorder drops the words past the size
- * asked for. Only words that may be a block's start are sent: in the
- * heap's bounds and 16-byte aligned, as glibc's blocks are (the recorder
- * follows only pointers to a block's start). */
-static void emit_pointers(struct mt_thread *t, const void *p)
+/* emit_free_pointers writes the FREE record of block p, about to be
+ * released, with what p holds that may point to a block after its five
+ * words: the recorder keeps, for each live block, the last free of a block
+ * that pointed to it, and a block lost at exit is traced to it. The whole
+ * usable size is read, as malloc may give more than was asked; the
+ * recorder drops the words past the size asked for. Only words that may be
+ * a block's start are sent: in the heap's bounds and 16-byte aligned, as
+ * glibc's blocks are (the recorder follows only pointers to a block's
+ * start). Words that do not fit in the FREE record go before it, in
+ * POINTERS records. */
+static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void *p)
 {
 	uintptr_t lo = __atomic_load_n(&heap_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&heap_hi, __ATOMIC_RELAXED);
 	const uintptr_t *w = p;
 	size_t n = malloc_usable_size((void *)p) / sizeof *w;
 	uint64_t rec[255];
-	unsigned k = 3;
-	for (size_t i = 0; i <= n; i++) {
-		if (k == 255 || (i == n && k > 3)) {
+	unsigned k = 5;
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t v = w[i];
+		if (v < lo || v >= hi || (v & 15) != 0 || v >> 48 != 0)
+			continue;
+		if (k == 255) {
 			rec[0] = MT_REC_POINTERS | (uint64_t)k << 8;
 			rec[1] = mt_seq();
 			rec[2] = (uintptr_t)p;
 			mt_emit(t, rec, k);
-			k = 3;
+			k = 5;
 		}
-		if (i == n)
-			break;
-		uintptr_t v = w[i];
-		if (v >= lo && v < hi && (v & 15) == 0 && v >> 48 == 0)
-			rec[k++] = (uint64_t)(i < 0xffff ? i : 0xffff) << 48 | v;
+		rec[k++] = (uint64_t)(i < 0xffff ? i : 0xffff) << 48 | v;
 	}
+	rec[0] = MT_REC_FREE | (uint64_t)k << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
+	rec[1] = mt_seq();
+	rec[2] = mt_tsc();
+	rec[3] = (uintptr_t)p;
+	rec[4] = t->stack_use;
+	mt_emit(t, rec, k);
 }
 
 static inline void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
@@ -93,8 +100,10 @@ static inline void emit_alloc(struct mt_thread *t, enum mt_api api, const void *
 
 static inline void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
 {
-	if (MT_UNLIKELY(mt_proc.hdr->free_pointers))
-		emit_pointers(t, p);
+	if (MT_UNLIKELY(mt_proc.hdr->free_pointers)) {
+		emit_free_pointers(t, api, p);
+		return;
+	}
 	uint64_t rec[5] = {MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   mt_seq(), mt_tsc(), (uintptr_t)p, t->stack_use};
 	mt_emit(t, rec, 5);

@@ -41,6 +41,8 @@
  *
  *   ALLOC    w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr  w4 size  w5 stack in use
  *   FREE     w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr  w4 stack in use
+ *            then, with mt_header.free_pointers, the words of the block
+ *            that may point to a block, as in POINTERS
  *   REALLOC  w0: api<<16 | stack<<24   w1 seq of the release of the old block
  *            w2 seq of the new block   w3 tsc  w4 old addr  w5 new addr  w6 size
  *            w7 stack in use
@@ -79,8 +81,8 @@
  *            w3... the words of the block that may point to a block, each
  *            as its index in the block << 48 | its value (an index of
  *            0xffff or more as 0xffff)   (with mt_header.free_pointers
- *            set, before the FREE record of that release, in as many
- *            records as it takes: what the block held when it was freed)
+ *            set, before the FREE record of that release, for the words
+ *            that do not fit in it: what the block held when it was freed)
  *
  * A tsc word is the time-stamp counter, or mt_header.clock when
  * mt_header.coarse is set.
