@@ -149,10 +149,13 @@ func TestLeakOrigins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	freeLine := uint64(0)
+	freeLine, arrayLine := uint64(0), uint64(0)
 	for i, line := range strings.Split(string(src), "\n") {
 		if strings.Contains(line, "the leak is made here") {
 			freeLine = uint64(i + 1)
+		}
+		if strings.Contains(line, "the array's leak is made here") {
+			arrayLine = uint64(i + 1)
 		}
 	}
 	type part struct {
@@ -198,6 +201,13 @@ func TestLeakOrigins(t *testing.T) {
 	}
 	if !strings.Contains(text, "made unreachable by a free of the block that pointed to it: 120 bytes in 3 blocks, freed from") {
 		t.Errorf("the text report does not say which free made the leak:\n%s", text)
+	}
+
+	// 300 pointers: more than one record of the agent holds.
+	got, _ = chains("freed_array", "-leak-origins")
+	if len(got) != 1 || len(got[0].Origins) != 1 || got[0].Origins[0].Bytes != 7200 || got[0].Origins[0].Blocks != 300 ||
+		got[0].Origins[0].Stack[0].Line != arrayLine {
+		t.Errorf("freed_array: lost chains %+v; want all 300 blocks made unreachable by the free at leaks.c:%d", got, arrayLine)
 	}
 
 	got, text = chains("list", "-leak-origins")

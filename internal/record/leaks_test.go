@@ -21,6 +21,7 @@ var leakCases = []struct {
 	{"list", fixture.LeakSummary{DefinitelyLostBytes: 40, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 120, IndirectlyLostBlocks: 3}},
 	{"threads", fixture.LeakSummary{DefinitelyLostBytes: 176, DefinitelyLostBlocks: 1, PossiblyLostBytes: 272, PossiblyLostBlocks: 1,
 		StillReachableBytes: 168, StillReachableBlocks: 1}},
+	{"freed_array", fixture.LeakSummary{DefinitelyLostBytes: 7200, DefinitelyLostBlocks: 300}},
 	{"freed_head", fixture.LeakSummary{DefinitelyLostBytes: 40, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 80, IndirectlyLostBlocks: 2}},
 	{"cycle", fixture.LeakSummary{DefinitelyLostBytes: 48, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 56, IndirectlyLostBlocks: 1}},
 	{"global", fixture.LeakSummary{StillReachableBytes: 136, StillReachableBlocks: 2}},

@@ -61,6 +61,17 @@ static void freed_head(void)
 	free(head); /* the leak is made here */
 }
 
+/* An array of 300 pointers to blocks, freed while it still points to
+ * them: each block is definitely lost, and the free of the array made
+ * the leak (more pointers than one record of the agent holds). */
+static void freed_array(void)
+{
+	void **array = calloc(300, sizeof *array);
+	for (int i = 0; i < 300; i++)
+		array[i] = calloc(1, 24);
+	free(array); /* the array's leak is made here */
+}
+
 /* Two blocks pointing at each other, nothing else at them: one is
  * definitely lost, the other indirectly. */
 static void lost_cycle(void)
@@ -186,6 +197,8 @@ int main(int argc, char **argv)
 		merged();
 	else if (strcmp(how, "threads") == 0)
 		threads();
+	else if (strcmp(how, "freed_array") == 0)
+		freed_array();
 	else if (strcmp(how, "freed_head") == 0)
 		freed_head();
 	else if (strcmp(how, "cycle") == 0)
