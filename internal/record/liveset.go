@@ -104,10 +104,10 @@ func (l *liveSet) clone() *liveSet {
 }
 
 // freeing notes what block o.Parent, about to be freed by the free that o
-// describes, held (words of a POINTERS record: index in the block << 48 |
-// value): each live block it points to the start of has o as its origin
-// now. Words past the size the block was asked for are malloc's slack,
-// stale, and left out.
+// describes, held (words of its FREE and POINTERS records: index in the
+// block << 48 | value): each live block it points to the start of has o
+// as its origin now. Words past the size the block was asked for are
+// malloc's slack, stale, and left out.
 func (l *liveSet) freeing(o trace.LeakOrigin, words []uint64) {
 	size, ok := l.size(o.Parent)
 	if !ok || l.origins == nil {
