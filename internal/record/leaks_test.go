@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/memtrail/memtrail/internal/trace"
+	"strings"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/fixture"
@@ -20,6 +21,8 @@ var leakCases = []struct {
 	{"none", fixture.LeakSummary{}},
 	{"list", fixture.LeakSummary{DefinitelyLostBytes: 40, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 120, IndirectlyLostBlocks: 3}},
 	{"threads", fixture.LeakSummary{DefinitelyLostBytes: 176, DefinitelyLostBlocks: 1, PossiblyLostBytes: 272, PossiblyLostBlocks: 1,
+		StillReachableBytes: 168, StillReachableBlocks: 1}},
+	{"threads_urg", fixture.LeakSummary{DefinitelyLostBytes: 176, DefinitelyLostBlocks: 1, PossiblyLostBytes: 272, PossiblyLostBlocks: 1,
 		StillReachableBytes: 168, StillReachableBlocks: 1}},
 	{"freed_array", fixture.LeakSummary{DefinitelyLostBytes: 7200, DefinitelyLostBlocks: 300}},
 	{"freed_head", fixture.LeakSummary{DefinitelyLostBytes: 40, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 80, IndirectlyLostBlocks: 2}},
@@ -133,6 +136,27 @@ func TestLeakMergedMapping(t *testing.T) {
 	}
 	if got := classesOf(scans[1]); got != want {
 		t.Errorf("classes %+v, want %+v", got, want)
+	}
+}
+
+// TestLeakScanSignals: in a program that handles SIGURG, the threads are
+// stopped with another signal (the program's handler, which writes to
+// stderr, never runs; the classes equal valgrind's in
+// TestLeakClassesEqualValgrind); a thread that blocks every signal cannot
+// be stopped, and the program is scanned and exits all the same.
+func TestLeakScanSignals(t *testing.T) {
+	prog := fixture.Build(t, src("leaks.c"))
+	rec := recordArgs(t, "", prog, "threads_urg")
+	if strings.Contains(rec.stderr, "SIGURG handled") {
+		t.Errorf("the program's SIGURG handler ran during the scan")
+	}
+	rec = recordArgs(t, "", prog, "threads_masked")
+	scans := leakScans(t, rec.res.Path)
+	if len(scans) != 1 || scans[1].Error != "" {
+		t.Fatalf("a thread that blocks every signal: scans %+v", scans)
+	}
+	if p := rec.model.Processes[0]; p.How != trace.EndExited || p.Code != 0 {
+		t.Errorf("a thread that blocks every signal: the program ended %v, %d; want an exit with status 0", p.How, p.Code)
 	}
 }
 

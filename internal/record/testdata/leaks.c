@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,32 @@ static void threads(void)
 	sem_wait(&parked);
 }
 
+static void on_urg(int sig)
+{
+	(void)sig;
+	static const char msg[] = "leaks: SIGURG handled\n";
+	(void)!write(2, msg, sizeof msg - 1);
+}
+
+/* threads, in a program that handles SIGURG itself: memtrail must stop
+ * the thread with another signal, and the handler must not run. */
+static void threads_urg(void)
+{
+	signal(SIGURG, on_urg);
+	threads();
+}
+
+/* threads, with the waiting thread blocking every signal: memtrail
+ * cannot stop it, and the program must still exit. */
+static void threads_masked(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread inherits it */
+	threads();
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* clear_stack overwrites the stack below the caller's frame, where the
  * functions above left the addresses they handled. */
 static void clear_stack(void)
@@ -197,6 +224,10 @@ int main(int argc, char **argv)
 		merged();
 	else if (strcmp(how, "threads") == 0)
 		threads();
+	else if (strcmp(how, "threads_urg") == 0)
+		threads_urg();
+	else if (strcmp(how, "threads_masked") == 0)
+		threads_masked();
 	else if (strcmp(how, "freed_array") == 0)
 		freed_array();
 	else if (strcmp(how, "freed_head") == 0)
