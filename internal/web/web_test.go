@@ -263,6 +263,24 @@ func model(t *testing.T, trace string) *analysis.Process {
 	return m.Processes[0]
 }
 
+// TestNumbersAsReport checks that the UI writes sizes and durations as
+// memtrail report does, halfway values too (53.25 KiB is "53.2 KiB" in
+// both: Go rounds a tie to even, JavaScript's toFixed up), so that a
+// number seen in one can be found in the other.
+func TestNumbersAsReport(t *testing.T) {
+	ctx := openUI(t, widgetTrace(t))
+	for _, n := range []uint64{54528, 2176, 10496, 1 << 20, 1<<20 + 1<<17 + 1<<15, 999, 123456789} {
+		if got, want := eval[string](t, ctx, fmt.Sprintf("memtrailFormat.size(%d)", n)), report.Size(n); strings.Replace(got, " B", " bytes", 1) != want {
+			t.Errorf("fmtSize(%d) = %q, report.Size = %q", n, got, want)
+		}
+	}
+	for _, ns := range []uint64{12_250_000, 1_125_000, 2_500, 7_250, 12_345_000, 3_500_000_000, 150_000_000_000} {
+		if got, want := eval[string](t, ctx, fmt.Sprintf("memtrailFormat.duration(%d)", ns)), report.Duration(ns); got != want {
+			t.Errorf("fmtDuration(%d) = %q, report.Duration = %q", ns, got, want)
+		}
+	}
+}
+
 // TestTimeline opens the UI on the widget program: the header gives its
 // peak, the timeline marks it, and a click on the timeline shows what
 // happened at that moment.

@@ -71,12 +71,24 @@ function plural(n, noun) {
 const BYTE_UNITS = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
 
 // fmtSize: "204 B", "2.39 KiB", "999.9 KiB", "1.95 MiB".
+// fixedLikeGo writes v with d decimals as Go's fmt does, so that the UI
+// and memtrail report agree: both round the exact value, but where it is
+// exactly halfway (53.25 KiB), toFixed rounds up and Go to the even digit.
+function fixedLikeGo(v, d) {
+  const extra = 30, exact = v.toFixed(d + extra), rest = exact.slice(-extra);
+  if (/^50*$/.test(rest)) {
+    const head = exact.slice(0, -extra), last = head.replace('.', '').slice(-1);
+    if (Number(last) % 2 === 0) return head.endsWith('.') ? head.slice(0, -1) : head;
+  }
+  return v.toFixed(d);
+}
+
 function fmtSize(n) {
   n = Number(n) || 0;
   if (n < 1024) return fmtCount(n) + ' B';
   let v = n / 1024, u = 0;
   while (v >= 1024 && u < BYTE_UNITS.length - 1) { v /= 1024; u++; }
-  return (v < 10 ? v.toFixed(2) : v.toFixed(1)) + ' ' + BYTE_UNITS[u];
+  return fixedLikeGo(v, v < 10 ? 2 : 1) + ' ' + BYTE_UNITS[u];
 }
 
 function fmtBytesExact(n) {
@@ -88,17 +100,21 @@ function fmtDuration(ns) {
   ns = Math.max(Number(ns) || 0, 0);
   const ms = ns / 1e6;
   if (ns < 1000) return Math.round(ns) + ' ns';
-  if (ns < 10000) return (ns / 1e3).toFixed(1) + ' µs';
-  if (ms < 10) return ms.toFixed(2) + ' ms';
-  if (ms < 1000) return ms.toFixed(1) + ' ms';
-  if (ms < 100000) return (ms / 1000).toFixed(2) + ' s';
-  return (ms / 1000).toFixed(0) + ' s';
+  if (ns < 10000) return fixedLikeGo(ns / 1e3, 1) + ' µs';
+  if (ms < 10) return fixedLikeGo(ms, 2) + ' ms';
+  if (ms < 1000) return fixedLikeGo(ms, 1) + ' ms';
+  if (ms < 100000) return fixedLikeGo(ms / 1000, 2) + ' s';
+  return fixedLikeGo(ms / 1000, 0) + ' s';
 }
 
 function fmtPercent(part, whole) {
   if (!whole) return '–';
-  return (100 * part / whole).toFixed(1) + '%';
+  return fixedLikeGo(100 * part / whole, 1) + '%';
 }
+
+// The number formats, for the browser tests that hold them to memtrail
+// report's.
+window.memtrailFormat = { size: fmtSize, duration: fmtDuration };
 
 const COST_LABELS = {
   peak: 'bytes live at the peak',
