@@ -12,19 +12,19 @@ import (
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
-// Depths of testdata/calls.c.
+// Depths of testdata/stackuse.c phases.
 const (
 	callsShallow = 20
 	callsDeep    = 60
 	callsThread  = 30
 )
 
-// recordCalls records prog, with or without -stack-calls.
+// recordCalls records prog phases, with or without -stack-calls.
 func recordCalls(t *testing.T, prog string, stackCalls bool) *record.Result {
 	t.Helper()
 	dir := t.TempDir()
 	var log strings.Builder
-	res, err := record.Run(record.Options{Args: []string{prog}, Output: filepath.Join(dir, "trace.mtr"),
+	res, err := record.Run(record.Options{Args: []string{prog, "phases"}, Output: filepath.Join(dir, "trace.mtr"),
 		AgentPath: fixture.Agent(t), Stdout: os.Stdout, Stderr: os.Stderr, Log: &log, Version: "test", StackCalls: stackCalls})
 	if err != nil {
 		t.Fatalf("recording %s: %v", prog, err)
@@ -35,7 +35,7 @@ func recordCalls(t *testing.T, prog string, stackCalls bool) *record.Result {
 	return res
 }
 
-// TestStackCalls records testdata/calls.c, built with
+// TestStackCalls records testdata/stackuse.c phases, built with
 // -finstrument-functions and -fstack-usage, with -stack-calls, and checks
 // what the agent measured at the function entries and returns against
 // the frame sizes the compiler reports:
@@ -48,7 +48,7 @@ func recordCalls(t *testing.T, prog string, stackCalls bool) *record.Result {
 //   - the call stack of the deepest entry names recurse, callsDeep+1
 //     times, and main, and its frames' sizes are recurse's and main's.
 func TestStackCalls(t *testing.T) {
-	prog, frames := buildWithStackUsage(t, src("calls.c"), "-finstrument-functions")
+	prog, frames := buildWithStackUsage(t, src("stackuse.c"), "-finstrument-functions")
 	res := recordCalls(t, prog, true)
 	recs := readTrace(t, res.Path)
 	events, _ := stackOfTrace(t, res.Path)
@@ -206,7 +206,7 @@ func TestStackCalls(t *testing.T) {
 // TestStackCallsOff records the same program without -stack-calls: the
 // hooks return at once, and the trace has no record of them.
 func TestStackCallsOff(t *testing.T) {
-	prog, _ := buildWithStackUsage(t, src("calls.c"), "-finstrument-functions")
+	prog, _ := buildWithStackUsage(t, src("stackuse.c"), "-finstrument-functions")
 	res := recordCalls(t, prog, false)
 	if res.Calls != 0 {
 		t.Errorf("%d calls measured without -stack-calls", res.Calls)
