@@ -110,6 +110,27 @@ func (d *decoder) body() decoder {
 	return body
 }
 
+// bodyRead reports the damage of a skippable record whose fields, read
+// from body, ran past its length.
+func (d *decoder) bodyRead(body *decoder) {
+	if body.bad != "" {
+		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
+	}
+}
+
+// nextAddr reads the address of item i of a list of addresses that
+// strictly increase, as a delta from prev (the first from 0); an address
+// out of order is damage, and ok false.
+func (d *decoder) nextAddr(body *decoder, i int, prev uint64) (addr uint64, ok bool) {
+	delta := body.uv()
+	addr = prev + delta
+	if i > 0 && delta == 0 || addr < prev {
+		d.fail(fmt.Sprintf("block %d at 0x%x is not after 0x%x", i, addr, prev))
+		return addr, false
+	}
+	return addr, true
+}
+
 // bytesCopy reads a length-prefixed byte string into memory of its own; an
 // empty one is nil.
 func (d *decoder) bytesCopy() []byte {

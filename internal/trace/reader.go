@@ -338,9 +338,7 @@ func (r *blockDecoder) module() *Module {
 func readType(d *decoder) *Type {
 	body := d.body()
 	t := &Type{Object: body.uv(), Size: body.uv(), Name: body.str()}
-	if body.bad != "" {
-		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
-	}
+	d.bodyRead(&body)
 	return t
 }
 
@@ -349,9 +347,7 @@ func readType(d *decoder) *Type {
 func readStackCalls(d *decoder) *StackCalls {
 	body := d.body()
 	c := &StackCalls{Process: body.uv(), Thread: body.uv(), Time: body.uv(), Max: body.uv(), Level: body.uv(), Calls: body.uv()}
-	if body.bad != "" {
-		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
-	}
+	d.bodyRead(&body)
 	return c
 }
 
@@ -365,9 +361,7 @@ func readDeepestStack(d *decoder) *DeepestStack {
 			s.FrameSizes[i] = body.uv()
 		}
 	}
-	if body.bad != "" {
-		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
-	}
+	d.bodyRead(&body)
 	return s
 }
 
@@ -381,9 +375,7 @@ func readLeakScan(d *decoder) *LeakScan {
 		&l.StillReachableBlocks} {
 		*f = body.uv()
 	}
-	if body.bad != "" {
-		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
-	}
+	d.bodyRead(&body)
 	return l
 }
 
@@ -398,12 +390,12 @@ func readLeakBlocks(d *decoder) *LeakBlocks {
 	}
 	prev := uint64(0)
 	for i := 0; i < n && body.bad == ""; i++ {
-		delta := body.uv()
-		b := LeakBlock{Addr: prev + delta, Class: LeakClass(body.uv())}
-		switch {
-		case i > 0 && delta == 0 || b.Addr < prev:
-			d.fail(fmt.Sprintf("block %d at 0x%x is not after 0x%x", i, b.Addr, prev))
+		addr, ok := d.nextAddr(&body, i, prev)
+		if !ok {
 			return l
+		}
+		b := LeakBlock{Addr: addr, Class: LeakClass(body.uv())}
+		switch {
 		case b.Class == IndirectlyLost:
 			b.Leader = b.Addr + uint64(body.sv())
 		case b.Class != DefinitelyLost && b.Class != PossiblyLost:
@@ -413,9 +405,7 @@ func readLeakBlocks(d *decoder) *LeakBlocks {
 		prev = b.Addr
 		l.Blocks = append(l.Blocks, b)
 	}
-	if body.bad != "" {
-		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
-	}
+	d.bodyRead(&body)
 	return l
 }
 
@@ -430,20 +420,17 @@ func readLeakOrigins(d *decoder) *LeakOrigins {
 	}
 	prev := uint64(0)
 	for i := 0; i < n && body.bad == ""; i++ {
-		delta := body.uv()
-		o := LeakOrigin{Addr: prev + delta}
-		if i > 0 && delta == 0 || o.Addr < prev {
-			d.fail(fmt.Sprintf("block %d at 0x%x is not after 0x%x", i, o.Addr, prev))
+		addr, ok := d.nextAddr(&body, i, prev)
+		if !ok {
 			return l
 		}
+		o := LeakOrigin{Addr: addr}
 		o.Parent = o.Addr + uint64(body.sv())
 		o.Time, o.Thread, o.Stack = body.uv(), body.uv(), body.uv()
 		prev = o.Addr
 		l.Origins = append(l.Origins, o)
 	}
-	if body.bad != "" {
-		d.fail(fmt.Sprintf("its fields do not fit in its length of %d bytes", len(body.p)))
-	}
+	d.bodyRead(&body)
 	return l
 }
 
