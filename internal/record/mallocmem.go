@@ -50,29 +50,59 @@ func mallocRanges(g *heapGraph, mem *processMemory, ms []mapping) [][2]uint64 {
 	if len(outside) == 0 {
 		return nil
 	}
-	words := make([]uint64, 0, 2*len(outside))
-	for _, i := range outside {
-		words = append(words, g.addrs[i]-16, g.addrs[i]-8) // prev_size, size
-	}
-	header := mem.wordsAt(words)
+	// A thread arena's heap takes in its whole 64 MiB window: read the
+	// header of the first block of each window first, and then only those
+	// of the blocks outside what that found (big blocks, mostly), rather
+	// than read every block's header, which a program whose threads
+	// allocate has millions of.
 	var out [][2]uint64
-	for k, i := range outside {
-		addr, prevSize, size := g.addrs[i], header[2*k], header[2*k+1]
-		chunk := size &^ chunkFlags
-		switch {
-		case chunk < g.sizes[i]+8 || addr&15 != 0:
-			out = append(out, mappingOf(ms, addr)) // not a chunk of glibc's
-		case size&chunkMmapped != 0:
-			start := addr - 16 - prevSize
-			out = append(out, [2]uint64{start &^ (pageSize - 1), (addr - 16 + chunk + pageSize - 1) &^ (pageSize - 1)})
-		case size&chunkNonMainArena != 0:
-			heap := addr &^ (threadHeapSize - 1)
-			out = append(out, [2]uint64{heap, heap + threadHeapSize})
-		default:
-			out = append(out, mappingOf(ms, addr))
+	classify := func(blocks []int) {
+		words := make([]uint64, 0, 2*len(blocks))
+		for _, i := range blocks {
+			words = append(words, g.addrs[i]-16, g.addrs[i]-8) // prev_size, size
+		}
+		header := mem.wordsAt(words)
+		for k, i := range blocks {
+			out = append(out, chunkRange(ms, g.addrs[i], g.sizes[i], header[2*k], header[2*k+1]))
 		}
 	}
+	var firsts, rest []int
+	window := ^uint64(0)
+	for _, i := range outside {
+		if w := g.addrs[i] &^ (threadHeapSize - 1); w != window {
+			firsts, window = append(firsts, i), w
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	classify(firsts)
+	found := mergeRanges(slices.Clone(out))
+	classify(slices.DeleteFunc(rest, func(i int) bool { return inRanges(found, g.addrs[i]) }))
 	return mergeRanges(out)
+}
+
+// chunkRange returns the memory of malloc's that holds the block of size
+// bytes at addr, whose chunk header holds prevSize and size.
+func chunkRange(ms []mapping, addr, blockSize, prevSize, size uint64) [2]uint64 {
+	chunk := size &^ chunkFlags
+	switch {
+	case chunk < blockSize+8 || addr&15 != 0:
+		return mappingOf(ms, addr) // not a chunk of glibc's
+	case size&chunkMmapped != 0:
+		start := addr - 16 - prevSize
+		return [2]uint64{start &^ (pageSize - 1), (addr - 16 + chunk + pageSize - 1) &^ (pageSize - 1)}
+	case size&chunkNonMainArena != 0:
+		heap := addr &^ (threadHeapSize - 1)
+		return [2]uint64{heap, heap + threadHeapSize}
+	}
+	return mappingOf(ms, addr)
+}
+
+// inRanges reports whether addr is in one of rs (in increasing order, not
+// overlapping).
+func inRanges(rs [][2]uint64, addr uint64) bool {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i][1] > addr })
+	return i < len(rs) && rs[i][0] <= addr
 }
 
 // mappingOf returns the range of the mapping of ms that holds addr.
