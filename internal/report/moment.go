@@ -14,6 +14,12 @@ func Pick(m *analysis.Model, pid uint64) (*analysis.Process, error) {
 	return pick(m, Options{PID: pid})
 }
 
+// PickID returns the process of m that id names (see ProcessID); the zero
+// ID names the program itself, as Pick(m, 0) does.
+func PickID(m *analysis.Model, id ProcessID) (*analysis.Process, error) {
+	return pick(m, Options{PID: id.PID, Image: id.Image})
+}
+
 type jsonMoment struct {
 	FromNS uint64            `json:"from_ns"` // since the process started
 	ToNS   uint64            `json:"to_ns"`

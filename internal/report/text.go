@@ -62,7 +62,7 @@ func (t *textReport) header() {
 	if len(p.Args) > 0 && p.Exe != "" && p.Args[0] != p.Exe {
 		t.printf("  (%s)", p.Exe)
 	}
-	t.printf("\npid %d", p.PID)
+	t.printf("\npid %d%s", p.PID, imageNote(t.m, p))
 	if p.Forked {
 		t.printf(", forked from pid %d", p.PPID)
 	}
@@ -413,22 +413,6 @@ func (t *textReport) symbols() {
 		}
 		t.printf("  %s: %s\n", o.Path, why)
 	}
-}
-
-func (t *textReport) otherProcesses() {
-	if len(t.m.Processes) < 2 {
-		return
-	}
-	rows := [][]string{{"pid", "program", "allocations", "peak", "end"}}
-	for _, p := range t.m.Processes {
-		if p == t.p {
-			continue
-		}
-		rows = append(rows, []string{fmt.Sprint(p.PID), truncate(commandLine(p), 32),
-			Count(p.Summary.Allocations), Size(p.Summary.PeakBytes), ending(p)})
-	}
-	t.printf("\nOther processes in this trace; see one with memtrail report --pid N\n")
-	t.table(rows, []bool{true, false, true, true, false})
 }
 
 // table writes rows in aligned columns, the numeric ones aligned right.
