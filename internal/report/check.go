@@ -32,9 +32,14 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 	default:
 		t.printf("memtrail check: %d of %s broken\n", broken, Plural(uint64(budgets), "budget"))
 	}
+	x := imagesOf(m)
 	for _, v := range verdicts {
 		t.p = v.Process
-		t.printf("\n%s  (pid %d, %s)\n", commandLine(v.Process), v.Process.PID, Ending(v.Process.How, v.Process.Code))
+		own := ""
+		if v.Process.InheritedLeftOut {
+			own = "; forked: only what it allocated counts, not the heap it inherited"
+		}
+		t.printf("\n%s  (pid %s, %s%s)\n", commandLine(v.Process), x.id(v.Process), Ending(v.Process.How, v.Process.Code), own)
 		for _, r := range v.Results {
 			t.checkResult(r, v)
 		}
@@ -99,10 +104,14 @@ type jsonCheck struct {
 }
 
 type jsonCheckProcess struct {
-	PID        uint64            `json:"pid"`
-	Program    string            `json:"program"`
-	Budgets    []jsonCheckBudget `json:"budgets"`
-	Suppressed jsonSuppressed    `json:"suppressed"`
+	ID  string `json:"id"` // as -pid names it (see jsonProcess)
+	PID uint64 `json:"pid"`
+	// InheritedLeftOut says that the budgets held the fork child to its
+	// own allocations, not to the heap it inherited.
+	InheritedLeftOut bool              `json:"inherited_left_out"`
+	Program          string            `json:"program"`
+	Budgets          []jsonCheckBudget `json:"budgets"`
+	Suppressed       jsonSuppressed    `json:"suppressed"`
 }
 
 type jsonCheckBudget struct {
@@ -132,8 +141,9 @@ func CheckJSON(w io.Writer, m *analysis.Model, verdicts []check.Verdict) error {
 	if out.Warnings == nil {
 		out.Warnings = []string{}
 	}
+	x := imagesOf(m)
 	for _, v := range verdicts {
-		jp := jsonCheckProcess{PID: v.Process.PID, Program: v.Process.Exe, Budgets: []jsonCheckBudget{},
+		jp := jsonCheckProcess{ID: x.id(v.Process).String(), PID: v.Process.PID, InheritedLeftOut: v.Process.InheritedLeftOut, Program: v.Process.Exe, Budgets: []jsonCheckBudget{},
 			Suppressed: jsonSuppressed{Bytes: v.Suppressed.Bytes, Blocks: v.Suppressed.Blocks, By: []jsonSuppress{}}}
 		for _, r := range v.Results {
 			out.Broken = out.Broken || r.Broken
