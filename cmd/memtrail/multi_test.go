@@ -17,10 +17,18 @@ import (
 // recordMulti records testdata/multi.c run with args and returns the trace.
 func recordMulti(t *testing.T, args ...string) string {
 	t.Helper()
+	return recordMultiWith(t, nil, args...)
+}
+
+// recordMultiWith records testdata/multi.c run with args, with the
+// options of memtrail run runOpts, and returns the trace.
+func recordMultiWith(t *testing.T, runOpts []string, args ...string) string {
+	t.Helper()
 	prog := fixture.Build(t, filepath.Join("testdata", "multi.c"))
 	trace := filepath.Join(t.TempDir(), "multi.mtr")
 	var stdout, stderr bytes.Buffer
-	if code, err := run(append([]string{"run", "-q", "-o", trace, "--", prog}, args...), &stdout, &stderr); code != 0 || err != nil {
+	cmdline := append(append(append([]string{"run", "-q", "-o", trace}, runOpts...), "--", prog), args...)
+	if code, err := run(cmdline, &stdout, &stderr); code != 0 || err != nil {
 		t.Fatalf("run multi %s: status %d (%v)\n%s", strings.Join(args, " "), code, err, stderr.String())
 	}
 	return trace

@@ -72,7 +72,7 @@ func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 	p := t.p
 	switch r.Kind {
 	case check.Peak:
-		t.printf("       reached %s after the start; the call stacks that held most of it then:\n", Duration(p.Summary.PeakTime-min(p.Summary.PeakTime, p.Start)))
+		t.printf("       reached %s; the call stacks that held most of it then:\n", afterStart(t.m, p, p.Summary.PeakTime))
 	case check.InUseAtExit:
 		t.printf("       the call stacks whose blocks were still allocated at exit:\n")
 	case check.Allocations:

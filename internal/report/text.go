@@ -80,14 +80,14 @@ func (t *textReport) summary() {
 		{"temporary", Plural(s.Temporary, "allocation") + " freed before any other allocation"},
 	}
 	if s.PeakBytes > 0 {
-		rows[3][1] += ", " + Duration(sinceStart(p, s.PeakTime)) + " after start"
+		rows[3][1] += ", " + afterStart(t.m, p, s.PeakTime)
 	}
 	if s.StackPeakBytes > 0 {
 		// Traces of memtrail before version 2 of the format have no
 		// stacks: nothing to say of them.
 		rows = slices.Insert(rows, 4,
-			[2]string{"peak stack", exactSize(s.StackPeakBytes) + ", " + Duration(sinceStart(p, s.StackPeakTime)) + " after start" + deepestThread(p)},
-			[2]string{"peak heap+stack", exactSize(s.PeakTotalBytes) + ", " + Duration(sinceStart(p, s.PeakTotalTime)) + " after start"})
+			[2]string{"peak stack", exactSize(s.StackPeakBytes) + ", " + afterStart(t.m, p, s.StackPeakTime) + deepestThread(p)},
+			[2]string{"peak heap+stack", exactSize(s.PeakTotalBytes) + ", " + afterStart(t.m, p, s.PeakTotalTime)})
 	}
 	// What is in use at exit, by memcheck's classes, when the process
 	// was scanned at its exit; why not, when it was recorded to be.
