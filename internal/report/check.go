@@ -33,11 +33,21 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 		t.printf("memtrail check: %d of %s broken\n", broken, Plural(uint64(budgets), "budget"))
 	}
 	x := imagesOf(m)
+	// Every broken budget is shown; of the processes that held all
+	// theirs, the first few, so that a trace of hundreds of processes
+	// keeps its verdict short.
+	held, unshown := 0, 0
 	for _, v := range verdicts {
+		if !v.Broken() {
+			if held++; held > listed {
+				unshown++
+				continue
+			}
+		}
 		t.p = v.Process
 		own := ""
 		if v.Process.InheritedLeftOut {
-			own = "; forked: only what it allocated counts, not the heap it inherited"
+			own = "; forked: its own allocations only"
 		}
 		t.printf("\n%s  (pid %s, %s%s)\n", commandLine(v.Process), x.id(v.Process), Ending(v.Process.How, v.Process.Code), own)
 		for _, r := range v.Results {
@@ -49,6 +59,13 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 				t.printf("    %s in %s  %s  (%s)\n", Size(u.Bytes), Plural(u.Blocks, "block"), u.Suppression.Name, u.Suppression.Source)
 			}
 		}
+	}
+	if unshown > 0 {
+		what := Count(uint64(unshown)) + " more processes"
+		if unshown == 1 {
+			what = "1 more process"
+		}
+		t.printf("\n... and %s that held every budget (memtrail check -json lists every verdict)\n", what)
 	}
 	_, err := io.WriteString(w, t.b.String())
 	return err
