@@ -172,14 +172,17 @@ func TestPIDImages(t *testing.T) {
 	checkBadInput(t, []string{"report", "-pid", "12x", trace}, 2, `"12x" is not a pid`)
 }
 
-// TestCheckForkChildrenOwnHeap records a parent that keeps 1 MiB live and
-// forks 3 children that keep 10 KiB each: check -max-peak 100KiB names the
-// parent alone, for the children's own heap is 10 KiB; with
-// -include-inherited they break it with the 1 MiB they inherited.
+// TestCheckForkChildrenOwnHeap records a parent that keeps 1 MiB live,
+// loses 300 bytes and forks 3 children that keep 10 KiB each: check
+// -max-peak 100KiB names the parent alone, for the children's own heap is
+// 10 KiB, and so does -max-definitely-lost 0, for the lost block is the
+// parent's; with -include-inherited the children break -max-peak with the
+// 1 MiB they inherited.
 func TestCheckForkChildrenOwnHeap(t *testing.T) {
 	trace := recordMulti(t, "fork", "3")
 	var stdout, stderr bytes.Buffer
-	code, err := run([]string{"check", "-max-peak", "100KiB", "-max-in-use-at-exit", "10KiB", "-max-allocations", "1", "-json", trace}, &stdout, &stderr)
+	code, err := run([]string{"check", "-max-peak", "100KiB", "-max-in-use-at-exit", "10KiB", "-max-allocations", "1",
+		"-max-definitely-lost", "0", "-json", trace}, &stdout, &stderr)
 	if code != budgetBroken || err != nil {
 		t.Fatalf("check: status %d (%v), want %d\n%s", code, err, budgetBroken, stdout.String())
 	}
@@ -198,11 +201,12 @@ func TestCheckForkChildrenOwnHeap(t *testing.T) {
 		t.Fatalf("check -json: %v, %d processes, want 4\n%s", err, len(verdict.Processes), stdout.String())
 	}
 	for i, p := range verdict.Processes {
-		// The parent: 1 MiB and 100 bytes, both live at exit. A child:
-		// its 10 KiB; the 100 bytes it inherited and freed are not its.
-		want := []uint64{10 << 10, 10 << 10, 1}
+		// The parent: 1 MiB, 100 and 300 bytes, all live at exit, the
+		// 300 lost. A child: its 10 KiB; the 100 bytes it inherited and
+		// freed are not its, nor are the 300 lost bytes it inherited.
+		want := []uint64{10 << 10, 10 << 10, 1, 0}
 		if i == 0 {
-			want = []uint64{1<<20 + 100, 1<<20 + 100, 2}
+			want = []uint64{1<<20 + 400, 1<<20 + 400, 3, 300}
 		}
 		if p.InheritedLeftOut != (i > 0) {
 			t.Errorf("process %d: inherited_left_out %v", p.PID, p.InheritedLeftOut)

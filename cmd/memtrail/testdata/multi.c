@@ -1,7 +1,8 @@
 /*
  * Many processes with known heaps, for the reports of multi-process traces.
  *
- *   multi fork N    the parent keeps 1 MiB live and forks N children; each
+ *   multi fork N    the parent keeps 1 MiB live, loses 300 bytes (no
+ *                   pointer to them is left) and forks N children; each
  *                   frees the 100-byte block it inherited, keeps 10 KiB of
  *                   its own and exits; every fourth child execs
  *                   "multi image" instead, which keeps 20 KiB
@@ -31,6 +32,8 @@ static void *keep(size_t n)
 	memset(p, 1, n);
 	return p;
 }
+
+char *lose(void) { return malloc(300); }
 
 static void run(char *self, const char *mode)
 {
@@ -65,6 +68,7 @@ int main(int argc, char **argv)
 		int n = atoi(argv[2]);
 		sink[0] = keep(1 << 20);
 		sink[1] = keep(100);
+		lose();
 		for (int i = 0; i < n; i++) {
 			pid_t pid = fork();
 			if (pid == 0) {
