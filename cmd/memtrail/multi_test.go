@@ -166,6 +166,10 @@ func TestPIDImages(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("(pid %d.1, replaced by exec)", pid)) || strings.Count(out, "peak heap") != 1 {
 		t.Errorf("check -pid %d.1: not image 1 alone:\n%s", pid, out)
 	}
+	out, _ = runOK(t, "diff", "-old-pid", fmt.Sprintf("%d.1", pid), "-new-pid", fmt.Sprintf("%d.2", pid), trace, trace)
+	if !strings.Contains(out, " exec2  (pid") || !strings.Contains(out, " exec1  (pid") {
+		t.Errorf("diff -old-pid %d.1 -new-pid %d.2: not images 1 and 2:\n%s", pid, pid, out)
+	}
 	checkBadInput(t, []string{"report", "-pid", fmt.Sprintf("%d.4", pid), trace}, 1,
 		fmt.Sprintf("process %d had 3 images, so there is no %d.4: %d.1 (", pid, pid, pid))
 	checkBadInput(t, []string{"report", "-pid", fmt.Sprintf("%d.0", pid), trace}, 2, "the image after the pid counts from 1")
