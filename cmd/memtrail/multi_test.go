@@ -174,6 +174,10 @@ func TestPIDImages(t *testing.T) {
 		fmt.Sprintf("process %d had 3 images, so there is no %d.4: %d.1 (", pid, pid, pid))
 	checkBadInput(t, []string{"report", "-pid", fmt.Sprintf("%d.0", pid), trace}, 2, "the image after the pid counts from 1")
 	checkBadInput(t, []string{"report", "-pid", "12x", trace}, 2, `"12x" is not a pid`)
+	checkBadInput(t, []string{"report", "-processes", "-pid", "1", trace}, 2, "-processes goes with -json only, not with -pid")
+	checkBadInput(t, []string{"report", "-html", "page.html", "-pid", fmt.Sprintf("%d.2", pid), trace}, 2, "-html takes a pid without an image")
+	checkBadInput(t, []string{"export", "-format", "parquet", "-o", t.TempDir(), "-pid", fmt.Sprintf("%d.2", pid), trace}, 2,
+		"-format parquet writes every image of a pid: -pid takes a pid alone")
 }
 
 // TestCheckForkChildrenOwnHeap records a parent that keeps 1 MiB live,
