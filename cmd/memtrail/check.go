@@ -20,7 +20,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("check", "[options] trace",
 		"memtrail check -max-peak 64MiB -max-in-use-at-exit 0 -suppressions lsan.supp prog.mtr", stderr)
 	bf := addBudgetFlags(fs)
-	pid := fs.Uint64("pid", 0, "check only process `pid` (default: every process of the trace)")
+	pid := addPIDFlag(fs, "check only process `pid`, or image N of a pid that exec'd with pid.N (default: every process of the trace)")
 	asJSON := fs.Bool("json", false, "write the verdict as JSON")
 	top := fs.Int("top", 5, "show the `n` call stacks that weigh most in each broken budget")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
@@ -37,20 +37,22 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	return checkTrace(fs.Arg(0), bf.budgets(), sups, *pid, *top, *frames, *asJSON, stdout)
+	return checkTrace(fs.Arg(0), bf.budgets(), sups, *bf.inherited, pid.ProcessID, *top, *frames, *asJSON, stdout)
 }
 
 // checkTrace holds the processes of the trace at path (or process pid) to
 // the budgets and writes the verdict; it returns budgetBroken if one is
 // broken.
-func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, pid uint64, top, frames int, asJSON bool, stdout io.Writer) (int, error) {
-	m, err := analyzeCached(path, analysis.Options{})
+func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, inherited bool, pid report.ProcessID, top, frames int, asJSON bool, stdout io.Writer) (int, error) {
+	// A fork child is held to the budgets for what it did itself: the
+	// heap it inherited is its parent's, which has its own verdict.
+	m, err := analyzeCached(path, analysis.Options{LeaveOutInherited: !inherited})
 	if err != nil {
 		return 1, err
 	}
 	procs := m.Processes
-	if pid != 0 {
-		p, err := report.Pick(m, pid)
+	if pid.PID != 0 {
+		p, err := report.PickID(m, pid)
 		if err != nil {
 			return 1, err
 		}
@@ -92,6 +94,7 @@ type budgetFlags struct {
 	allocations *uint64
 	lost        [3]*uint64 // definitely, indirectly and possibly lost
 	supps       listValue
+	inherited   *bool
 }
 
 func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
@@ -102,6 +105,7 @@ func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	for i, k := range []check.Kind{check.DefinitelyLost, check.IndirectlyLost, check.PossiblyLost} {
 		bf.lost[i] = sizeFlag(fs, k.Flag(), 0, "the most heap a process may leave "+k.String()+" at exit (needs the leak scan at exit, which memtrail run makes unless -leak-check=false)")
 	}
+	bf.inherited = fs.Bool("include-inherited", false, "hold a fork child to the budgets with the heap it inherited from its parent, as valgrind counts it (by default, only what it allocated itself counts)")
 	fs.Var(&bf.supps, "suppressions", "leak suppressions, LeakSanitizer's leak:PATTERN lines or valgrind's Memcheck:Leak blocks, from `file` (may be repeated)")
 	return bf
 }

@@ -10,8 +10,10 @@ import (
 func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("diff", "[options] old-trace new-trace", "memtrail diff before.mtr after.mtr", stderr)
 	asJSON := fs.Bool("json", false, "write the comparison as JSON")
-	oldPID := fs.Uint64("old-pid", 0, "compare process `pid` of the old trace (default: its program itself)")
-	newPID := fs.Uint64("new-pid", 0, "compare process `pid` of the new trace (default: its program itself)")
+	oldPID := &pidFlag{}
+	fs.Var(oldPID, "old-pid", "compare process `pid` (or pid.N, image N of a pid that exec'd) of the old trace (default: its program itself)")
+	newPID := &pidFlag{}
+	fs.Var(newPID, "new-pid", "compare process `pid` (or pid.N) of the new trace (default: its program itself)")
 	top := fs.Int("top", 5, "show the `n` call stacks that grew most and the n that shrank most, by each cost")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
 	if err := parse(fs, args); err != nil {
@@ -21,12 +23,12 @@ func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{"needs two trace files: the old run's and the new run's"}
 	}
 	var procs [2]*analysis.Process
-	for i, pid := range []uint64{*oldPID, *newPID} {
+	for i, pid := range []report.ProcessID{oldPID.ProcessID, newPID.ProcessID} {
 		m, err := analyzeCached(fs.Arg(i), analysis.Options{})
 		if err != nil {
 			return 1, err
 		}
-		if procs[i], err = report.Pick(m, pid); err != nil {
+		if procs[i], err = report.PickID(m, pid); err != nil {
 			return 1, err
 		}
 	}

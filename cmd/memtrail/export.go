@@ -43,7 +43,7 @@ func exportFormats() []exportFormat {
 // it works on.
 type exportJob struct {
 	trace string
-	pid   uint64
+	pid   report.ProcessID
 	at    string // pprof: exit, peak or a time
 	cost  string // collapsed
 	model *analysis.Model
@@ -56,7 +56,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		"memtrail export -format pprof -o heap.pb.gz prog.mtr && go tool pprof -top heap.pb.gz", stderr)
 	format := fs.String("format", "", "what to write: "+exportFormatList())
 	out := fs.String("o", "", "write to `file` (- for stdout)")
-	pid := fs.Uint64("pid", 0, "export process `pid` (default: the trace's first process; for parquet, all of them)")
+	pid := addPIDFlag(fs, "export process `pid`, or image N of a pid that exec'd with pid.N (default: the program itself, as report shows it; for parquet, every process)")
 	at := fs.String("at", "exit", "pprof: count as in use the blocks live at exit, at the peak, or at a `time` after the start of the process (e.g. 1.5s, 200ms)")
 	cost := fs.String("cost", "peak", "collapsed: what to weigh stacks by: allocations, allocated, peak, leaked or temporary")
 	if err := parse(fs, args); err != nil {
@@ -66,7 +66,10 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	job := &exportJob{trace: fs.Arg(0), pid: *pid, at: *at, cost: *cost, log: stderr}
+	if f.writeDir != nil && pid.Image != 0 {
+		return 2, usageError{fmt.Sprintf("-format %s writes every image of a pid: -pid takes a pid alone", f.name)}
+	}
+	job := &exportJob{trace: fs.Arg(0), pid: pid.ProcessID, at: *at, cost: *cost, log: stderr}
 	if _, err := job.atTime(); err != nil {
 		return 2, err
 	}
@@ -152,13 +155,13 @@ func (x *exportJob) analyze(all bool) error {
 	if err != nil {
 		return err
 	}
-	p, err := report.Pick(m, x.pid)
+	p, err := report.PickID(m, x.pid)
 	if err != nil {
 		return err
 	}
-	if x.pid == 0 && len(m.Processes) > 1 && !all {
-		fmt.Fprintf(x.log, "memtrail: the trace has %d processes; exporting pid %d, the first (choose another with -pid)\n",
-			len(m.Processes), p.PID)
+	if len(m.Processes) > 1 && !all {
+		fmt.Fprintf(x.log, "memtrail: exporting %s of the %d in the trace; choose another with -pid (memtrail report -processes lists them)\n",
+			report.ProcessLabel(m, p), len(m.Processes))
 	}
 	x.model, x.proc = m, p
 	return nil
@@ -256,7 +259,7 @@ func writeParquet(x *exportJob, dir string) error {
 	events, stacks := filepath.Join(dir, "events.parquet"), filepath.Join(dir, "stacks.parquet")
 	err = writeOutput(events, nil, func(ew io.Writer) error {
 		return writeOutput(stacks, nil, func(sw io.Writer) error {
-			_, err := export.Parquet(ew, sw, r, x.model, x.pid)
+			_, err := export.Parquet(ew, sw, r, x.model, x.pid.PID)
 			return err
 		})
 	})

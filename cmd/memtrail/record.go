@@ -76,7 +76,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *checked {
 		// The verdict is the result: stdout. A program that failed
 		// keeps its own status.
-		checkCode, err := checkTrace(res.Path, bf.budgets(), sups, 0, 5, 8, false, stdout)
+		checkCode, err := checkTrace(res.Path, bf.budgets(), sups, *bf.inherited, report.ProcessID{}, 5, 8, false, stdout)
 		if err != nil {
 			return max(code, 1), err
 		}

@@ -17,7 +17,8 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("report", "[options] trace", "memtrail report -view leaks -from 2s -to 3s prog.mtr", stderr)
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	view := fs.String("view", "summary", "what to show: "+viewNames())
-	pid := fs.Uint64("pid", 0, "report on process `pid` (default: the program itself)")
+	pid := addPIDFlag(fs, "report on process `pid`, or on image N of a pid that exec'd with pid.N (default: the program itself; a pid alone: its last image)")
+	processes := fs.Bool("processes", false, "list every process of the trace, as -pid names them")
 	top := fs.Int("top", 10, "show the top `n` call stacks (or objects) of each table")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
 	cost := fs.String("cost", "peak", "what the trees (top-down, bottom-up, callers) weigh stacks by: allocations, allocated, peak, leaked or temporary")
@@ -40,6 +41,9 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if fs.NArg() != 1 {
 		return 2, usageError{"needs exactly one trace file"}
 	}
+	if *processes {
+		return listProcesses(fs, *asJSON, stdout)
+	}
 	if *html != "" {
 		var others []string
 		fs.Visit(func(fl *flag.Flag) {
@@ -50,7 +54,10 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if len(others) > 0 {
 			return 2, usageError{fmt.Sprintf("-html goes with -pid only, not with %s", strings.Join(others, ", "))}
 		}
-		return writeHTML(fs.Arg(0), *pid, *html)
+		if pid.Image != 0 {
+			return 2, usageError{"-html takes a pid without an image: the page shows the last image of the pid"}
+		}
+		return writeHTML(fs.Arg(0), pid.PID, *html)
 	}
 	req := report.Request{View: *view, Top: *top, Frames: *frames, Cost: *cost, Chain: *chain,
 		From: *from, To: *to, At: *at, Threads: *threads, Function: *function, File: *file,
@@ -60,7 +67,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 2, usageError{err.Error()}
 	}
-	opts.PID = *pid
+	opts.PID, opts.Image = pid.PID, pid.Image
 	if *suDir != "" {
 		if opts.StackUsage, err = report.ReadStackUsage(*suDir); err != nil {
 			return 1, err
@@ -78,6 +85,28 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	if err := report.Write(stdout, m, opts, *asJSON); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// listProcesses writes the list of report -processes, which goes with
+// -json alone.
+func listProcesses(fs *flag.FlagSet, asJSON bool, stdout io.Writer) (int, error) {
+	var others []string
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name != "processes" && fl.Name != "json" && fl.Name != "cache" {
+			others = append(others, "-"+fl.Name)
+		}
+	})
+	if len(others) > 0 {
+		return 2, usageError{fmt.Sprintf("-processes goes with -json only, not with %s", strings.Join(others, ", "))}
+	}
+	m, err := analyzeCached(fs.Arg(0), analysis.Options{})
+	if err != nil {
+		return 1, err
+	}
+	if err := report.ProcessList(stdout, m, asJSON); err != nil {
 		return 1, err
 	}
 	return 0, nil

@@ -63,6 +63,13 @@ type Options struct {
 	// blocks live at the end of the window, in about that many cells
 	// (Process.HeapMap).
 	HeapMap int
+	// LeaveOutInherited leaves out of a fork child the heap it inherited
+	// from its parent: its totals, peak, sites and in use at exit are of
+	// the blocks it allocated itself. The inherited blocks are kept only
+	// so that their frees are known for what they are (neither frees of
+	// its blocks nor invalid ones). By default a fork child begins with a
+	// copy of its parent's heap and totals, as valgrind counts them.
+	LeaveOutInherited bool
 	// Progress, if set, is called every so often while a trace file is
 	// read, with the bytes read so far and its size, and once at the end
 	// (AnalyzeFile, AnalyzeTrace).
@@ -122,6 +129,10 @@ type Process struct {
 	// than by an exec: it began with a copy of its parent's heap, whose
 	// blocks and totals it inherited (as valgrind counts them).
 	Forked bool
+	// InheritedLeftOut says that the analysis left out the heap the fork
+	// child inherited (Options.LeaveOutInherited): its numbers are of its
+	// own allocations.
+	InheritedLeftOut bool
 
 	Start uint64 // ns since the trace's time zero
 	End   uint64 // ns since time zero; the last time seen if Ended is false

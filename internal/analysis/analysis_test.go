@@ -76,7 +76,8 @@ func analyzeBytesWith(t testing.TB, data []byte, opts analysis.Options) *analysi
 }
 
 // testOptions reads the options a trace of testdata asks to be analyzed
-// with, from a line "# options from=N to=N threads=I,J objects=N", and
+// with, from a line "# options from=N to=N threads=I,J objects=N
+// inherited=left-out", and
 // the kinds of facts it checks beyond the common ones, from a line
 // "# facts KIND...": thread, bin, size, sizecat, lifetimes, objects,
 // timeline, window.
@@ -108,6 +109,8 @@ func testOptions(t *testing.T, text string) (analysis.Options, []string) {
 				opts.Filter.Function = regexp.MustCompile(val)
 			case "ignore":
 				opts.Filter.Ignore = regexp.MustCompile(val)
+			case "inherited":
+				opts.LeaveOutInherited = val == "left-out"
 			default:
 				t.Fatalf("unknown option %q", key)
 			}

@@ -27,7 +27,7 @@ import (
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 12
+const cacheVersion = 13
 
 // cacheMagic starts every cache file.
 const cacheMagic = "memtrail analysis cache\n"
@@ -163,8 +163,8 @@ func identify(f *os.File) (traceID, error) {
 
 // optionsKey names a set of options in a cache.
 func optionsKey(o Options) string {
-	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d filter=%q heapmap=%d", o.From, o.To, o.Threads, o.objects(),
-		filterExprs(o.Filter), o.HeapMap)
+	return fmt.Sprintf("from=%d to=%d threads=%v objects=%d filter=%q heapmap=%d inherited=%t", o.From, o.To, o.Threads, o.objects(),
+		filterExprs(o.Filter), o.HeapMap, !o.LeaveOutInherited)
 }
 
 // cachePaths returns where the cache of the trace at path may be: beside

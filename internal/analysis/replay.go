@@ -553,6 +553,10 @@ func (x *siteIndex) set(stack uint64, i int32) {
 func (rp *replay) inherit(parent *replay, at uint64) {
 	p := rp.proc
 	p.Forked = true
+	if rp.opts.LeaveOutInherited {
+		rp.inheritUncounted(parent, at)
+		return
+	}
 	p.Sites = make([]Site, len(parent.proc.Sites))
 	for i, s := range parent.proc.Sites {
 		if !s.Inherited {
@@ -570,6 +574,18 @@ func (rp *replay) inherit(parent *replay, at uint64) {
 		PeakBytes: rp.liveBytes, PeakTime: at}
 	p.Bins = slices.Clone(parent.proc.Bins)
 	p.Sizes = parent.proc.Sizes
+	rp.epoch = 1
+}
+
+// inheritUncounted makes rp, a fork child that has done nothing yet, start
+// with its parent's live blocks, uncounted (Options.LeaveOutInherited):
+// nothing live, no totals, no sites.
+func (rp *replay) inheritUncounted(parent *replay, at uint64) {
+	rp.proc.InheritedLeftOut = true
+	rp.heap = parent.heap.clone()
+	rp.heap.update(func(b *block) { b.thread, b.site = 0, uncounted })
+	rp.allocClock = parent.allocClock
+	rp.proc.Summary = Summary{PeakTime: at}
 	rp.epoch = 1
 }
 

@@ -199,6 +199,14 @@ func leakResult(p *analysis.Process, b Budget, sups []*Suppression, top int) Res
 			}
 		}
 	}
+	if p.InheritedLeftOut {
+		// The scan classified every block of the child, those it
+		// inherited too; the chains hold only its own.
+		r.Actual = 0
+		for _, n := range bytes {
+			r.Actual += n
+		}
+	}
 	r.Broken = r.Actual > b.Limit
 	stacks := make([]uint64, 0, len(bytes))
 	for stack := range bytes {

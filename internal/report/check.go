@@ -32,9 +32,24 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 	default:
 		t.printf("memtrail check: %d of %s broken\n", broken, Plural(uint64(budgets), "budget"))
 	}
+	x := imagesOf(m)
+	// Every broken budget is shown; of the processes that held all
+	// theirs, the first few, so that a trace of hundreds of processes
+	// keeps its verdict short.
+	held, unshown := 0, 0
 	for _, v := range verdicts {
+		if !v.Broken() {
+			if held++; held > listed {
+				unshown++
+				continue
+			}
+		}
 		t.p = v.Process
-		t.printf("\n%s  (pid %d, %s)\n", commandLine(v.Process), v.Process.PID, Ending(v.Process.How, v.Process.Code))
+		own := ""
+		if v.Process.InheritedLeftOut {
+			own = "; forked: its own allocations only"
+		}
+		t.printf("\n%s  (pid %s, %s%s)\n", commandLine(v.Process), x.id(v.Process), Ending(v.Process.How, v.Process.Code), own)
 		for _, r := range v.Results {
 			t.checkResult(r, v)
 		}
@@ -44,6 +59,13 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 				t.printf("    %s in %s  %s  (%s)\n", Size(u.Bytes), Plural(u.Blocks, "block"), u.Suppression.Name, u.Suppression.Source)
 			}
 		}
+	}
+	if unshown > 0 {
+		what := Count(uint64(unshown)) + " more processes"
+		if unshown == 1 {
+			what = "1 more process"
+		}
+		t.printf("\n... and %s that held every budget (memtrail check -json lists every verdict)\n", what)
 	}
 	_, err := io.WriteString(w, t.b.String())
 	return err
@@ -67,7 +89,7 @@ func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 	p := t.p
 	switch r.Kind {
 	case check.Peak:
-		t.printf("       reached %s after the start; the call stacks that held most of it then:\n", Duration(p.Summary.PeakTime-min(p.Summary.PeakTime, p.Start)))
+		t.printf("       reached %s; the call stacks that held most of it then:\n", afterStart(t.m, p, p.Summary.PeakTime))
 	case check.InUseAtExit:
 		t.printf("       the call stacks whose blocks were still allocated at exit:\n")
 	case check.Allocations:
@@ -99,10 +121,14 @@ type jsonCheck struct {
 }
 
 type jsonCheckProcess struct {
-	PID        uint64            `json:"pid"`
-	Program    string            `json:"program"`
-	Budgets    []jsonCheckBudget `json:"budgets"`
-	Suppressed jsonSuppressed    `json:"suppressed"`
+	ID  string `json:"id"` // as -pid names it (see jsonProcess)
+	PID uint64 `json:"pid"`
+	// InheritedLeftOut says that the budgets held the fork child to its
+	// own allocations, not to the heap it inherited.
+	InheritedLeftOut bool              `json:"inherited_left_out"`
+	Program          string            `json:"program"`
+	Budgets          []jsonCheckBudget `json:"budgets"`
+	Suppressed       jsonSuppressed    `json:"suppressed"`
 }
 
 type jsonCheckBudget struct {
@@ -132,8 +158,9 @@ func CheckJSON(w io.Writer, m *analysis.Model, verdicts []check.Verdict) error {
 	if out.Warnings == nil {
 		out.Warnings = []string{}
 	}
+	x := imagesOf(m)
 	for _, v := range verdicts {
-		jp := jsonCheckProcess{PID: v.Process.PID, Program: v.Process.Exe, Budgets: []jsonCheckBudget{},
+		jp := jsonCheckProcess{ID: x.id(v.Process).String(), PID: v.Process.PID, InheritedLeftOut: v.Process.InheritedLeftOut, Program: v.Process.Exe, Budgets: []jsonCheckBudget{},
 			Suppressed: jsonSuppressed{Bytes: v.Suppressed.Bytes, Blocks: v.Suppressed.Blocks, By: []jsonSuppress{}}}
 		for _, r := range v.Results {
 			out.Broken = out.Broken || r.Broken

@@ -112,8 +112,8 @@ func (t *textReport) deepest() {
 	if d.FunctionEntry {
 		at = "at a function entry"
 	}
-	t.printf("\nDeepest stack: %s in thread %d, %s after start (%s), in:\n", exactSize(d.Bytes), d.Thread,
-		Duration(sinceStart(p, d.Time)), at)
+	t.printf("\nDeepest stack: %s in thread %d, %s (%s), in:\n", exactSize(d.Bytes), d.Thread,
+		afterStart(t.m, p, d.Time), at)
 	if d.Stack == 0 {
 		t.printf("    (no call stack recorded)\n")
 		return

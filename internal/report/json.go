@@ -60,6 +60,9 @@ type jsonReport struct {
 
 // jsonProcess is a process of the trace in the list to pick from.
 type jsonProcess struct {
+	// ID is how -pid names the process: the pid, or the pid and the
+	// image (1234.2) if the pid had several.
+	ID          string   `json:"id"`
 	PID         uint64   `json:"pid"`
 	PPID        uint64   `json:"ppid"`
 	Program     string   `json:"program"`
@@ -159,9 +162,10 @@ type jsonProblem struct {
 
 func jsonProcesses(m *analysis.Model, selected *analysis.Process) []jsonProcess {
 	list := make([]jsonProcess, 0, len(m.Processes))
+	x := imagesOf(m)
 	for _, p := range m.Processes {
 		list = append(list, jsonProcess{
-			PID: p.PID, PPID: p.PPID, Program: p.Exe, Args: orEmpty(p.Args),
+			ID: x.id(p).String(), PID: p.PID, PPID: p.PPID, Program: p.Exe, Args: orEmpty(p.Args),
 			Allocations: p.Summary.Allocations, PeakBytes: p.Summary.PeakBytes,
 			End: jsonEndOf(p), Selected: p == selected,
 		})

@@ -5,20 +5,18 @@
 package report
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/memtrail/memtrail/internal/analysis"
-	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // Options say what to report.
 type Options struct {
-	// PID is the process to report on. A PID that several program images
-	// had in turn (an exec replaces the image, not the process) stands for
-	// the last of them. 0 stands for the trace's first process, or the
+	// PID is the process to report on, and Image which of the program
+	// images it had in turn (an exec replaces the image, not the
+	// process), counting from 1 (see ProcessID). Image 0 stands for the
+	// last of them. PID 0 stands for the trace's first process, or the
 	// image that replaced it.
-	PID uint64
+	PID   uint64
+	Image int
 	// Top is how many call stacks each table lists; 0 means 10.
 	Top int
 	// Frames is how many frames of each stack the text shows, the
@@ -83,60 +81,4 @@ func (o Options) frames() int {
 		return 8
 	}
 	return o.Frames
-}
-
-// pick returns the process of m that opts asks for.
-func pick(m *analysis.Model, opts Options) (*analysis.Process, error) {
-	if len(m.Processes) == 0 {
-		return nil, fmt.Errorf("the trace holds no process")
-	}
-	start := -1
-	if opts.PID == 0 {
-		start = 0
-	} else {
-		for i, p := range m.Processes {
-			if p.PID == opts.PID {
-				start = i
-				break
-			}
-		}
-	}
-	if start < 0 {
-		return nil, fmt.Errorf("process %d is not in this trace (processes: %s)", opts.PID, pidList(m))
-	}
-	p := lastImage(m, start)
-	if p.Window.From > p.RunTime() {
-		return nil, fmt.Errorf("the window starts %s after the start of process %d, which ran %s",
-			Duration(p.Window.From), p.PID, Duration(p.RunTime()))
-	}
-	return p, nil
-}
-
-// lastImage follows the process at index i of m through the execs that
-// replaced its image, to the last image.
-func lastImage(m *analysis.Model, i int) *analysis.Process {
-	p := m.Processes[i]
-	for _, next := range m.Processes[i+1:] {
-		if !p.Ended || p.How != trace.EndExec {
-			break
-		}
-		if next.PID == p.PID && !next.Forked {
-			p = next
-		}
-	}
-	return p
-}
-
-// pidList lists the PIDs of the processes of m, each once, in the order
-// they started.
-func pidList(m *analysis.Model) string {
-	seen := make(map[uint64]bool)
-	var pids []string
-	for _, p := range m.Processes {
-		if !seen[p.PID] {
-			seen[p.PID] = true
-			pids = append(pids, fmt.Sprint(p.PID))
-		}
-	}
-	return strings.Join(pids, ", ")
 }

@@ -62,7 +62,7 @@ func (t *textReport) header() {
 	if len(p.Args) > 0 && p.Exe != "" && p.Args[0] != p.Exe {
 		t.printf("  (%s)", p.Exe)
 	}
-	t.printf("\npid %d", p.PID)
+	t.printf("\npid %d%s", p.PID, imageNote(t.m, p))
 	if p.Forked {
 		t.printf(", forked from pid %d", p.PPID)
 	}
@@ -80,14 +80,14 @@ func (t *textReport) summary() {
 		{"temporary", Plural(s.Temporary, "allocation") + " freed before any other allocation"},
 	}
 	if s.PeakBytes > 0 {
-		rows[3][1] += ", " + Duration(sinceStart(p, s.PeakTime)) + " after start"
+		rows[3][1] += ", " + afterStart(t.m, p, s.PeakTime)
 	}
 	if s.StackPeakBytes > 0 {
 		// Traces of memtrail before version 2 of the format have no
 		// stacks: nothing to say of them.
 		rows = slices.Insert(rows, 4,
-			[2]string{"peak stack", exactSize(s.StackPeakBytes) + ", " + Duration(sinceStart(p, s.StackPeakTime)) + " after start" + deepestThread(p)},
-			[2]string{"peak heap+stack", exactSize(s.PeakTotalBytes) + ", " + Duration(sinceStart(p, s.PeakTotalTime)) + " after start"})
+			[2]string{"peak stack", exactSize(s.StackPeakBytes) + ", " + afterStart(t.m, p, s.StackPeakTime) + deepestThread(p)},
+			[2]string{"peak heap+stack", exactSize(s.PeakTotalBytes) + ", " + afterStart(t.m, p, s.PeakTotalTime)})
 	}
 	// What is in use at exit, by memcheck's classes, when the process
 	// was scanned at its exit; why not, when it was recorded to be.
@@ -413,22 +413,6 @@ func (t *textReport) symbols() {
 		}
 		t.printf("  %s: %s\n", o.Path, why)
 	}
-}
-
-func (t *textReport) otherProcesses() {
-	if len(t.m.Processes) < 2 {
-		return
-	}
-	rows := [][]string{{"pid", "program", "allocations", "peak", "end"}}
-	for _, p := range t.m.Processes {
-		if p == t.p {
-			continue
-		}
-		rows = append(rows, []string{fmt.Sprint(p.PID), truncate(commandLine(p), 32),
-			Count(p.Summary.Allocations), Size(p.Summary.PeakBytes), ending(p)})
-	}
-	t.printf("\nOther processes in this trace; see one with memtrail report --pid N\n")
-	t.table(rows, []bool{true, false, true, true, false})
 }
 
 // table writes rows in aligned columns, the numeric ones aligned right.
