@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/gob"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,5 +68,68 @@ func TestPlantedAgent(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(shared, "memtrail-0")) || !strings.Contains(err.Error(), "owned by uid") {
 		t.Errorf("memtrail run: status %d, error %v; want one that names the cache directory and its owner", status, err)
+	}
+}
+
+// forgedCache is the layout of an analysis cache, as one who read the
+// source would write it (gob matches fields by name).
+type forgedCache struct {
+	Trace struct {
+		Size, ModTime int64
+		Sum           [32]byte
+	}
+	Entries []struct {
+		Key   string
+		Model []byte
+	}
+}
+
+// TestPlantedAnalysisCache is the attack of issue 19 item 5: another user
+// puts beside a trace that breaks a budget the cache of one that holds
+// it, labeled with the trace's size, time and hash (a small trace is
+// all first 64 KiB). check must still say the budget is broken.
+func TestPlantedAnalysisCache(t *testing.T) {
+	fixture.OtherUser(t)
+	shared := sharedDir(t)
+	big := writeTrace(t, shared, "big.mtr", strings.Replace(smallTrace, "size=32", "size=4096", 1))
+	donor := writeTrace(t, t.TempDir(), "small.mtr", smallTrace)
+	args := []string{"check", "-max-peak", "100"}
+	if status, err := run(append(args, donor), &bytes.Buffer{}, &bytes.Buffer{}); status != 0 || err != nil {
+		t.Fatalf("check of the small trace: status %d, %v", status, err)
+	}
+	cache, err := os.ReadFile(donor + ".cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := len("memtrail analysis cache\n") + 1
+	var cf forgedCache
+	if err := gob.NewDecoder(bytes.NewReader(cache[header:])).Decode(&cf); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf.Trace.Size, cf.Trace.ModTime, cf.Trace.Sum = fi.Size(), fi.ModTime().UnixNano(), sha256.Sum256(data)
+	var forged bytes.Buffer
+	forged.Write(cache[:header])
+	if err := gob.NewEncoder(&forged).Encode(cf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "forged"), forged.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := fixture.AsOtherUser(t, "cp", filepath.Join(shared, "forged"), big+".cache").CombinedOutput(); err != nil {
+		t.Fatalf("planting: %v: %s", err, out)
+	}
+
+	var stdout bytes.Buffer
+	status, err := run(append(args, big), &stdout, &bytes.Buffer{})
+	if status != 3 || !strings.Contains(stdout.String(), "FAIL peak heap") {
+		t.Errorf("check of the trace that breaks the budget, with a cache planted beside it: status %d, %v\n%s", status, err, stdout.String())
 	}
 }
