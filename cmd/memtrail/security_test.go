@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/agent"
@@ -131,5 +132,39 @@ func TestPlantedAnalysisCache(t *testing.T) {
 	status, err := run(append(args, big), &stdout, &bytes.Buffer{})
 	if status != 3 || !strings.Contains(stdout.String(), "FAIL peak heap") {
 		t.Errorf("check of the trace that breaks the budget, with a cache planted beside it: status %d, %v\n%s", status, err, stdout.String())
+	}
+}
+
+// TestPrivateFiles: what memtrail writes holds the command line, paths
+// and the host name; each file it creates is private (0600), whatever
+// the umask: traces with and without -o, the analysis cache, exports and
+// the HTML page.
+func TestPrivateFiles(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0))
+	dir := t.TempDir()
+	t.Chdir(dir)
+	trace := filepath.Join(dir, "t.mtr")
+	for _, args := range [][]string{
+		{"run", "-q", "-o", trace, "--", "true"},
+		{"run", "-q", "--", "true"},
+		{"report", trace},
+		{"export", "-format", "pprof", "-o", filepath.Join(dir, "t.pb.gz"), trace},
+		{"export", "-format", "parquet", "-o", filepath.Join(dir, "parquet"), trace},
+		{"report", "-html", filepath.Join(dir, "t.html"), trace},
+	} {
+		if status, err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); status != 0 || err != nil {
+			t.Fatalf("%q: status %d, %v", args, status, err)
+		}
+	}
+	named, _ := filepath.Glob(filepath.Join(dir, "true.*.mtr"))
+	files := append(named, trace, trace+".cache", filepath.Join(dir, "t.pb.gz"),
+		filepath.Join(dir, "parquet", "events.parquet"), filepath.Join(dir, "parquet", "stacks.parquet"), filepath.Join(dir, "t.html"))
+	if len(named) != 1 {
+		t.Errorf("no trace named after the program: %v", named)
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want 0600", f, fi.Mode(), err)
+		}
 	}
 }
