@@ -78,7 +78,7 @@ func defaultName(program string, pid int) string {
 }
 
 // agentEnv adds the agent to LD_PRELOAD and tells it where the recorder
-// listens.
+// listens, and the run's key, in MEMTRAIL_SOCK (see server.env).
 func agentEnv(env []string, agentPath, socket string) []string {
 	out := make([]string, 0, len(env)+2)
 	preload := agentPath

@@ -289,7 +289,7 @@ func (r *Recorder) start(prog string) error {
 	opts := r.opts
 	started := time.Now()
 	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
-		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.name),
+		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.env()),
 		Files: []*os.File{opts.Stdin, opts.Stdout, opts.Stderr},
 	})
 	if err != nil {
@@ -447,7 +447,8 @@ func (r *Recorder) interrupted(sig os.Signal) bool {
 // connect starts recording a process that said hello.
 func (r *Recorder) connect(h *hello) {
 	if old := r.byPid[h.pid]; old != nil && !old.ended && !h.fork {
-		// The same pid with a new image: the old one exec'd.
+		// The same pid with a new image: the old one exec'd. (The hello
+		// came from that very process: see server.)
 		r.end(old, trace.EndExec, 0)
 	}
 	parent := r.byPid[h.ppid]
@@ -857,6 +858,10 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 	if p.pidfd >= 0 {
 		unix.Close(p.pidfd)
 	}
+	// The process may run on (it outlived the program, or an image that
+	// said it had exec'd had not): its agent must not wait for ring space
+	// no one will give.
+	*hdr.u64(hdrDisabled) = 1
 	hdr.unmap()
 	for i, q := range r.procs {
 		if q == p {
@@ -879,7 +884,7 @@ func (r *Recorder) anyGone() bool {
 func (r *Recorder) stopRemaining() {
 	for len(r.procs) > 0 {
 		p := r.procs[0]
-		*p.region.u64(hdrDisabled) = 1
+		*p.region.u64(hdrDisabled) = 1 // before the last drain, so that it is the last
 		fmt.Fprintf(r.log, "memtrail: process %d is still running; its recording stops here\n", p.pid)
 		r.end(p, trace.EndRunning, 0)
 	}
