@@ -802,18 +802,9 @@ func (r *Recorder) reaped(wr waitResult) {
 // zombieStatus reads the exit status of a process its parent has not
 // reaped yet (field 52 of /proc/pid/stat).
 func zombieStatus(pid int) (syscall.WaitStatus, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); exit_code is field 52.
-	if len(fields) < 50 || fields[0] != "Z" {
+	fields, ok := statFields(pid)
+	// exit_code is field 52.
+	if !ok || len(fields) < 50 || fields[0] != "Z" {
 		return 0, false
 	}
 	v, err := strconv.Atoi(fields[49])
@@ -821,6 +812,20 @@ func zombieStatus(pid int) (syscall.WaitStatus, bool) {
 		return 0, false
 	}
 	return syscall.WaitStatus(v), true
+}
+
+// statFields returns the fields of /proc/pid/stat from field 3 (the
+// state) on: those after the command name, which may hold anything.
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+1:])), true
 }
 
 // end drains what is left of a process and writes how it ended.

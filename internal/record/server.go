@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,19 +174,10 @@ func descendant(pid, root int) bool {
 	return false
 }
 
-// parentOf returns the parent of process pid, from field 4 of
-// /proc/pid/stat (after the command name, which may hold anything).
+// parentOf returns the parent of process pid (field 4 of its stat).
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 2 {
+	fields, ok := statFields(pid)
+	if !ok || len(fields) < 2 {
 		return 0, false
 	}
 	ppid, err := strconv.Atoi(fields[1])
