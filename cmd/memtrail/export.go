@@ -168,7 +168,8 @@ func (x *exportJob) analyze(all bool) error {
 }
 
 // writeOutput writes what write makes to the file out, or to stdout if
-// out is "-". A file that could not be written completely is removed.
+// out is "-". A file that could not be written completely is removed. A
+// new file is private (0600), as the trace it comes from is.
 func writeOutput(out string, stdout io.Writer, write func(io.Writer) error) error {
 	if out == "-" {
 		w := bufio.NewWriter(stdout)
@@ -177,7 +178,7 @@ func writeOutput(out string, stdout io.Writer, write func(io.Writer) error) erro
 		}
 		return w.Flush()
 	}
-	f, err := os.Create(out)
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -140,7 +140,7 @@ func writeHTML(trace string, pid uint64, path string) (int, error) {
 	if err := web.WriteHTML(&page, trace, pid); err != nil {
 		return 1, err
 	}
-	if err := os.WriteFile(path, page.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, page.Bytes(), 0o600); err != nil { // what the trace holds, as private
 		return 1, err
 	}
 	return 0, nil

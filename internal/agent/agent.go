@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/memtrail/memtrail/internal/usercache"
 )
 
 //go:embed csrc/*.c csrc/*.h
@@ -59,26 +61,32 @@ func Compiler() (string, error) {
 }
 
 // Path returns the path of the built agent, building it into cacheDir if
-// needed. An empty cacheDir means the user's cache directory.
+// needed. An empty cacheDir means memtrail's cache directory (see
+// usercache). The directory and an agent found in it are checked first:
+// the agent is loaded into every program memtrail runs, so one that
+// another user could have put there or changed is an error.
 func Path(cacheDir string) (string, error) {
 	cc, err := Compiler()
 	if err != nil {
 		return "", err
 	}
 	if cacheDir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		cacheDir = filepath.Join(base, "memtrail")
+		cacheDir, err = usercache.Dir()
+	} else {
+		err = usercache.Make(cacheDir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("agent cache: %w", err)
 	}
 	key, err := cacheKey(cc)
 	if err != nil {
 		return "", err
 	}
 	out := filepath.Join(cacheDir, "agent-"+key+".so")
-	if _, err := os.Stat(out); err == nil {
+	if err := usercache.CheckFile(out); err == nil {
 		return out, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("agent: %w", err)
 	}
 	if err := build(cc, cacheDir, out); err != nil {
 		return "", err
@@ -126,9 +134,6 @@ func cacheKey(cc string) (string, error) {
 // build compiles the sources in a fresh directory and moves the result
 // into place atomically, so concurrent builds cannot see a partial file.
 func build(cc, cacheDir, out string) error {
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return fmt.Errorf("creating agent cache: %w", err)
-	}
 	dir, err := os.MkdirTemp(cacheDir, "build-")
 	if err != nil {
 		return fmt.Errorf("creating agent build directory: %w", err)
@@ -159,6 +164,10 @@ func build(cc, cacheDir, out string) error {
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("building the agent with %s: %w\n%s", cc, err, stderr.String())
+	}
+	// Whatever the umask, no one else may change it.
+	if err := os.Chmod(filepath.Join(dir, "agent.so"), 0o755); err != nil {
+		return fmt.Errorf("installing the agent: %w", err)
 	}
 	if err := os.Rename(filepath.Join(dir, "agent.so"), out); err != nil {
 		return fmt.Errorf("installing the agent: %w", err)

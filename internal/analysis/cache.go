@@ -13,21 +13,35 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"syscall"
 
 	"github.com/memtrail/memtrail/internal/trace"
+	"github.com/memtrail/memtrail/internal/usercache"
 )
 
 // The analysis of a trace is kept beside it, so that a second look at the
 // same trace (the same report again, another view of it) takes no replay.
 // The cache file, TRACE.cache, holds the models of the latest few sets of
 // Options; it is valid while the trace is the same file unchanged: the
-// same size, modification time, and first and last bytes. When the
-// trace's directory cannot be written, the cache goes to the user's cache
-// directory instead, named after the trace's absolute path.
+// same size, modification time and SHA-256 of all its bytes (hashing them
+// costs little next to decoding them: see docs/performance.md). When the
+// trace's directory cannot be written, the cache goes to memtrail's cache
+// directory instead (see usercache), named after the trace's absolute
+// path.
+//
+// A cache decides what check says of a trace, so one is only read if it
+// is a regular file that no one but its owner can write, owned by the
+// user memtrail runs as or by the trace's owner (who could as well have
+// written the trace). Caches are written 0600: they hold what the trace
+// holds.
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 13
+const cacheVersion = 14
+
+// maxCacheBytes bounds the cache file read: far more than the models of
+// the largest traces take.
+const maxCacheBytes = 4 << 30
 
 // cacheMagic starts every cache file.
 const cacheMagic = "memtrail analysis cache\n"
@@ -45,12 +59,12 @@ func AnalyzeFile(path string, opts Options) (m *Model, fromCache bool, err error
 		return nil, false, err
 	}
 	defer f.Close()
-	id, err := identify(f)
+	id, owner, err := identify(f)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
 	paths := cachePaths(path)
-	c := &traceCache{trace: f, path: path, file: cacheFile{Trace: id, Entries: readCache(paths, id)}}
+	c := &traceCache{trace: f, path: path, file: cacheFile{Trace: id, Entries: readCache(paths, id, owner)}}
 	if !opts.Filter.IsZero() && opts.Stacks == nil {
 		// The filter reads the stacks and symbols of an unfiltered
 		// analysis: most often in the cache already.
@@ -129,36 +143,27 @@ func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
 // traceID tells a trace file from any other, and from itself changed.
 type traceID struct {
 	Size    int64
-	ModTime int64 // ns since the epoch
-	Sum     [32]byte
+	ModTime int64    // ns since the epoch
+	Sum     [32]byte // SHA-256 of the whole file
 }
 
-// identify returns the ID of the open trace f: its size and modification
-// time, and a hash of its first and last 64 KiB (which hold its header,
-// the first block, and the end of the last).
-func identify(f *os.File) (traceID, error) {
+// identify returns the ID of the open trace f, and its owner's uid.
+func identify(f *os.File) (id traceID, owner int, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return traceID{}, err
+		return traceID{}, 0, err
 	}
-	id := traceID{Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}
+	id = traceID{Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}
+	owner = os.Geteuid()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		owner = int(st.Uid)
+	}
 	h := sha256.New()
-	const part = 64 << 10
-	buf := make([]byte, part)
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return traceID{}, err
-	}
-	h.Write(buf[:n])
-	if fi.Size() > part {
-		n, err = f.ReadAt(buf, max(part, fi.Size()-part))
-		if err != nil && !errors.Is(err, io.EOF) {
-			return traceID{}, err
-		}
-		h.Write(buf[:n])
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, fi.Size())); err != nil {
+		return traceID{}, 0, err
 	}
 	copy(id.Sum[:], h.Sum(nil))
-	return id, nil
+	return id, owner, nil
 }
 
 // optionsKey names a set of options in a cache.
@@ -172,10 +177,10 @@ func optionsKey(o Options) string {
 func cachePaths(path string) []string {
 	paths := []string{path + ".cache"}
 	abs, err1 := filepath.Abs(path)
-	dir, err2 := os.UserCacheDir()
+	dir, err2 := usercache.Dir("analysis")
 	if err1 == nil && err2 == nil {
 		sum := sha256.Sum256([]byte(abs))
-		paths = append(paths, filepath.Join(dir, "memtrail", "analysis", fmt.Sprintf("%x.cache", sum[:12])))
+		paths = append(paths, filepath.Join(dir, fmt.Sprintf("%x.cache", sum[:12])))
 	}
 	return paths
 }
@@ -193,10 +198,11 @@ type cacheEntry struct {
 }
 
 // readCache returns the entries of the first cache of paths that is about
-// trace id; none if there is none.
-func readCache(paths []string, id traceID) []cacheEntry {
+// trace id and owned by the user or by the trace's owner; none if there
+// is none.
+func readCache(paths []string, id traceID, owner int) []cacheEntry {
 	for _, p := range paths {
-		data, err := os.ReadFile(p)
+		data, err := usercache.ReadFile(p, maxCacheBytes, owner)
 		if err != nil {
 			continue
 		}
@@ -223,17 +229,11 @@ func writeCache(paths []string, cf cacheFile) {
 		return
 	}
 	for _, p := range paths {
-		if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
-			continue
-		}
-		tmp, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".*")
+		tmp, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".*") // 0600
 		if err != nil {
 			continue
 		}
 		_, err = tmp.Write(buf.Bytes())
-		if err == nil {
-			err = tmp.Chmod(0o644) // CreateTemp makes it private; a trace is not
-		}
 		if cerr := tmp.Close(); err == nil {
 			err = cerr
 		}

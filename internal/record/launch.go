@@ -55,15 +55,17 @@ func CheckProgram(name string) (string, error) {
 // createOutput creates the trace file before the program starts, so an
 // unwritable path fails before anything runs. With no path a temporary
 // name in the current directory is used until the program's pid is known.
+// A new trace is private (0600), whatever the umask, as core dumps are:
+// it holds the command line, paths and the host name.
 func createOutput(path string) (f *os.File, temporary bool, err error) {
 	if path != "" {
-		f, err = os.Create(path)
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return nil, false, fmt.Errorf("creating the trace: %w", err)
 		}
 		return f, false, nil
 	}
-	f, err = os.CreateTemp(".", ".memtrail-*.mtr")
+	f, err = os.CreateTemp(".", ".memtrail-*.mtr") // 0600
 	if err != nil {
 		return nil, false, fmt.Errorf("creating the trace in the current directory: %w", err)
 	}
@@ -76,7 +78,7 @@ func defaultName(program string, pid int) string {
 }
 
 // agentEnv adds the agent to LD_PRELOAD and tells it where the recorder
-// listens.
+// listens, and the run's key, in MEMTRAIL_SOCK (see server.env).
 func agentEnv(env []string, agentPath, socket string) []string {
 	out := make([]string, 0, len(env)+2)
 	preload := agentPath

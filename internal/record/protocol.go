@@ -5,10 +5,11 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 6
+	protocolVersion = 7
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	maxHello        = 16384
+	keyLen          = 32
 
 	helloStart = 1
 	helloFork  = 2
@@ -83,7 +84,8 @@ const (
 
 // struct mt_hello and struct mt_welcome.
 const (
-	helloFixed     = 48
+	helloFixed     = 80
 	helloForkToken = 40
+	helloKey       = 48
 	welcomeBytes   = 16
 )

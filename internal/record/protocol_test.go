@@ -23,7 +23,7 @@ func TestProtocolMatchesC(t *testing.T) {
 		goValue uint64
 	}{
 		{"MT_REGION_MAGIC", regionMagic}, {"MT_PROTOCOL_VERSION", protocolVersion},
-		{"MT_HELLO_MAGIC", helloMagic}, {"MT_HEADER_SIZE", headerSize}, {"MT_MAX_HELLO", maxHello},
+		{"MT_HELLO_MAGIC", helloMagic}, {"MT_HEADER_SIZE", headerSize}, {"MT_MAX_HELLO", maxHello}, {"MT_KEY_LEN", keyLen},
 		{"MT_HELLO_START", helloStart}, {"MT_HELLO_FORK", helloFork},
 		{"MT_SLOT_FREE", slotFree}, {"MT_SLOT_OWNED", slotOwned}, {"MT_SLOT_DONE", slotDone},
 		{"MT_REC_ALLOC", recAlloc}, {"MT_REC_FREE", recFree}, {"MT_REC_REALLOC", recRealloc},
@@ -52,6 +52,7 @@ func TestProtocolMatchesC(t *testing.T) {
 		{"offsetof(struct mt_node, parent)", nodeParent}, {"offsetof(struct mt_node, module)", nodeModule},
 		{"offsetof(struct mt_node, offset)", nodeOffset}, {"sizeof(struct mt_node)", nodeBytes},
 		{"sizeof(struct mt_hello)", helloFixed}, {"offsetof(struct mt_hello, fork_token)", helloForkToken},
+		{"offsetof(struct mt_hello, key)", helloKey},
 		{"sizeof(struct mt_welcome)", welcomeBytes},
 		{"MT_API_MALLOC", uint64(trace.APIMalloc)}, {"MT_API_FREE", uint64(trace.APIFree)},
 		{"MT_API_PVALLOC", uint64(trace.APIPvalloc)}, {"MT_API_NEW", uint64(trace.APINew)},

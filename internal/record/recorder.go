@@ -289,7 +289,7 @@ func (r *Recorder) start(prog string) error {
 	opts := r.opts
 	started := time.Now()
 	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
-		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.name),
+		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.env()),
 		Files: []*os.File{opts.Stdin, opts.Stdout, opts.Stderr},
 	})
 	if err != nil {
@@ -447,7 +447,8 @@ func (r *Recorder) interrupted(sig os.Signal) bool {
 // connect starts recording a process that said hello.
 func (r *Recorder) connect(h *hello) {
 	if old := r.byPid[h.pid]; old != nil && !old.ended && !h.fork {
-		// The same pid with a new image: the old one exec'd.
+		// The same pid with a new image: the old one exec'd. (The hello
+		// came from that very process: see server.)
 		r.end(old, trace.EndExec, 0)
 	}
 	parent := r.byPid[h.ppid]
@@ -801,18 +802,9 @@ func (r *Recorder) reaped(wr waitResult) {
 // zombieStatus reads the exit status of a process its parent has not
 // reaped yet (field 52 of /proc/pid/stat).
 func zombieStatus(pid int) (syscall.WaitStatus, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); exit_code is field 52.
-	if len(fields) < 50 || fields[0] != "Z" {
+	fields, ok := statFields(pid)
+	// exit_code is field 52.
+	if !ok || len(fields) < 50 || fields[0] != "Z" {
 		return 0, false
 	}
 	v, err := strconv.Atoi(fields[49])
@@ -820,6 +812,20 @@ func zombieStatus(pid int) (syscall.WaitStatus, bool) {
 		return 0, false
 	}
 	return syscall.WaitStatus(v), true
+}
+
+// statFields returns the fields of /proc/pid/stat from field 3 (the
+// state) on: those after the command name, which may hold anything.
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+1:])), true
 }
 
 // end drains what is left of a process and writes how it ended.
@@ -857,6 +863,10 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 	if p.pidfd >= 0 {
 		unix.Close(p.pidfd)
 	}
+	// The process may run on (it outlived the program, or an image that
+	// said it had exec'd had not): its agent must not wait for ring space
+	// no one will give.
+	*hdr.u64(hdrDisabled) = 1
 	hdr.unmap()
 	for i, q := range r.procs {
 		if q == p {
@@ -879,7 +889,7 @@ func (r *Recorder) anyGone() bool {
 func (r *Recorder) stopRemaining() {
 	for len(r.procs) > 0 {
 		p := r.procs[0]
-		*p.region.u64(hdrDisabled) = 1
+		*p.region.u64(hdrDisabled) = 1 // before the last drain, so that it is the last
 		fmt.Fprintf(r.log, "memtrail: process %d is still running; its recording stops here\n", p.pid)
 		r.end(p, trace.EndRunning, 0)
 	}

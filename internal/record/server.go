@@ -3,12 +3,15 @@ package record
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +23,7 @@ type hello struct {
 	pid, ppid int
 	fork      bool
 	forkToken uint64 // a fork child: the parent's FORK sequence number + 1
+	key       []byte // the run's key, as the process knows it
 	args      []string
 	exe, cwd  string
 	region    *region
@@ -28,9 +32,17 @@ type hello struct {
 
 // server accepts agents on an abstract Unix socket, gives each process its
 // region and passes it on to the recorder's loop.
+//
+// Any local user can connect to an abstract socket, and a hello decides
+// what goes into the trace, so a connection is only heard if its peer
+// (SO_PEERCRED) runs as the recorder's user and is a descendant of the
+// recorder (the program, or what it started: the recorder is their
+// subreaper), its hello names the peer's own pid, and carries the run's
+// key, which the agents find in their environment.
 type server struct {
 	ln     *net.UnixListener
 	name   string
+	key    string // keyLen hex digits, new for each run
 	cfg    regionConfig
 	clock  *coarseClock // nil: the agents read the time-stamp counter
 	hellos chan *hello
@@ -38,21 +50,43 @@ type server struct {
 	// hellos yet: an agent runs on once it has its welcome, which comes
 	// before its hello goes in the channel.
 	inFlight atomic.Int32
-	errs     chan error
+	// handshakes bounds the handshakes under way, each in a goroutine
+	// of its own so that a process that connects and says nothing holds
+	// up no other.
+	handshakes chan struct{}
+	// welcoming serializes the welcomes and the hellos that follow them
+	// into the channel: a process may fork or exec as soon as it has its
+	// welcome, and the hello of the child must come after its parent's.
+	welcoming sync.Mutex
+	errs      chan error
 }
+
+// maxHandshakes is how many handshakes may be under way at once.
+const maxHandshakes = 64
+
+// helloTimeout is how long a process that connected has to say hello: an
+// agent sends it at once.
+const helloTimeout = 2 * time.Second
 
 func listen(cfg regionConfig, clock *coarseClock) (*server, error) {
 	var b [8]byte
 	rand.Read(b[:])
 	name := fmt.Sprintf("@memtrail-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	var key [keyLen / 2]byte
+	rand.Read(key[:])
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
 	if err != nil {
 		return nil, fmt.Errorf("listening for the agent: %w", err)
 	}
-	s := &server{ln: ln, name: name, cfg: cfg, clock: clock, hellos: make(chan *hello, 64), errs: make(chan error, 16)}
+	s := &server{ln: ln, name: name, key: hex.EncodeToString(key[:]), cfg: cfg, clock: clock, hellos: make(chan *hello, 64),
+		handshakes: make(chan struct{}, maxHandshakes), errs: make(chan error, 16)}
 	go s.serve()
 	return s, nil
 }
+
+// env is the value of MEMTRAIL_SOCK for the agents: the key, then where
+// the recorder listens.
+func (s *server) env() string { return s.key + ":" + s.name }
 
 func (s *server) close() { s.ln.Close() }
 
@@ -67,16 +101,23 @@ func (s *server) serve() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		s.inFlight.Add(1)
-		h, err := s.handshake(conn)
-		conn.Close()
+		pid, err := s.admit(conn)
 		if err != nil {
-			s.inFlight.Add(-1)
+			conn.Close()
 			s.report(err)
 			continue
 		}
-		s.hellos <- h
-		s.inFlight.Add(-1)
+		s.inFlight.Add(1)
+		s.handshakes <- struct{}{}
+		go func() {
+			defer func() { <-s.handshakes }()
+			err := s.handshake(conn, pid)
+			conn.Close()
+			if err != nil {
+				s.report(err)
+			}
+			s.inFlight.Add(-1) // after the hello is in the channel
+		}()
 	}
 }
 
@@ -87,17 +128,83 @@ func (s *server) report(err error) {
 	}
 }
 
-func (s *server) handshake(conn *net.UnixConn) (*hello, error) {
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+// admit checks who connected, before reading anything from it, and
+// returns its pid.
+func (s *server) admit(conn *net.UnixConn) (int, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("accepting an agent: %w", err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return 0, fmt.Errorf("accepting an agent: who connected is not known: %w", errors.Join(err, credErr))
+	}
+	pid := int(cred.Pid)
+	if int(cred.Uid) != os.Geteuid() {
+		return 0, fmt.Errorf("refused a connection from process %d of uid %d: the recorder runs as uid %d", pid, cred.Uid, os.Geteuid())
+	}
+	if !descendant(pid, os.Getpid()) {
+		return 0, fmt.Errorf("refused a connection from process %d: not one the recorded program started", pid)
+	}
+	return pid, nil
+}
+
+// maxDepth bounds the walk up the process tree.
+const maxDepth = 4096
+
+// descendant says whether process pid is a descendant of process root,
+// from the parents /proc gives.
+func descendant(pid, root int) bool {
+	for range maxDepth {
+		if pid <= 1 {
+			return false
+		}
+		ppid, ok := parentOf(pid)
+		if !ok {
+			return false
+		}
+		if ppid == root {
+			return true
+		}
+		pid = ppid
+	}
+	return false
+}
+
+// parentOf returns the parent of process pid (field 4 of its stat).
+func parentOf(pid int) (int, bool) {
+	fields, ok := statFields(pid)
+	if !ok || len(fields) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	return ppid, err == nil
+}
+
+// handshake reads the hello of process pid, checks it, welcomes the
+// process with its region and passes the hello on.
+func (s *server) handshake(conn *net.UnixConn, pid int) error {
+	conn.SetDeadline(time.Now().Add(helloTimeout))
 	buf := make([]byte, maxHello)
 	n, _, _, _, err := conn.ReadMsgUnix(buf, nil)
 	if err != nil {
-		return nil, fmt.Errorf("reading an agent's hello: %w", err)
+		return fmt.Errorf("reading the hello of process %d: %w", pid, err)
 	}
 	h, err := parseHello(buf[:n])
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("process %d: %w", pid, err)
 	}
+	if subtle.ConstantTimeCompare(h.key, []byte(s.key)) != 1 {
+		return fmt.Errorf("refused process %d: its hello has not the key of this run", pid)
+	}
+	if h.pid != pid {
+		return fmt.Errorf("refused process %d: its hello says it is process %d", pid, h.pid)
+	}
+	s.welcoming.Lock()
+	defer s.welcoming.Unlock()
 	h.tsc = rdtsc()
 	r, err := newRegion(s.cfg, os.Getpid())
 	welcome := make([]byte, welcomeBytes)
@@ -105,7 +212,7 @@ func (s *server) handshake(conn *net.UnixConn) (*hello, error) {
 	if err != nil {
 		binary.LittleEndian.PutUint32(welcome[4:], 1)
 		conn.WriteMsgUnix(welcome, nil, nil)
-		return nil, fmt.Errorf("process %d is not recorded: %w", h.pid, err)
+		return fmt.Errorf("process %d is not recorded: %w", h.pid, err)
 	}
 	if s.clock != nil {
 		s.clock.add(r)
@@ -113,11 +220,12 @@ func (s *server) handshake(conn *net.UnixConn) (*hello, error) {
 	binary.LittleEndian.PutUint64(welcome[8:], uint64(len(r.mem)))
 	if _, _, err := conn.WriteMsgUnix(welcome, unix.UnixRights(r.fd), nil); err != nil {
 		r.unmap()
-		return nil, fmt.Errorf("answering process %d: %w", h.pid, err)
+		return fmt.Errorf("answering process %d: %w", h.pid, err)
 	}
 	r.closeFD()
 	h.region = r
-	return h, nil
+	s.hellos <- h
+	return nil
 }
 
 func parseHello(b []byte) (*hello, error) {
@@ -129,7 +237,7 @@ func parseHello(b []byte) (*hello, error) {
 		return nil, fmt.Errorf("an agent speaks protocol %d, this recorder %d", v, protocolVersion)
 	}
 	h := &hello{pid: int(le.Uint32(b[8:])), ppid: int(le.Uint32(b[12:])), fork: le.Uint32(b[16:])&helloFork != 0,
-		forkToken: le.Uint64(b[helloForkToken:])}
+		forkToken: le.Uint64(b[helloForkToken:]), key: b[helloKey : helloKey+keyLen]}
 	rest := b[helloFixed:]
 	take := func(n uint32) []byte {
 		if int(n) > len(rest) {

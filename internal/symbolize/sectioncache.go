@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/memtrail/memtrail/internal/usercache"
 )
 
 // sectionCache keeps the decompressed DWARF sections of debug files that
@@ -13,8 +15,10 @@ import (
 // build-id: inflating glibc's takes a tenth of a second of every
 // recording, reading them back a few milliseconds. A file is only ever
 // written whole (renamed into place), and one whose size is not the
-// section's is not used: it is decompressed again and rewritten. Anything
-// that fails leaves the cache out. The cache may be deleted at any time.
+// section's is not used: it is decompressed again and rewritten; nor is
+// one that another user owns or could have changed (see usercache).
+// Anything that fails leaves the cache out. The cache may be deleted at
+// any time.
 type sectionCache struct {
 	dir string // dir/<section name> holds the section; "" for no cache
 }
@@ -36,7 +40,7 @@ func (c sectionCache) section(f *elf.File, file io.ReaderAt, name string) ([]byt
 		return debugSection(f, file, name)
 	}
 	path := filepath.Join(c.dir, name)
-	if data, err := os.ReadFile(path); err == nil && uint64(len(data)) == s.Size {
+	if data, err := usercache.ReadFile(path, int64(s.Size)); err == nil && uint64(len(data)) == s.Size {
 		return data, nil
 	}
 	data, err := debugSection(f, file, name)
@@ -49,7 +53,7 @@ func (c sectionCache) section(f *elf.File, file io.ReaderAt, name string) ([]byt
 // store writes data to path through a temporary file, so that a reader
 // never sees part of it.
 func (c sectionCache) store(path string, data []byte) {
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	if err := usercache.Make(c.dir); err != nil {
 		return
 	}
 	tmp, err := os.CreateTemp(c.dir, ".tmp-*")

@@ -50,11 +50,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/ianlancetaylor/demangle"
 	"github.com/klauspost/compress/zlib"
+
+	"github.com/memtrail/memtrail/internal/usercache"
 )
 
 // Frame is one source-level frame.
@@ -116,22 +117,26 @@ type Options struct {
 	DebugRoot string
 	// CacheDir is where decompressed debug sections are kept, so that
 	// the next recording reads them instead of inflating them again (see
-	// sectionCache). "" means memtrail/dwarf in the user's cache
-	// directory; "-" keeps none.
+	// sectionCache). "" means dwarf in memtrail's cache directory (see
+	// usercache); "-" keeps none.
 	CacheDir string
 }
 
-// cacheDir returns the directory of the section cache, or "" for none.
+// cacheDir returns the directory of the section cache, or "" for none: a
+// directory another user owns or could write to is none.
 func (opts Options) cacheDir() string {
 	switch opts.CacheDir {
 	case "-":
 		return ""
 	case "":
-		base, err := os.UserCacheDir()
+		dir, err := usercache.Dir("dwarf")
 		if err != nil {
 			return ""
 		}
-		return filepath.Join(base, "memtrail", "dwarf")
+		return dir
+	}
+	if usercache.Make(opts.CacheDir) != nil {
+		return ""
 	}
 	return opts.CacheDir
 }

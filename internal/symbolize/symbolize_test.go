@@ -16,7 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+
+	"github.com/memtrail/memtrail/internal/fixture"
 )
 
 // findCall returns the pc (return address - 1) of the first call from the
@@ -307,6 +310,52 @@ func TestSectionCache(t *testing.T) {
 	sameFrames(t, uncached, openCached(), bin) // a damaged one is not used
 	if st, err := os.Stat(info); err != nil || uint64(st.Size()) != size {
 		t.Fatalf("the damaged .debug_info was not rewritten: %v %v", st, err)
+	}
+}
+
+// TestSectionCachePlanted: a kept section another user owns (or could
+// have changed) is not read, however well it fits: it is decompressed
+// again and replaced by one of the user's own.
+func TestSectionCachePlanted(t *testing.T) {
+	uid, gid := fixture.OtherUser(t)
+	bin := buildFixture(t, []string{"inline.c"}, "-O2", "-g", "-gz")
+	cache := t.TempDir()
+	opts := Options{DebugRoot: t.TempDir(), CacheDir: cache}
+	uncached, err := Options{DebugRoot: t.TempDir(), CacheDir: "-"}.Open(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uncached.Close()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cache, hex.EncodeToString(BuildID(f)))
+	size := f.Section(".debug_info").Size
+	f.Close()
+	// A forged .debug_info of the right size: its one unit claims the
+	// whole section and holds nothing a reader can use.
+	forged := bytes.Repeat([]byte{0xff}, int(size))
+	binary.LittleEndian.PutUint32(forged, uint32(size-4))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	info := filepath.Join(dir, "info")
+	if err := os.WriteFile(info, forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(info, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	o, err := opts.Open(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	wantStatus(t, o, Full)
+	sameFrames(t, uncached, o, bin)
+	if st, err := os.Stat(info); err != nil || st.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Errorf("the planted section was not replaced: %v", err)
 	}
 }
 

@@ -79,7 +79,8 @@ struct mt_process {
 	uint32_t max_frames;
 	char sock_path[108];
 	size_t sock_path_len;
-	char sock_env[108]; /* MEMTRAIL_SOCK as the environment gave it */
+	char key[MT_KEY_LEN];
+	char sock_env[MT_KEY_LEN + 1 + 108]; /* MEMTRAIL_SOCK as the environment gave it */
 };
 
 enum { MT_STATE_UNINIT, MT_STATE_ACTIVE, MT_STATE_OFF };

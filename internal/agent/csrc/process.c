@@ -87,9 +87,10 @@ static size_t read_file(const char *path, char *buf, size_t cap)
 	return n;
 }
 
-/* find_socket_path takes MEMTRAIL_SOCK from the environment. getenv may not
- * work yet when the first allocation comes from the dynamic loader, so the
- * process's initial environment is read from /proc as a fallback. */
+/* find_socket_path takes MEMTRAIL_SOCK (<key>:<socket>) from the
+ * environment. getenv may not work yet when the first allocation comes
+ * from the dynamic loader, so the process's initial environment is read
+ * from /proc as a fallback. */
 static int find_socket_path(void)
 {
 	if (mt_proc.sock_path_len)
@@ -108,11 +109,17 @@ static int find_socket_path(void)
 	}
 	if (v == NULL || *v == 0)
 		return 0;
-	size_t len = strlen(v);
+	size_t all = strlen(v);
+	if (all <= MT_KEY_LEN + 1 || v[MT_KEY_LEN] != ':' || all >= sizeof mt_proc.sock_env) {
+		mt_warn("memtrail: MEMTRAIL_SOCK is not <key>:<socket>; this process is not recorded\n");
+		return 0;
+	}
+	size_t len = all - MT_KEY_LEN - 1;
 	if (len >= sizeof mt_proc.sock_path)
 		return 0;
-	memcpy(mt_proc.sock_path, v, len);
-	memcpy(mt_proc.sock_env, v, len);
+	memcpy(mt_proc.key, v, MT_KEY_LEN);
+	memcpy(mt_proc.sock_path, v + MT_KEY_LEN + 1, len);
+	memcpy(mt_proc.sock_env, v, all);
 	/* A leading '@' names a socket in the abstract namespace. */
 	if (mt_proc.sock_path[0] == '@')
 		mt_proc.sock_path[0] = 0;
@@ -163,6 +170,7 @@ static int connect_recorder(int flags, uint64_t fork_token)
 	struct mt_hello h = {.magic = MT_HELLO_MAGIC, .version = MT_PROTOCOL_VERSION,
 			     .pid = (uint32_t)getpid(), .ppid = ppid, .flags = (uint32_t)flags,
 			     .fork_token = fork_token};
+	memcpy(h.key, mt_proc.key, MT_KEY_LEN);
 	size_t off = sizeof h;
 	char tmp[4096];
 	size_t n = read_file("/proc/self/cmdline", tmp, sizeof tmp);

@@ -20,10 +20,15 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 6
+#define MT_PROTOCOL_VERSION 7
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_MAX_HELLO 16384
+
+/* The recorder's key for one run, MT_KEY_LEN hex digits. The agent finds
+ * it in its environment, MEMTRAIL_SOCK=<key>:<socket>, and sends it in
+ * every hello: the recorder welcomes no process that does not know it. */
+#define MT_KEY_LEN 32
 
 /* Hello flags: why the agent connects. */
 #define MT_HELLO_START 1 /* a new program image (start or exec) */
@@ -236,6 +241,7 @@ struct mt_hello {
 	uint32_t cwd_len;
 	uint32_t pad;
 	uint64_t fork_token; /* a fork child: the parent's FORK sequence + 1 */
+	char key[MT_KEY_LEN];
 };
 
 /* The recorder's answer; it carries the region's memfd as SCM_RIGHTS. */
