@@ -27,7 +27,8 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	leakOrigins := fs.Bool("leak-origins", false, "at each free, note the blocks the freed block pointed to, so that each block definitely lost at exit is traced to the free that dropped its last pointer: where the leak was made (slower)")
 	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
 	bf := addBudgetFlags(fs)
-	if err := parse(fs, args); err != nil {
+	// The options end at the program: what follows is its own.
+	if err := parseInOrder(fs, args); err != nil {
 		return 2, err
 	}
 	if *checked != bf.any() {
