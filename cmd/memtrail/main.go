@@ -106,6 +106,9 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 		usage(stdout)
 		return 0, nil
 	}
+	if name == "--version" || name == "-version" {
+		name = "version"
+	}
 	for _, c := range commands() {
 		if c.name == name {
 			code, err := c.run(args[1:], stdout, stderr)

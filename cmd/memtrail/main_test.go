@@ -45,3 +45,21 @@ func TestOptionsAfterArguments(t *testing.T) {
 	checkBadInput(t, []string{"report", "--", "-view"}, 1, "-view: no such file")
 	checkBadInput(t, []string{"report", small, "-top"}, 2, "flag needs an argument: -top")
 }
+
+// TestVersionOption asks for the version as most programs take it: the
+// options --version and -version say what memtrail version does.
+func TestVersionOption(t *testing.T) {
+	var want bytes.Buffer
+	if code, err := run([]string{"version"}, &want, &bytes.Buffer{}); code != 0 || err != nil {
+		t.Fatalf("version: status %d, %v", code, err)
+	}
+	if want.String() != "memtrail "+version+"\n" {
+		t.Errorf("version wrote %q", want.String())
+	}
+	for _, option := range []string{"--version", "-version"} {
+		var got bytes.Buffer
+		if code, err := run([]string{option}, &got, &bytes.Buffer{}); code != 0 || err != nil || got.String() != want.String() {
+			t.Errorf("%s: status %d, %v, wrote %q; want %q", option, code, err, got.String(), want.String())
+		}
+	}
+}
