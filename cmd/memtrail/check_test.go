@@ -115,12 +115,12 @@ func TestRunCheckValgrindSuppressions(t *testing.T) {
 	if code != 3 || err != nil {
 		t.Fatalf("run -check: status %d (%v), want 3\n%s%s", code, err, stdout.String(), stderr.String())
 	}
-	if line := "FAIL in use at exit  " + report.Size(want.InUseBytes) + " > 0 bytes"; !strings.Contains(stdout.String(), line) {
-		t.Errorf("run -check: no %q (valgrind: %d bytes in use at exit) in\n%s", line, want.InUseBytes, stdout.String())
+	if line := "FAIL in use at exit  " + report.Size(want.InUseBytes) + " > 0 bytes"; !strings.Contains(stderr.String(), line) {
+		t.Errorf("run -check: no %q (valgrind: %d bytes in use at exit) in\n%s", line, want.InUseBytes, stderr.String())
 	}
 	for _, f := range []string{"make_buffer", "leak_string"} {
-		if !strings.Contains(stdout.String(), f) {
-			t.Errorf("run -check: %s is not among the call stacks shown:\n%s", f, stdout.String())
+		if !strings.Contains(stderr.String(), f) {
+			t.Errorf("run -check: %s is not among the call stacks shown:\n%s", f, stderr.String())
 		}
 	}
 

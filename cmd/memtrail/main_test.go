@@ -2,11 +2,47 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/fixture"
 )
+
+// TestMain runs the test binary as memtrail itself when
+// MEMTRAIL_TEST_MAIN is set: the tests that need memtrail's own stdout and
+// stderr, which the programs it runs share, run it so (memtrailCommand).
+func TestMain(m *testing.M) {
+	if os.Getenv("MEMTRAIL_TEST_MAIN") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// memtrailCommand returns memtrail with args, as a process of its own.
+func memtrailCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MEMTRAIL_TEST_MAIN=1")
+	return cmd
+}
+
+// runMemtrail runs memtrail with args as a process and returns its
+// stdout, stderr and exit status.
+func runMemtrail(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := memtrailCommand(args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("memtrail %q: %v", args, err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
 
 // TestOptionsAfterArguments gives every command that reads files its
 // options after the files too, as users write them: the outcome is the
@@ -61,5 +97,23 @@ func TestVersionOption(t *testing.T) {
 		if code, err := run([]string{option}, &got, &bytes.Buffer{}); code != 0 || err != nil || got.String() != want.String() {
 			t.Errorf("%s: status %d, %v, wrote %q; want %q", option, code, err, got.String(), want.String())
 		}
+	}
+}
+
+// TestRunCheckVerdictOnStderr records a program that writes to stdout
+// with memtrail run -check and a budget it breaks: stdout holds the
+// program's output alone, the verdict is on stderr.
+func TestRunCheckVerdictOnStderr(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("testdata", "churn.c"))
+	trace := filepath.Join(t.TempDir(), "churn.mtr")
+	stdout, stderr, code := runMemtrail(t, "run", "-q", "-o", trace, "-check", "-max-in-use-at-exit", "0", "--", prog, "1000")
+	if code != budgetBroken {
+		t.Errorf("run -check: status %d, want %d\n%s", code, budgetBroken, stderr)
+	}
+	if want := "churn: 1000 allocations, 16 kept\n"; stdout != want {
+		t.Errorf("run -check: stdout is %q, want the program's %q alone", stdout, want)
+	}
+	if want := "FAIL in use at exit"; !strings.Contains(stderr, want) {
+		t.Errorf("run -check: no %q on stderr:\n%s", want, stderr)
 	}
 }

@@ -75,9 +75,10 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return code, fmt.Errorf("the trace is incomplete: %w (what was written before is readable)", res.WriteErr)
 	}
 	if *checked {
-		// The verdict is the result: stdout. A program that failed
-		// keeps its own status.
-		checkCode, err := checkTrace(res.Path, bf.budgets(), sups, 0, 5, 8, false, stdout)
+		// stdout is the program's: the verdict goes with memtrail's
+		// other words, on stderr. A program that failed keeps its own
+		// status.
+		checkCode, err := checkTrace(res.Path, bf.budgets(), sups, 0, 5, 8, false, stderr)
 		if err != nil {
 			return max(code, 1), err
 		}
