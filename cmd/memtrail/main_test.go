@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -115,5 +117,27 @@ func TestRunCheckVerdictOnStderr(t *testing.T) {
 	}
 	if want := "FAIL in use at exit"; !strings.Contains(stderr, want) {
 		t.Errorf("run -check: no %q on stderr:\n%s", want, stderr)
+	}
+}
+
+// TestRunStats records a program of 100,000 allocations with -stats: the
+// numbers are written as the rest of memtrail writes them, with
+// thousands separators, and the nouns agree with them.
+func TestRunStats(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("testdata", "churn.c"))
+	trace := filepath.Join(t.TempDir(), "churn.mtr")
+	_, stderr, code := runMemtrail(t, "run", "-q", "-stats", "-o", trace, "--", prog)
+	if code != 0 {
+		t.Fatalf("run -stats: status %d\n%s", code, stderr)
+	}
+	stats := regexp.MustCompile(`memtrail: stats: (\d{1,3}(,\d{3})+) events from 1 process, 0 lost; .*; trace (\d{1,3}(,\d{3})+) bytes \(`)
+	m := stats.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("run -stats: no line matching %s in\n%s", stats, stderr)
+	}
+	// The program's 100,000 allocations and 98,437 frees (1,563 blocks
+	// are kept), at the least.
+	if events, _ := strconv.ParseUint(strings.ReplaceAll(m[1], ",", ""), 10, 64); events < 198437 {
+		t.Errorf("run -stats: %s events, want at least 198,437", m[1])
 	}
 }

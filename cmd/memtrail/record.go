@@ -125,9 +125,10 @@ func printStats(w io.Writer, res *record.Result) {
 	if res.Events > 0 {
 		perEvent = float64(res.Bytes) / float64(res.Events)
 	}
-	fmt.Fprintf(w, "memtrail: stats: %d events from %d processes, %d lost; program CPU %.3f s; memtrail CPU %.3f s; trace %d bytes (%.2f bytes/event); the program waited for memtrail %d times, %.3f s\n",
-		res.Events, res.Processes, res.Lost, res.ProgramCPU.Seconds(), res.RecorderCPU.Seconds(), res.Bytes, perEvent,
-		res.Waits, res.WaitTime.Seconds())
+	fmt.Fprintf(w, "memtrail: stats: %s from %s, %s lost; program CPU %.3f s; memtrail CPU %.3f s; trace %s (%.2f bytes/event); the program waited for memtrail %s, %.3f s\n",
+		report.Plural(res.Events, "event"), report.Plural(uint64(res.Processes), "process"), report.Count(res.Lost),
+		res.ProgramCPU.Seconds(), res.RecorderCPU.Seconds(), report.Plural(uint64(res.Bytes), "byte"), perEvent,
+		report.Plural(res.Waits, "time"), res.WaitTime.Seconds())
 }
 
 func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {
