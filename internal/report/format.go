@@ -22,11 +22,14 @@ func Count(n uint64) string {
 	return b.String()
 }
 
-// Plural writes n and the noun, with an s if n is not 1: "1 block",
-// "2,048 blocks".
+// Plural writes n and the noun, with an s (es after an s) if n is not 1:
+// "1 block", "2,048 blocks", "3 processes".
 func Plural(n uint64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		return Count(n) + " " + noun + "es"
 	}
 	return Count(n) + " " + noun + "s"
 }
