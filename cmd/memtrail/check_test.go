@@ -86,6 +86,28 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckExactBytes breaks a budget by one byte, where the two sizes
+// rounded read the same: the verdict shows them exactly.
+func TestCheckExactBytes(t *testing.T) {
+	// 16 + 1,090,490 bytes at the peak: 1.04 MiB.
+	big := writeTrace(t, t.TempDir(), "big.mtr", strings.Replace(smallTrace, "size=32", "size=1090490", 1))
+	var stdout bytes.Buffer
+	code, err := run([]string{"check", "-max-peak", "1090505", big}, &stdout, os.Stderr)
+	if code != budgetBroken || err != nil {
+		t.Fatalf("check: status %d, %v", code, err)
+	}
+	if want := "FAIL peak heap       1.04 MiB (1,090,506 bytes) > 1.04 MiB (1,090,505 bytes) (-max-peak)"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("check: no %q in\n%s", want, stdout.String())
+	}
+	stdout.Reset()
+	if code, err := run([]string{"check", "-max-peak", "2MiB", big}, &stdout, os.Stderr); code != 0 || err != nil {
+		t.Fatalf("check: status %d, %v", code, err)
+	}
+	if want := "ok   peak heap       1.04 MiB <= 2.00 MiB (-max-peak)"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("check: no %q in\n%s", want, stdout.String())
+	}
+}
+
 // TestRunCheckValgrindSuppressions records a program that leaves blocks
 // allocated at exit with memtrail run -check: the in-use-at-exit budget
 // breaks by what valgrind counts in use at exit, and the suppressions

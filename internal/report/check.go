@@ -51,10 +51,15 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 
 func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 	amount := func(n uint64) string {
-		if r.Kind.IsBytes() {
-			return Size(n)
+		switch {
+		case !r.Kind.IsBytes():
+			return Count(n)
+		case Size(r.Actual) == Size(r.Limit) && r.Actual != r.Limit:
+			// Rounded, the two would read the same: "1.04 MiB >
+			// 1.04 MiB".
+			return exactSize(n)
 		}
-		return Count(n)
+		return Size(n)
 	}
 	status, cmp := t.opts.paint(green, "ok  "), "<="
 	if r.Broken {
