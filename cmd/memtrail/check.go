@@ -37,13 +37,14 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	return checkTrace(fs.Arg(0), bf.budgets(), sups, *pid, *top, *frames, *asJSON, stdout)
+	return checkTrace(fs.Arg(0), bf, sups, *pid, *top, *frames, *asJSON, stdout)
 }
 
 // checkTrace holds the processes of the trace at path (or process pid) to
-// the budgets and writes the verdict; it returns budgetBroken if one is
-// broken.
-func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, pid uint64, top, frames int, asJSON bool, stdout io.Writer) (int, error) {
+// the budgets of bf and writes the verdict; it returns budgetBroken if one
+// is broken.
+func checkTrace(path string, bf *budgetFlags, sups []*check.Suppression, pid uint64, top, frames int, asJSON bool, stdout io.Writer) (int, error) {
+	budgets := bf.budgets()
 	m, err := analyzeCached(path, analysis.Options{})
 	if err != nil {
 		return 1, err
@@ -58,6 +59,12 @@ func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, 
 	}
 	if len(procs) == 0 {
 		return 1, fmt.Errorf("%s holds no process", path)
+	}
+	if why := check.Unjudged(m, procs); why != "" {
+		if !*bf.allowDamaged {
+			return 1, fmt.Errorf("%s cannot be judged: %s; -allow-damaged judges what was read", path, why)
+		}
+		fmt.Fprintf(progress, "memtrail: judging what was read of %s: %s\n", path, why)
 	}
 	var verdicts []check.Verdict
 	code := 0
@@ -92,6 +99,9 @@ type budgetFlags struct {
 	allocations *uint64
 	lost        [3]*uint64 // definitely, indirectly and possibly lost
 	supps       listValue
+	// allowDamaged judges a damaged or incomplete trace by what could be
+	// read of it.
+	allowDamaged *bool
 }
 
 func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
@@ -102,6 +112,7 @@ func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	for i, k := range []check.Kind{check.DefinitelyLost, check.IndirectlyLost, check.PossiblyLost} {
 		bf.lost[i] = sizeFlag(fs, k.Flag(), 0, "the most heap a process may leave "+k.String()+" at exit (needs the leak scan at exit, which memtrail run makes unless -leak-check=false)")
 	}
+	bf.allowDamaged = fs.Bool("allow-damaged", false, "judge a trace that is damaged, cut short or lost events by what could be read of it, instead of failing with status 1")
 	fs.Var(&bf.supps, "suppressions", "leak suppressions, LeakSanitizer's leak:PATTERN lines or valgrind's Memcheck:Leak blocks, from `file` (may be repeated)")
 	return bf
 }

@@ -34,6 +34,9 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *checked != bf.any() {
 		return 2, usageError{"-check goes with at least one budget (-max-peak, -max-in-use-at-exit, -max-allocations), and budgets with -check"}
 	}
+	if *bf.allowDamaged && !*checked {
+		return 2, usageError{"-allow-damaged goes with -check"}
+	}
 	sups, err := bf.suppressions()
 	if err != nil {
 		return 1, err
@@ -78,7 +81,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		// stdout is the program's: the verdict goes with memtrail's
 		// other words, on stderr. A program that failed keeps its own
 		// status.
-		checkCode, err := checkTrace(res.Path, bf.budgets(), sups, 0, 5, 8, false, stderr)
+		checkCode, err := checkTrace(res.Path, bf, sups, 0, 5, 8, false, stderr)
 		if err != nil {
 			return max(code, 1), err
 		}

@@ -96,6 +96,9 @@ type Model struct {
 	Processes []*Process  // in the order they started
 	Warnings  []string    // what was wrong with the trace itself
 	Complete  bool        // the trace has its end record
+	// Damaged says that parts of the trace could not be read (Warnings
+	// says which): the model misses what they held.
+	Damaged bool
 	// filter is Options.Filter: the model holds only the blocks of the
 	// call stacks it passed.
 	filter StackFilter
@@ -465,6 +468,7 @@ func (a *analyzer) damage(err error) error {
 	var damage *trace.DamageError
 	switch {
 	case errors.As(err, &damage):
+		a.model.Damaged = true
 		a.warnf("%v; the counts below miss whatever was in that part", damage)
 	case errors.Is(err, trace.ErrIncomplete):
 		a.warnf("%v; processes still running then have no end", err)

@@ -27,7 +27,7 @@ import (
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 12
+const cacheVersion = 13
 
 // cacheMagic starts every cache file.
 const cacheMagic = "memtrail analysis cache\n"
