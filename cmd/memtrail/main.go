@@ -22,6 +22,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -35,7 +37,9 @@ func main() {
 	}
 	code, err := run(os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(os.Stderr, "memtrail: %v\n", err)
+		// An error may quote a name from a trace, which may hold
+		// anything.
+		fmt.Fprintf(os.Stderr, "memtrail: %s\n", report.Printable(err.Error()))
 	}
 	if err := stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "memtrail: MEMTRAIL_CPUPROFILE: %v\n", err)

@@ -41,7 +41,7 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 		if len(v.Used) > 0 {
 			t.printf("  suppressed: %s in %s\n", Size(v.Suppressed.Bytes), Plural(v.Suppressed.Blocks, "block"))
 			for _, u := range v.Used {
-				t.printf("    %s in %s  %s  (%s)\n", Size(u.Bytes), Plural(u.Blocks, "block"), u.Suppression.Name, u.Suppression.Source)
+				t.printf("    %s in %s  %s  (%s)\n", Size(u.Bytes), Plural(u.Blocks, "block"), Printable(u.Suppression.Name), Printable(u.Suppression.Source))
 			}
 		}
 	}
