@@ -37,13 +37,13 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	return checkTrace(fs.Arg(0), bf, sups, *pid, *top, *frames, *asJSON, stdout)
+	return checkTrace(fs.Arg(0), bf, sups, *pid, *top, *frames, *asJSON, stdout, stderr)
 }
 
 // checkTrace holds the processes of the trace at path (or process pid) to
-// the budgets of bf and writes the verdict; it returns budgetBroken if one
-// is broken.
-func checkTrace(path string, bf *budgetFlags, sups []*check.Suppression, pid uint64, top, frames int, asJSON bool, stdout io.Writer) (int, error) {
+// the budgets of bf and writes the verdict to stdout, and diagnostics to
+// stderr; it returns budgetBroken if one is broken.
+func checkTrace(path string, bf *budgetFlags, sups []*check.Suppression, pid uint64, top, frames int, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	budgets := bf.budgets()
 	m, err := analyzeCached(path, analysis.Options{})
 	if err != nil {
@@ -64,7 +64,7 @@ func checkTrace(path string, bf *budgetFlags, sups []*check.Suppression, pid uin
 		if !*bf.allowDamaged {
 			return 1, fmt.Errorf("%s cannot be judged: %s; -allow-damaged judges what was read", path, why)
 		}
-		fmt.Fprintf(progress, "memtrail: judging what was read of %s: %s\n", path, why)
+		fmt.Fprintf(stderr, "memtrail: judging what was read of %s: %s\n", path, why)
 	}
 	var verdicts []check.Verdict
 	code := 0

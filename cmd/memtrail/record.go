@@ -81,7 +81,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		// stdout is the program's: the verdict goes with memtrail's
 		// other words, on stderr. A program that failed keeps its own
 		// status.
-		checkCode, err := checkTrace(res.Path, bf, sups, 0, 5, 8, false, stderr)
+		checkCode, err := checkTrace(res.Path, bf, sups, 0, 5, 8, false, stderr, stderr)
 		if err != nil {
 			return max(code, 1), err
 		}
