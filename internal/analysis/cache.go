@@ -102,9 +102,6 @@ func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
 		return m, true, nil
 	}
 	key := optionsKey(opts)
-	if _, err := c.trace.Seek(0, io.SeekStart); err != nil {
-		return nil, false, err
-	}
 	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(c.trace, opts.Progress), 1<<20))
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", c.path, err)
