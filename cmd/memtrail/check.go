@@ -37,16 +37,17 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	return checkTrace(fs.Arg(0), bf.budgets(), sups, *bf.inherited, pid.ProcessID, *top, *frames, *asJSON, stdout)
+	return checkTrace(fs.Arg(0), bf, sups, pid.ProcessID, *top, *frames, *asJSON, stdout, stderr)
 }
 
 // checkTrace holds the processes of the trace at path (or process pid) to
-// the budgets and writes the verdict; it returns budgetBroken if one is
-// broken.
-func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, inherited bool, pid report.ProcessID, top, frames int, asJSON bool, stdout io.Writer) (int, error) {
+// the budgets of bf and writes the verdict to stdout, and diagnostics to
+// stderr; it returns budgetBroken if one is broken.
+func checkTrace(path string, bf *budgetFlags, sups []*check.Suppression, pid report.ProcessID, top, frames int, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	budgets := bf.budgets()
 	// A fork child is held to the budgets for what it did itself: the
 	// heap it inherited is its parent's, which has its own verdict.
-	m, err := analyzeCached(path, analysis.Options{LeaveOutInherited: !inherited})
+	m, err := analyzeCached(path, analysis.Options{LeaveOutInherited: !*bf.inherited})
 	if err != nil {
 		return 1, err
 	}
@@ -60,6 +61,12 @@ func checkTrace(path string, budgets []check.Budget, sups []*check.Suppression, 
 	}
 	if len(procs) == 0 {
 		return 1, fmt.Errorf("%s holds no process", path)
+	}
+	if why := check.Unjudged(m, procs); why != "" {
+		if !*bf.allowDamaged {
+			return 1, fmt.Errorf("%s cannot be judged: %s; -allow-damaged judges what was read", path, why)
+		}
+		fmt.Fprintf(stderr, "memtrail: judging what was read of %s: %s\n", path, why)
 	}
 	var verdicts []check.Verdict
 	code := 0
@@ -95,6 +102,9 @@ type budgetFlags struct {
 	lost        [3]*uint64 // definitely, indirectly and possibly lost
 	supps       listValue
 	inherited   *bool
+	// allowDamaged judges a damaged or incomplete trace by what could be
+	// read of it.
+	allowDamaged *bool
 }
 
 func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
@@ -106,6 +116,7 @@ func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 		bf.lost[i] = sizeFlag(fs, k.Flag(), 0, "the most heap a process may leave "+k.String()+" at exit (needs the leak scan at exit, which memtrail run makes unless -leak-check=false)")
 	}
 	bf.inherited = fs.Bool("include-inherited", false, "hold a fork child to the budgets with the heap it inherited from its parent, as valgrind counts it (by default, only what it allocated itself counts)")
+	bf.allowDamaged = fs.Bool("allow-damaged", false, "judge a trace that is damaged, cut short or lost events by what could be read of it, instead of failing with status 1")
 	fs.Var(&bf.supps, "suppressions", "leak suppressions, LeakSanitizer's leak:PATTERN lines or valgrind's Memcheck:Leak blocks, from `file` (may be repeated)")
 	return bf
 }

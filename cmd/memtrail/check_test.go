@@ -86,6 +86,75 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckDamaged holds traces that lost part of what the program did to
+// a budget the rest holds to: a real trace cut in half, the same with a
+// bit flipped in its middle, and a trace whose process lost events. Each
+// fails with status 1 and says why, unless -allow-damaged, which judges
+// what was read and says so on stderr.
+func TestCheckDamaged(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("testdata", "churn.c"))
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "churn.mtr")
+	if _, stderr, code := runMemtrail(t, "run", "-q", "-o", trace, "--", prog, "1000000"); code != 0 {
+		t.Fatalf("run: status %d\n%s", code, stderr)
+	}
+	data, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := filepath.Join(dir, "half.mtr")
+	os.WriteFile(half, data[:len(data)/2], 0o644)
+	flipped := filepath.Join(dir, "flipped.mtr")
+	data[len(data)/2] ^= 0x10
+	os.WriteFile(flipped, data, 0o644)
+	lost := writeTrace(t, dir, "lost.mtr", strings.Replace(smallTrace, "process-end",
+		`lost process=1 count=3 reason="events the agent could not record"`+"\nprocess-end", 1))
+	for _, c := range []struct {
+		trace, why string
+	}{
+		{half, "parts of it could not be read; it has no end record, for it was cut short"},
+		{flipped, "parts of it could not be read"},
+		{lost, "process 100 lost 3 of its events"},
+	} {
+		checkBadInput(t, []string{"check", "-max-peak", "1GiB", c.trace}, 1, c.trace+" cannot be judged: "+c.why)
+		checkBadInput(t, []string{"check", c.trace, "-max-peak", "1GiB", "-json"}, 1, c.trace+" cannot be judged: "+c.why)
+		var stdout, stderr bytes.Buffer
+		code, err := run([]string{"check", "-allow-damaged", "-max-peak", "1GiB", c.trace}, &stdout, &stderr)
+		if code != 0 || err != nil {
+			t.Errorf("check -allow-damaged %s: status %d, %v", c.trace, code, err)
+		}
+		if want := "judging what was read of " + c.trace + ": " + c.why; !strings.Contains(stderr.String(), want) {
+			t.Errorf("check -allow-damaged %s: no %q on stderr:\n%s", c.trace, want, stderr.String())
+		}
+		if want := "the budget held"; !strings.Contains(stdout.String(), want) {
+			t.Errorf("check -allow-damaged %s: no %q in\n%s", c.trace, want, stdout.String())
+		}
+	}
+	checkBadInput(t, []string{"run", "-allow-damaged", "--", prog}, 2, "-allow-damaged goes with -check")
+}
+
+// TestCheckExactBytes breaks a budget by one byte, where the two sizes
+// rounded read the same: the verdict shows them exactly.
+func TestCheckExactBytes(t *testing.T) {
+	// 16 + 1,090,490 bytes at the peak: 1.04 MiB.
+	big := writeTrace(t, t.TempDir(), "big.mtr", strings.Replace(smallTrace, "size=32", "size=1090490", 1))
+	var stdout bytes.Buffer
+	code, err := run([]string{"check", "-max-peak", "1090505", big}, &stdout, os.Stderr)
+	if code != budgetBroken || err != nil {
+		t.Fatalf("check: status %d, %v", code, err)
+	}
+	if want := "FAIL peak heap       1.04 MiB (1,090,506 bytes) > 1.04 MiB (1,090,505 bytes) (-max-peak)"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("check: no %q in\n%s", want, stdout.String())
+	}
+	stdout.Reset()
+	if code, err := run([]string{"check", "-max-peak", "2MiB", big}, &stdout, os.Stderr); code != 0 || err != nil {
+		t.Fatalf("check: status %d, %v", code, err)
+	}
+	if want := "ok   peak heap       1.04 MiB <= 2.00 MiB (-max-peak)"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("check: no %q in\n%s", want, stdout.String())
+	}
+}
+
 // TestRunCheckValgrindSuppressions records a program that leaves blocks
 // allocated at exit with memtrail run -check: the in-use-at-exit budget
 // breaks by what valgrind counts in use at exit, and the suppressions
@@ -115,12 +184,12 @@ func TestRunCheckValgrindSuppressions(t *testing.T) {
 	if code != 3 || err != nil {
 		t.Fatalf("run -check: status %d (%v), want 3\n%s%s", code, err, stdout.String(), stderr.String())
 	}
-	if line := "FAIL in use at exit  " + report.Size(want.InUseBytes) + " > 0 bytes"; !strings.Contains(stdout.String(), line) {
-		t.Errorf("run -check: no %q (valgrind: %d bytes in use at exit) in\n%s", line, want.InUseBytes, stdout.String())
+	if line := "FAIL in use at exit  " + report.Size(want.InUseBytes) + " > 0 bytes"; !strings.Contains(stderr.String(), line) {
+		t.Errorf("run -check: no %q (valgrind: %d bytes in use at exit) in\n%s", line, want.InUseBytes, stderr.String())
 	}
 	for _, f := range []string{"make_buffer", "leak_string"} {
-		if !strings.Contains(stdout.String(), f) {
-			t.Errorf("run -check: %s is not among the call stacks shown:\n%s", f, stdout.String())
+		if !strings.Contains(stderr.String(), f) {
+			t.Errorf("run -check: %s is not among the call stacks shown:\n%s", f, stderr.String())
 		}
 	}
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 func completionCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -33,11 +36,32 @@ func completionCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	return 0, nil
 }
 
-// completion is what a shell completes after memtrail: a command, and
-// its flags.
+// completion is what a shell completes after memtrail: a command, its
+// flags, and the values of those that take one of a list.
 type completion struct {
 	name, summary string
 	flags         []string
+	values        map[string][]string // by flag, "-view"
+}
+
+// flagValues returns the values the shells offer after the flags of
+// command, from the lists the command checks them against.
+func flagValues(command string) map[string][]string {
+	switch command {
+	case "report":
+		var views []string
+		for _, v := range report.Views() {
+			views = append(views, v[0])
+		}
+		return map[string][]string{"-view": views}
+	case "export":
+		var formats []string
+		for _, f := range exportFormats() {
+			formats = append(formats, f.name)
+		}
+		return map[string][]string{"-format": formats}
+	}
+	return nil
 }
 
 // flagLine is a flag in a command's help: "  -name value".
@@ -55,7 +79,7 @@ func completions() []completion {
 			flags = append(flags, "-"+m[1])
 		}
 		slices.Sort(flags)
-		list = append(list, completion{c.name, c.summary, slices.Compact(flags)})
+		list = append(list, completion{c.name, c.summary, slices.Compact(flags), flagValues(c.name)})
 	}
 	return list
 }
@@ -64,7 +88,7 @@ func bashCompletion(cmds []completion) string {
 	var b strings.Builder
 	b.WriteString("# bash completion for memtrail: eval \"$(memtrail completion bash)\"\n")
 	b.WriteString("_memtrail() {\n")
-	b.WriteString("\tlocal cur=${COMP_WORDS[COMP_CWORD]} flags\n")
+	b.WriteString("\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} flags values\n")
 	b.WriteString("\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n")
 	var names []string
 	for _, c := range cmds {
@@ -73,10 +97,19 @@ func bashCompletion(cmds []completion) string {
 	fmt.Fprintf(&b, "\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\treturn\n\tfi\n", strings.Join(names, " "))
 	b.WriteString("\tcase ${COMP_WORDS[1]} in\n")
 	for _, c := range cmds {
-		fmt.Fprintf(&b, "\t%s) flags=%q ;;\n", c.name, strings.Join(c.flags, " "))
+		fmt.Fprintf(&b, "\t%s) flags=%q", c.name, strings.Join(c.flags, " "))
+		if len(c.values) > 0 {
+			b.WriteString("\n\t\tcase $prev in\n")
+			for _, flag := range slices.Sorted(maps.Keys(c.values)) {
+				fmt.Fprintf(&b, "\t\t%s|-%s) values=%q ;;\n", flag, flag, strings.Join(c.values[flag], " "))
+			}
+			b.WriteString("\t\tesac")
+		}
+		b.WriteString(" ;;\n")
 	}
 	b.WriteString("\tesac\n")
-	b.WriteString("\tif [[ $cur == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$flags\" -- \"$cur\"))\n")
+	b.WriteString("\tif [ -n \"$values\" ]; then\n\t\tCOMPREPLY=($(compgen -W \"$values\" -- \"$cur\"))\n")
+	b.WriteString("\telif [[ $cur == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$flags\" -- \"$cur\"))\n")
 	b.WriteString("\telse\n\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\tfi\n}\n")
 	b.WriteString("complete -o filenames -F _memtrail memtrail\n")
 	return b.String()
@@ -89,7 +122,11 @@ func fishCompletion(cmds []completion) string {
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "complete -c memtrail -n __fish_use_subcommand -a %s -d %s\n", c.name, fishQuote(c.summary))
 		for _, f := range c.flags {
-			fmt.Fprintf(&b, "complete -c memtrail -n '__fish_seen_subcommand_from %s' -o %s\n", c.name, strings.TrimPrefix(f, "-"))
+			fmt.Fprintf(&b, "complete -c memtrail -n '__fish_seen_subcommand_from %s' -o %s", c.name, strings.TrimPrefix(f, "-"))
+			if values := c.values[f]; len(values) > 0 {
+				fmt.Fprintf(&b, " -x -a %s", fishQuote(strings.Join(values, " ")))
+			}
+			b.WriteString("\n")
 		}
 	}
 	return b.String()

@@ -46,6 +46,11 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"memtrail", "run", "-ch"}, "-check"},
 		{[]string{"memtrail", "export", "-f"}, "-format"},
 		{[]string{"memtrail", "report", "pro"}, "prog.mtr"},
+		{[]string{"memtrail", "report", "-view", "''"}, strings.Join(viewList(), " ")},
+		{[]string{"memtrail", "report", "prog.mtr", "-view", "t"}, "top-down threads timeline"},
+		{[]string{"memtrail", "export", "-format", "p"}, "pprof parquet"},
+		{[]string{"memtrail", "export", "-format", "''"}, "pprof collapsed massif parquet"},
+		{[]string{"memtrail", "export", "-o", "pro"}, "prog.mtr"},
 	} {
 		if got := complete(c.words...); got != c.want {
 			t.Errorf("completing %q: %q, want %q", c.words, got, c.want)
@@ -60,7 +65,8 @@ func TestCompletionScripts(t *testing.T) {
 	if code, err := run([]string{"completion", "fish"}, &fish, os.Stderr); code != 0 || err != nil {
 		t.Fatalf("completion fish: status %d, %v", code, err)
 	}
-	for _, want := range []string{"-a check -d 'check a trace against memory budgets", "'__fish_seen_subcommand_from diff' -o old-pid"} {
+	for _, want := range []string{"-a check -d 'check a trace against memory budgets", "'__fish_seen_subcommand_from diff' -o old-pid",
+		"'__fish_seen_subcommand_from report' -o view -x -a 'summary leaks ", "'__fish_seen_subcommand_from export' -o format -x -a 'pprof collapsed massif parquet'"} {
 		if !strings.Contains(fish.String(), want) {
 			t.Errorf("the fish script has no %q", want)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,4 +224,93 @@ func TestLeakOrigins(t *testing.T) {
 		t.Errorf("without -leak-origins: lost chains %+v, and the report says where leaks were made:\n%s", got, text)
 	}
 	checkBadInput(t, []string{"run", "-leak-origins", "-leak-check=false", "--", prog}, 2, "-leak-origins needs the leak scan")
+}
+
+// TestReportFilterLeakClasses records leaks.c, whose blocks of each leak
+// class come from their own functions, and filters its report: the leak
+// classes of the summary count the blocks the filter keeps, as its other
+// rows do (a filter that keeps every block gives the classes of the whole
+// process); a filter that keeps or leaves out nothing says so on stderr.
+func TestReportFilterLeakClasses(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("..", "..", "internal", "record", "testdata", "leaks.c"))
+	trace := filepath.Join(t.TempDir(), "leaks.mtr")
+	if code, err := run([]string{"run", "-q", "-o", trace, "--", prog, "mix"}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 || err != nil {
+		t.Fatalf("run: status %d, %v", code, err)
+	}
+	classes := []string{"definitely_lost", "indirectly_lost", "possibly_lost", "still_reachable"}
+	summary := func(filter ...string) (map[string]uint64, string) {
+		t.Helper()
+		var out, stderr bytes.Buffer
+		args := append(append([]string{"report", "-json"}, filter...), trace)
+		if code, err := run(args, &out, &stderr); code != 0 || err != nil {
+			t.Fatalf("%q: status %d, %v", args, code, err)
+		}
+		var r struct{ Summary map[string]any }
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		got := make(map[string]uint64)
+		for _, c := range classes {
+			for _, unit := range []string{"_bytes", "_blocks"} {
+				v, ok := r.Summary[c+unit].(float64)
+				if !ok {
+					t.Fatalf("%q: no %s in the summary", args, c+unit)
+				}
+				got[c+unit] = uint64(v)
+			}
+		}
+		return got, stderr.String()
+	}
+	whole, warnings := summary()
+	if warnings != "" {
+		t.Errorf("report without filters warns:\n%s", warnings)
+	}
+	all, _ := summary("-function", ".")
+	if !maps.Equal(all, whole) {
+		t.Errorf("-function . keeps every block, but its classes are %v; the process's are %v", all, whole)
+	}
+	for _, c := range []struct {
+		function string
+		want     map[string]uint64
+	}{
+		// The head of a list of four 40-byte nodes is definitely lost,
+		// the rest hang from it.
+		{"^lost_list$", map[string]uint64{"definitely_lost_bytes": 40, "definitely_lost_blocks": 1, "indirectly_lost_bytes": 120, "indirectly_lost_blocks": 3}},
+		// A block of 64 bytes a global points to, and one of 72 it
+		// points to.
+		{"^global$", map[string]uint64{"still_reachable_bytes": 136, "still_reachable_blocks": 2}},
+		{"^parse_", map[string]uint64{}},
+	} {
+		got, _ := summary("-function", c.function)
+		for _, cl := range classes {
+			for _, unit := range []string{"_bytes", "_blocks"} {
+				if got[cl+unit] != c.want[cl+unit] {
+					t.Errorf("-function %s: %s %d, want %d", c.function, cl+unit, got[cl+unit], c.want[cl+unit])
+				}
+			}
+		}
+	}
+	var text bytes.Buffer
+	run([]string{"report", "-function", "^parse_", trace}, &text, &bytes.Buffer{})
+	if !regexp.MustCompile(`(?m)^\s+definitely lost\s+0 bytes in 0 blocks$`).MatchString(text.String()) {
+		t.Errorf("report -function ^parse_ shows leaks of blocks it does not keep:\n%s", text.String())
+	}
+	for _, c := range []struct {
+		filter []string
+		want   string
+	}{
+		{[]string{"-function", "^parse_"}, "memtrail: warning: -function ^parse_ matches no function in the call stacks of the allocations: it keeps nothing\n"},
+		{[]string{"-file", "nowhere.c", "-function", "main"}, "memtrail: warning: -file nowhere.c matches no source file in the call stacks of the allocations: it keeps nothing\n"},
+		{[]string{"-module", "libnowhere"}, "memtrail: warning: -module libnowhere matches no object file in the call stacks of the allocations: it keeps nothing\n"},
+		{[]string{"-ignore", "^parse_"}, "memtrail: warning: -ignore ^parse_ matches no function in the call stacks of the allocations: it leaves nothing out\n"},
+		{[]string{"-thread", "5"}, "memtrail: warning: -thread 5: process "},
+		// Each matches, but every stack through lost_list goes
+		// through list too.
+		{[]string{"-function", "^lost_list$", "-ignore", "^list$"}, "memtrail: warning: the filters together keep none of the blocks of process "},
+	} {
+		_, warnings := summary(c.filter...)
+		if !strings.HasPrefix(warnings, c.want) || strings.Count(warnings, "\n") != 1 {
+			t.Errorf("%q: warnings\n%s\nwant one line starting with %q", c.filter, warnings, c.want)
+		}
+	}
 }

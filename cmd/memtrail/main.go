@@ -21,6 +21,9 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strings"
+
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -34,7 +37,9 @@ func main() {
 	}
 	code, err := run(os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(os.Stderr, "memtrail: %v\n", err)
+		// An error may quote a name from a trace, which may hold
+		// anything.
+		fmt.Fprintf(os.Stderr, "memtrail: %s\n", report.Printable(err.Error()))
 	}
 	if err := stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "memtrail: MEMTRAIL_CPUPROFILE: %v\n", err)
@@ -105,6 +110,9 @@ func run(args []string, stdout, stderr io.Writer) (int, error) {
 		usage(stdout)
 		return 0, nil
 	}
+	if name == "--version" || name == "-version" {
+		name = "version"
+	}
 	for _, c := range commands() {
 		if c.name == name {
 			code, err := c.run(args[1:], stdout, stderr)
@@ -152,8 +160,53 @@ func newFlags(name, synopsis, example string, stderr io.Writer) *flag.FlagSet {
 // was asked for.
 var helpOut io.Writer = os.Stdout
 
-// parse parses a subcommand's flags, turning mistakes into usage errors.
+// parse parses a subcommand's flags, given before or after its
+// arguments (memtrail report prog.mtr -view leaks), turning mistakes into
+// usage errors. "--" ends the options.
 func parse(fs *flag.FlagSet, args []string) error {
+	return parseInOrder(fs, optionsFirst(fs, args))
+}
+
+// optionsFirst moves the options of args before the other arguments,
+// for Go's flag package stops at the first argument that is not an
+// option. An option's value goes with it, unless the option is a boolean
+// one or is written -name=value. What follows "--" stays an argument.
+func optionsFirst(fs *flag.FlagSet, args []string) []string {
+	var options, others []string
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			others = append(others, args[i+1:]...)
+			break
+		}
+		if len(arg) < 2 || arg[0] != '-' {
+			others = append(others, arg)
+			continue
+		}
+		options = append(options, arg)
+		name, _, inline := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		f := fs.Lookup(name)
+		if inline || f == nil || isBoolFlag(f) {
+			continue
+		}
+		if i+1 == len(args) {
+			return options // the flag package says the value is missing
+		}
+		i++
+		options = append(options, args[i])
+	}
+	return append(append(options, "--"), others...)
+}
+
+// isBoolFlag reports whether f is an option that takes no value.
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// parseInOrder parses a subcommand's flags up to its first argument, as
+// memtrail run does: what follows is the program's command line.
+func parseInOrder(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {

@@ -27,11 +27,15 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	leakOrigins := fs.Bool("leak-origins", false, "at each free, note the blocks the freed block pointed to, so that each block definitely lost at exit is traced to the free that dropped its last pointer: where the leak was made (slower)")
 	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
 	bf := addBudgetFlags(fs)
-	if err := parse(fs, args); err != nil {
+	// The options end at the program: what follows is its own.
+	if err := parseInOrder(fs, args); err != nil {
 		return 2, err
 	}
 	if *checked != bf.any() {
 		return 2, usageError{"-check goes with at least one budget (-max-peak, -max-in-use-at-exit, -max-allocations), and budgets with -check"}
+	}
+	if *bf.allowDamaged && !*checked {
+		return 2, usageError{"-allow-damaged goes with -check"}
 	}
 	sups, err := bf.suppressions()
 	if err != nil {
@@ -74,9 +78,10 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return code, fmt.Errorf("the trace is incomplete: %w (what was written before is readable)", res.WriteErr)
 	}
 	if *checked {
-		// The verdict is the result: stdout. A program that failed
-		// keeps its own status.
-		checkCode, err := checkTrace(res.Path, bf.budgets(), sups, *bf.inherited, report.ProcessID{}, 5, 8, false, stdout)
+		// stdout is the program's: the verdict goes with memtrail's
+		// other words, on stderr. A program that failed keeps its own
+		// status.
+		checkCode, err := checkTrace(res.Path, bf, sups, report.ProcessID{}, 5, 8, false, stderr, stderr)
 		if err != nil {
 			return max(code, 1), err
 		}
@@ -123,9 +128,10 @@ func printStats(w io.Writer, res *record.Result) {
 	if res.Events > 0 {
 		perEvent = float64(res.Bytes) / float64(res.Events)
 	}
-	fmt.Fprintf(w, "memtrail: stats: %d events from %d processes, %d lost; program CPU %.3f s; memtrail CPU %.3f s; trace %d bytes (%.2f bytes/event); the program waited for memtrail %d times, %.3f s\n",
-		res.Events, res.Processes, res.Lost, res.ProgramCPU.Seconds(), res.RecorderCPU.Seconds(), res.Bytes, perEvent,
-		res.Waits, res.WaitTime.Seconds())
+	fmt.Fprintf(w, "memtrail: stats: %s from %s, %s lost; program CPU %.3f s; memtrail CPU %.3f s; trace %s (%.2f bytes/event); the program waited for memtrail %s, %.3f s\n",
+		report.Plural(res.Events, "event"), report.Plural(uint64(res.Processes), "process"), report.Count(res.Lost),
+		res.ProgramCPU.Seconds(), res.RecorderCPU.Seconds(), report.Plural(uint64(res.Bytes), "byte"), perEvent,
+		report.Plural(res.Waits, "time"), res.WaitTime.Seconds())
 }
 
 func demoCmd(args []string, stdout, stderr io.Writer) (int, error) {

@@ -84,6 +84,9 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	for _, w := range report.FilterWarnings(m, opts, aopts) {
+		fmt.Fprintf(stderr, "memtrail: warning: %s\n", w)
+	}
 	if err := report.Write(stdout, m, opts, *asJSON); err != nil {
 		return 1, err
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/trace/tracetext"
 )
 
@@ -140,3 +142,80 @@ func TestReportViews(t *testing.T) {
 }
 
 func viewList() []string { return strings.Split(viewNames(), ", ") }
+
+// TestReportEscapesNames records a program whose source file name holds
+// terminal escape sequences (from a #line directive), run with an
+// argument that holds one too: no text that memtrail writes of it, in any
+// view of report, in check or in stack, holds a control character but the
+// newline; the names show their escapes instead. JSON keeps them exact.
+func TestReportEscapesNames(t *testing.T) {
+	const file = "evil\x1b]0;pwned\x07\x1b[31m.c"
+	const escaped = `evil\x1b]0;pwned\x07\x1b[31m.c`
+	prog := fixture.Build(t, filepath.Join("testdata", "evil.c"))
+	trace := filepath.Join(t.TempDir(), "evil.mtr")
+	var stdout, stderr bytes.Buffer
+	if code, err := run([]string{"run", "-q", "-o", trace, "--", prog, "\x1b[2J"}, &stdout, &stderr); code != 0 || err != nil {
+		t.Fatalf("run: status %d, %v\n%s", code, err, stderr.String())
+	}
+	commands := [][]string{
+		{"check", "-max-peak", "1", "-max-in-use-at-exit", "0", trace},
+		{"stack", prog},
+		{"stack", prog, trace},
+		{"diff", trace, trace},
+	}
+	for _, v := range viewList() {
+		commands = append(commands, []string{"report", "-view", v, trace})
+	}
+	for _, args := range commands {
+		stdout.Reset()
+		stderr.Reset()
+		if code, err := run(args, &stdout, &stderr); err != nil {
+			t.Fatalf("%q: status %d, %v", args, code, err)
+		}
+		out := stdout.String() + stderr.String()
+		if i := strings.IndexFunc(out, func(r rune) bool { return r < 0x20 && r != '\n' || r >= 0x7f && r <= 0x9f }); i >= 0 {
+			t.Errorf("%q wrote the control character %q:\n%s", args, out[i], out)
+		}
+		if (args[0] == "check" || args[0] == "stack" || args[2] == "summary") && !strings.Contains(out, escaped) {
+			t.Errorf("%q does not write the file name as %s:\n%s", args, escaped, out)
+		}
+	}
+	stdout.Reset()
+	run([]string{"report", trace}, &stdout, &stderr)
+	if want := prog + ` $'\x1b[2J'`; !strings.Contains(stdout.String(), want) {
+		t.Errorf("report does not write the command line as %s:\n%s", want, stdout.String())
+	}
+
+	stdout.Reset()
+	if code, err := run([]string{"report", "-json", trace}, &stdout, &stderr); code != 0 || err != nil {
+		t.Fatalf("report -json: status %d, %v", code, err)
+	}
+	var rep any
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report -json: %v", err)
+	}
+	files, args := 0, rep.(map[string]any)["args"].([]any)
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if f, ok := v["file"].(string); ok && strings.Contains(f, "evil") {
+				if !strings.HasSuffix(f, "/"+file) {
+					t.Errorf("report -json: file %q, want one ending in %q", f, file)
+				}
+				files++
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(rep)
+	if files == 0 || len(args) != 2 || args[1] != "\x1b[2J" {
+		t.Errorf("report -json: %d frames in the evil file, args %q:\n%s", files, args, stdout.String())
+	}
+}

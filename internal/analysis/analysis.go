@@ -93,6 +93,9 @@ func (o Options) objects() int {
 // window's end.
 func (o Options) afterWindow(t uint64) bool { return o.To != 0 && t > o.To }
 
+// filters reports whether o keeps only some of the blocks.
+func (o Options) filters() bool { return len(o.Threads) > 0 || !o.Filter.IsZero() }
+
 func (o Options) countsThread(thread uint64) bool {
 	return len(o.Threads) == 0 || slices.Contains(o.Threads, thread)
 }
@@ -103,6 +106,13 @@ type Model struct {
 	Processes []*Process  // in the order they started
 	Warnings  []string    // what was wrong with the trace itself
 	Complete  bool        // the trace has its end record
+	// Damaged says that parts of the trace could not be read (Warnings
+	// says which): the model misses what they held.
+	Damaged bool
+	// Unmatched names the expressions of the filter (function, file,
+	// module, ignore) that no frame of the call stack of any allocation
+	// matched: a filter of a typo keeps nothing, or leaves nothing out.
+	Unmatched []string
 	// filter is Options.Filter: the model holds only the blocks of the
 	// call stacks it passed.
 	filter StackFilter
@@ -476,6 +486,7 @@ func (a *analyzer) damage(err error) error {
 	var damage *trace.DamageError
 	switch {
 	case errors.As(err, &damage):
+		a.model.Damaged = true
 		a.warnf("%v; the counts below miss whatever was in that part", damage)
 	case errors.Is(err, trace.ErrIncomplete):
 		a.warnf("%v; processes still running then have no end", err)
@@ -493,6 +504,9 @@ type analyzer struct {
 	procs map[uint64]*replay // by process ID
 	order []*replay          // in the order processes were first seen
 	last  *replay            // the process of the previous event: events come in runs
+	// matched says which expressions of the filter matched a frame of the
+	// stacks the filter was asked about: those of the allocations.
+	matched fieldMatches
 	// stops says that the analysis ends where a block begins at offset
 	// stopAt of the trace: the end of a stretch of a Windows.
 	stops  bool
@@ -541,8 +555,7 @@ func (a *analyzer) record(rec trace.Record) {
 	case trace.KindDeepestStack:
 		a.process(rec.DeepestStack.Process).deepestStack(rec.DeepestStack)
 	case trace.KindLeakScan:
-		scan := *rec.LeakScan
-		a.process(scan.Process).proc.LeakScan = &scan
+		a.process(rec.LeakScan.Process).leakScan(*rec.LeakScan)
 	case trace.KindLeakBlocks:
 		a.process(rec.LeakBlocks.Process).leakBlocks(rec.LeakBlocks)
 	case trace.KindLeakOrigins:
@@ -618,7 +631,11 @@ func (a *analyzer) stackPredicate(id uint64) func(stack uint64) bool {
 		}
 		pass, ok := memo[stack]
 		if !ok {
-			pass = a.opts.Filter.Pass(known.Stack(stack))
+			m := a.opts.Filter.matches(known.Stack(stack))
+			for i := range m {
+				a.matched[i] = a.matched[i] || m[i]
+			}
+			pass = a.opts.Filter.passes(m)
 			memo[stack] = pass
 		}
 		return pass
@@ -659,6 +676,7 @@ func (a *analyzer) endProcess(end *trace.ProcessEnd) {
 
 // finish completes the model once the whole trace has been read.
 func (a *analyzer) finish() *Model {
+	a.model.Unmatched = a.opts.Filter.unmatched(a.matched)
 	for _, rp := range a.order {
 		if !rp.started && rp.forkOnly {
 			// The recorder kept a place for a fork child that ended

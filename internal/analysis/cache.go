@@ -37,7 +37,7 @@ import (
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 14
+const cacheVersion = 15
 
 // maxCacheBytes bounds the cache file read: far more than the models of
 // the largest traces take.
@@ -116,9 +116,6 @@ func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
 		return m, true, nil
 	}
 	key := optionsKey(opts)
-	if _, err := c.trace.Seek(0, io.SeekStart); err != nil {
-		return nil, false, err
-	}
 	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(c.trace, opts.Progress), 1<<20))
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", c.path, err)

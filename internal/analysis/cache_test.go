@@ -153,3 +153,33 @@ func TestCacheInvalid(t *testing.T) {
 		t.Error("the user's cache directory holds no cache")
 	}
 }
+
+// TestFilteredAnalysisReadsWholeTrace analyzes a trace with a filter, from
+// no cache, time after time: AnalyzeFile reads the trace twice then (the
+// stacks, then the filtered analysis), and the read-ahead of the first
+// Reader, which may read on after its analysis ends, must not take what
+// the second reads from the file.
+func TestFilteredAnalysisReadsWholeTrace(t *testing.T) {
+	text, err := os.ReadFile("testdata/filter.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Blocks of a few records each, as a recorded trace has many: the
+	// read-ahead reads them in the background.
+	data, _ := smallBlocks(t, string(text))
+	path := filepath.Join(t.TempDir(), "filter.mtr")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	filter := analysis.StackFilter{Function: regexp.MustCompile(`^beta$`)}
+	for i := range 200 {
+		os.Remove(path + ".cache")
+		m, _, err := analysis.AnalyzeFile(path, analysis.Options{Filter: filter})
+		if err != nil {
+			t.Fatalf("analysis %d: %v", i+1, err)
+		}
+		if n := m.Processes[0].Summary.Allocations; n != 2 {
+			t.Fatalf("analysis %d: %d allocations, want beta's 2", i+1, n)
+		}
+	}
+}

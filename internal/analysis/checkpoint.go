@@ -183,6 +183,11 @@ func (rp *replay) clone(tree func(*stackTree) *stackTree) *replay {
 	p.Threads = slices.Clone(rp.proc.Threads)
 	p.Bins = slices.Clone(rp.proc.Bins)
 	p.LostReasons = slices.Clone(rp.proc.LostReasons)
+	if rp.proc.LeakScan != nil {
+		// A filtered scan's classes change as its blocks come.
+		scan := *rp.proc.LeakScan
+		p.LeakScan = &scan
+	}
 	p.stacks = tree(rp.proc.stacks)
 	c.proc = &p
 	c.heap = rp.heap.clone()

@@ -23,17 +23,41 @@ func (f StackFilter) Pass(frames []Frame) bool {
 	if f.IsZero() {
 		return true
 	}
-	function, file, module := f.Function == nil, f.File == nil, f.Module == nil
+	return f.passes(f.matches(frames))
+}
+
+// fieldMatches says which expressions of a StackFilter matched a frame of
+// a stack, in the order of filterFields.
+type fieldMatches [4]bool
+
+// matches returns which of the expressions of f match a frame of frames.
+func (f StackFilter) matches(frames []Frame) fieldMatches {
+	var m fieldMatches
 	for _, fr := range frames {
 		name := fr.Name()
-		if f.Ignore != nil && f.Ignore.MatchString(name) {
-			return false
-		}
-		function = function || f.Function.MatchString(name)
-		file = file || (fr.File != "" && f.File.MatchString(fr.File))
-		module = module || (fr.Object != "" && f.Module.MatchString(fr.Object))
+		m[0] = m[0] || f.Function != nil && f.Function.MatchString(name)
+		m[1] = m[1] || f.File != nil && fr.File != "" && f.File.MatchString(fr.File)
+		m[2] = m[2] || f.Module != nil && fr.Object != "" && f.Module.MatchString(fr.Object)
+		m[3] = m[3] || f.Ignore != nil && f.Ignore.MatchString(name)
 	}
-	return function && file && module
+	return m
+}
+
+// passes reports whether a stack whose frames matched m passes f.
+func (f StackFilter) passes(m fieldMatches) bool {
+	return (f.Function == nil || m[0]) && (f.File == nil || m[1]) && (f.Module == nil || m[2]) && !m[3]
+}
+
+// unmatched returns the names of the expressions of f that matched no
+// stack, given which did.
+func (f StackFilter) unmatched(matched fieldMatches) []string {
+	var names []string
+	for i, name := range filterFields {
+		if *f.field(name) != nil && !matched[i] {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // FilterField is one regular expression of a StackFilter, and the name

@@ -60,6 +60,45 @@ type ChainPart struct {
 	Bytes, Blocks uint64
 }
 
+// leakScan takes in the scan of the process at its exit. Its classes
+// are of all the blocks the process had: those of a filtered analysis
+// count the blocks it keeps alone, which are all still reachable until
+// the LeakBlocks records that follow say which are lost.
+func (rp *replay) leakScan(scan trace.LeakScan) {
+	if rp.opts.filters() && scan.Error == "" {
+		scan.DefinitelyLostBytes, scan.DefinitelyLostBlocks = 0, 0
+		scan.IndirectlyLostBytes, scan.IndirectlyLostBlocks = 0, 0
+		scan.PossiblyLostBytes, scan.PossiblyLostBlocks = 0, 0
+		scan.StillReachableBytes, scan.StillReachableBlocks = rp.liveBytes, rp.liveBlocks
+		rp.filteredScan = true
+	}
+	rp.proc.LeakScan = &scan
+}
+
+// countLost moves a lost block of a filtered analysis's scan from still
+// reachable to its class.
+func (rp *replay) countLost(class trace.LeakClass, size uint64) {
+	scan := rp.proc.LeakScan
+	if !rp.filteredScan || scan == nil {
+		return
+	}
+	var bytes, blocks *uint64
+	switch class {
+	case trace.DefinitelyLost:
+		bytes, blocks = &scan.DefinitelyLostBytes, &scan.DefinitelyLostBlocks
+	case trace.IndirectlyLost:
+		bytes, blocks = &scan.IndirectlyLostBytes, &scan.IndirectlyLostBlocks
+	case trace.PossiblyLost:
+		bytes, blocks = &scan.PossiblyLostBytes, &scan.PossiblyLostBlocks
+	default:
+		return
+	}
+	*bytes += size
+	*blocks++
+	scan.StillReachableBytes -= min(size, scan.StillReachableBytes)
+	scan.StillReachableBlocks -= min(1, scan.StillReachableBlocks)
+}
+
 // leakBlocks takes in the classes of the lost blocks of the scan at the
 // process's exit: it makes the chains of the definitely lost blocks. The
 // blocks are still live in the replay (the scan comes before the end).
@@ -99,6 +138,7 @@ func (rp *replay) leakBlocks(lb *trace.LeakBlocks) {
 		if !ok {
 			continue // a block a filter left out, or a damaged record
 		}
+		rp.countLost(blk.Class, b.size)
 		switch blk.Class {
 		case trace.DefinitelyLost:
 			c := chainOf(stack)

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"io"
+	"math"
 	"os"
 )
 
@@ -14,17 +15,21 @@ type progressReader struct {
 	report      func(done, total int64)
 }
 
-// withProgress returns f read through report (f itself if report is nil).
+// withProgress returns a reader of f from its start, through report if it
+// is not nil. The reader is f's alone: it reads with ReadAt, so that a
+// Reader's read-ahead, which may read on after its analysis is done, does
+// not take what the next analysis of f reads.
 func withProgress(f *os.File, report func(done, total int64)) io.Reader {
+	r := io.NewSectionReader(f, 0, math.MaxInt64)
 	if report == nil {
-		return f
+		return r
 	}
 	var total int64
 	if st, err := f.Stat(); err == nil {
 		total = st.Size()
 	}
 	report(0, total)
-	return &progressReader{r: f, total: total, next: total / 100, report: report}
+	return &progressReader{r: r, total: total, next: total / 100, report: report}
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {

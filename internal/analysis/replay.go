@@ -18,6 +18,9 @@ type replay struct {
 	// Fork record of its parent, forkedBy.
 	forkOnly bool
 	forkedBy uint64
+	// filteredScan says that proc.LeakScan counts the blocks a filter
+	// keeps, as the LeakBlocks records come (leakScan).
+	filteredScan bool
 
 	heap       heapTable               // the blocks live now and freed lately, by address
 	leads      map[uint64]ChainPart    // what each definitely lost block at exit holds (leakBlocks)

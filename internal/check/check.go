@@ -8,7 +8,9 @@ package check
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/memtrail/memtrail/internal/analysis"
 )
@@ -79,6 +81,26 @@ type Result struct {
 type Use struct {
 	Suppression   *Suppression
 	Bytes, Blocks uint64
+}
+
+// Unjudged says why the budgets of processes procs of the trace analyzed
+// in m cannot be judged, or "" if they can: a trace that is damaged, cut
+// short, or whose processes lost events holds less than the program did,
+// so a program that broke a budget could pass.
+func Unjudged(m *analysis.Model, procs []*analysis.Process) string {
+	var why []string
+	if m.Damaged {
+		why = append(why, "parts of it could not be read")
+	}
+	if !m.Complete {
+		why = append(why, "it has no end record, for it was cut short or its recording stopped before finishing")
+	}
+	for _, p := range procs {
+		if p.Lost > 0 {
+			why = append(why, fmt.Sprintf("process %d lost %d of its events", p.PID, p.Lost))
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // Check holds process p to the budgets, with the suppressions, and lists

@@ -45,11 +45,11 @@ func callEntryRows(n *analysis.CallNode, g *analysis.CallGraph) [][]string {
 	entry := []string{fmt.Sprintf("[%d]", n.Index), Size(n.TotalBytes), percent(n.TotalBytes, g.Bytes),
 		Size(n.SelfBytes), percent(n.SelfBytes, n.TotalBytes)}
 	entry = append(entry, sizeShares(n.SelfBySize, n.SelfBytes)...)
-	rows = append(rows, append(entry, called, fmt.Sprintf("%s [%d]", n.Name(), n.Index)))
+	rows = append(rows, append(entry, called, fmt.Sprintf("%s [%d]", Printable(n.Name()), n.Index)))
 	for _, m := range n.Members {
 		member := []string{"", "", "", Size(m.SelfBytes), percent(m.SelfBytes, n.TotalBytes)}
 		member = append(member, sizeShares(m.SelfBySize, m.SelfBytes)...)
-		rows = append(rows, append(member, "", fmt.Sprintf("    %s %s", m.Function, n.Name())))
+		rows = append(rows, append(member, "", fmt.Sprintf("    %s %s", Printable(m.Function), Printable(n.Name()))))
 	}
 	for _, a := range n.Children {
 		rows = append(rows, arcCells(a, n, fmt.Sprintf("%s/%s", Count(a.Calls), Count(a.Node.Called))))
@@ -61,7 +61,7 @@ func callEntryRows(n *analysis.CallNode, g *analysis.CallGraph) [][]string {
 func arcCells(a analysis.CallArc, n *analysis.CallNode, calls string) []string {
 	cells := []string{"", Size(a.Bytes), percent(a.Bytes, n.TotalBytes), "", ""}
 	cells = append(cells, sizeShares(a.BySize, a.Bytes)...)
-	return append(cells, calls, fmt.Sprintf("    %s [%d]", a.Node.Name(), a.Node.Index))
+	return append(cells, calls, fmt.Sprintf("    %s [%d]", Printable(a.Node.Name()), a.Node.Index))
 }
 
 func sizeShares(by [analysis.SizeCategories]uint64, whole uint64) []string {

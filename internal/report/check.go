@@ -56,7 +56,7 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 		if len(v.Used) > 0 {
 			t.printf("  suppressed: %s in %s\n", Size(v.Suppressed.Bytes), Plural(v.Suppressed.Blocks, "block"))
 			for _, u := range v.Used {
-				t.printf("    %s in %s  %s  (%s)\n", Size(u.Bytes), Plural(u.Blocks, "block"), u.Suppression.Name, u.Suppression.Source)
+				t.printf("    %s in %s  %s  (%s)\n", Size(u.Bytes), Plural(u.Blocks, "block"), Printable(u.Suppression.Name), Printable(u.Suppression.Source))
 			}
 		}
 	}
@@ -73,10 +73,15 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 
 func (t *textReport) checkResult(r check.Result, v check.Verdict) {
 	amount := func(n uint64) string {
-		if r.Kind.IsBytes() {
-			return Size(n)
+		switch {
+		case !r.Kind.IsBytes():
+			return Count(n)
+		case Size(r.Actual) == Size(r.Limit) && r.Actual != r.Limit:
+			// Rounded, the two would read the same: "1.04 MiB >
+			// 1.04 MiB".
+			return exactSize(n)
 		}
-		return Count(n)
+		return Size(n)
 	}
 	status, cmp := t.opts.paint(green, "ok  "), "<="
 	if r.Broken {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/trace"
@@ -22,11 +23,14 @@ func Count(n uint64) string {
 	return b.String()
 }
 
-// Plural writes n and the noun, with an s if n is not 1: "1 block",
-// "2,048 blocks".
+// Plural writes n and the noun, with an s (es after an s) if n is not 1:
+// "1 block", "2,048 blocks", "3 processes".
 func Plural(n uint64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "s") {
+		return Count(n) + " " + noun + "es"
 	}
 	return Count(n) + " " + noun + "s"
 }
@@ -99,9 +103,54 @@ func percent(part, whole uint64) string {
 // executable if it has none.
 func commandLine(p *analysis.Process) string {
 	if len(p.Args) == 0 {
-		return p.Exe
+		return Printable(p.Exe)
 	}
 	return CommandLine(p.Args)
+}
+
+// Printable returns s as it may go to a terminal: the names a trace holds
+// (a file name from a #line directive can hold any byte) would otherwise
+// move the cursor, retitle the window or recolor what follows. C0 and C1
+// control characters, DEL and bytes that are not UTF-8 are written as Go
+// writes them in strings: \x1b, \u009b. Every text rendering of a name
+// from a trace or a binary goes through here; JSON is escaped by its
+// encoder.
+func Printable(s string) string {
+	if printableASCII(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case isControl(r) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case isControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// printableASCII reports whether s is ASCII without control characters:
+// most names, which Printable returns as they are.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// isControl reports whether r is a C0 or C1 control character or DEL.
+func isControl(r rune) bool {
+	return r < 0x20 || r >= 0x7f && r <= 0x9f
 }
 
 // CommandLine writes args as a shell would take them.
@@ -113,7 +162,13 @@ func CommandLine(args []string) string {
 	return strings.Join(quoted, " ")
 }
 
+// shellQuote quotes s for a shell, in single quotes if it needs any, or
+// in bash's $'...' if it holds what Printable escapes, whose escapes that
+// quoting reads back.
 func shellQuote(s string) string {
+	if Printable(s) != s {
+		return "$'" + Printable(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)) + "'"
+	}
 	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
 		return s
 	}

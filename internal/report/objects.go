@@ -46,7 +46,7 @@ func objectsText(t *textReport) {
 func objectHeadline(p *analysis.Process, o *analysis.HeapObject, end uint64) string {
 	line := fmt.Sprintf("%s at %#x", Size(o.Size), o.Addr)
 	if types := p.TypeNames(o.Size); len(types) > 0 {
-		line += " (" + strings.Join(types, " or ") + "?)"
+		line += " (" + Printable(strings.Join(types, " or ")) + "?)"
 	}
 	line += fmt.Sprintf(", allocated %s after start", Duration(sinceStart(p, o.Allocated)))
 	if o.Freed != 0 {

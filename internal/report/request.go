@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -128,4 +129,40 @@ func (r Request) stackFilter() (analysis.StackFilter, error) {
 		*re.dst = compiled
 	}
 	return filter, nil
+}
+
+// FilterWarnings says which of the filters of the analysis m (made with
+// aopts) kept nothing, or left nothing out, in the process opts picks: a
+// regular expression that no frame of the call stack of any allocation
+// matched, a thread the process does not have, or filters that together
+// keep none of its blocks. A report of such a filter would show empty
+// tables and nothing to say why.
+func FilterWarnings(m *analysis.Model, opts Options, aopts analysis.Options) []string {
+	var warnings []string
+	for _, f := range m.Filter().Fields() {
+		if !slices.Contains(m.Unmatched, f.Name) {
+			continue
+		}
+		flag := fmt.Sprintf("-%s %s", f.Name, shellQuote(f.Expr.String()))
+		switch f.Name {
+		case "ignore":
+			warnings = append(warnings, flag+" matches no function in the call stacks of the allocations: it leaves nothing out")
+		default:
+			what := map[string]string{"function": "function", "file": "source file", "module": "object file"}[f.Name]
+			warnings = append(warnings, fmt.Sprintf("%s matches no %s in the call stacks of the allocations: it keeps nothing", flag, what))
+		}
+	}
+	p, err := pick(m, opts)
+	if err != nil {
+		return warnings
+	}
+	for _, th := range aopts.Threads {
+		if th > uint64(len(p.Threads)) {
+			warnings = append(warnings, fmt.Sprintf("-thread %d: process %d has %s", th, p.PID, Plural(uint64(len(p.Threads)), "thread")))
+		}
+	}
+	if len(warnings) == 0 && (len(aopts.Threads) > 0 || !m.Filter().IsZero()) && len(p.Sites) == 0 {
+		warnings = append(warnings, fmt.Sprintf("the filters together keep none of the blocks of process %d", p.PID))
+	}
+	return warnings
 }

@@ -29,7 +29,7 @@ type StackOptions struct {
 // the stack of a binary's functions) for people.
 func WriteStackText(w io.Writer, a *stackdepth.Analysis, opts StackOptions) error {
 	bw := &strings.Builder{}
-	fmt.Fprintf(bw, "%s: %d functions; frames from %s\n", a.Path, countFunctions(a), sourceSummary(a))
+	fmt.Fprintf(bw, "%s: %d functions; frames from %s\n", Printable(a.Path), countFunctions(a), sourceSummary(a))
 	for _, entry := range opts.Entries {
 		writeEntry(bw, a, entry)
 	}
@@ -40,7 +40,7 @@ func WriteStackText(w io.Writer, a *stackdepth.Analysis, opts StackOptions) erro
 		writeStackMeasured(bw, opts.Measured)
 	}
 	for _, n := range a.Notes {
-		fmt.Fprintf(bw, "note: %s\n", n)
+		fmt.Fprintf(bw, "note: %s\n", Printable(n))
 	}
 	_, err := io.WriteString(w, bw.String())
 	return err
@@ -85,7 +85,7 @@ func sourceSummary(a *stackdepth.Analysis) string {
 // writeEntry writes an entry's worst case, deepest chain and what the
 // bound leaves out.
 func writeEntry(w io.Writer, a *stackdepth.Analysis, entry *stackdepth.Function) {
-	fmt.Fprintf(w, "\nWorst case from %s: %s", entry.Demangled, stackVerdict(entry))
+	fmt.Fprintf(w, "\nWorst case from %s: %s", Printable(entry.Demangled), stackVerdict(entry))
 	chain := a.Chain(entry)
 	fmt.Fprintf(w, "\nDeepest chain (each row: the return address and frame; a function that tail-calls counts 0, its callee takes its place):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -105,14 +105,14 @@ func writeEntry(w io.Writer, a *stackdepth.Analysis, entry *stackdepth.Function)
 		case l.Tail:
 			mark = "(tail call)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t \t%s %s\t%s\t\n", Count(l.Bytes), frameBytesText(fn), fn.Source, fn.Demangled, mark, functionLine(fn))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t \t%s %s\t%s\t\n", Count(l.Bytes), frameBytesText(fn), fn.Source, Printable(fn.Demangled), mark, functionLine(fn))
 		sum += l.Bytes
 	}
 	tw.Flush()
 	if rest := entry.Depth - min(sum, entry.Depth); rest > 0 {
 		last := chain[len(chain)-1].Function
 		if last.RedZone == rest {
-			fmt.Fprintf(w, "  + %s bytes that %s writes below its stack pointer (a leaf's red zone)\n", Count(rest), last.Demangled)
+			fmt.Fprintf(w, "  + %s bytes that %s writes below its stack pointer (a leaf's red zone)\n", Count(rest), Printable(last.Demangled))
 		} else {
 			fmt.Fprintf(w, "  + %s bytes: the return address of a call out of the binary or through a pointer, whose callee's stack is not known\n", Count(rest))
 		}
@@ -137,7 +137,7 @@ func writeReach(w io.Writer, a *stackdepth.Analysis, entry *stackdepth.Function)
 	if len(r.Cycles)+len(r.Indirect)+len(r.External)+len(r.Dynamic) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "Not counted (of %d functions reachable from %s):\n", r.Functions, entry.Demangled)
+	fmt.Fprintf(w, "Not counted (of %d functions reachable from %s):\n", r.Functions, Printable(entry.Demangled))
 	if len(r.Cycles) > 0 {
 		fmt.Fprintf(w, "  recursion, unbounded: %d cycle(s)\n", len(r.Cycles))
 		for _, c := range r.Cycles {
@@ -151,7 +151,7 @@ func writeReach(w io.Writer, a *stackdepth.Analysis, entry *stackdepth.Function)
 	if len(r.Indirect) > 0 {
 		fmt.Fprintf(w, "  calls through pointers (callee unknown): %d function(s)\n", len(r.Indirect))
 		for _, fn := range functionsByAddress(r.Indirect) {
-			fmt.Fprintf(w, "    %s (%s): %d call(s)\n", fn.Demangled, functionLine(fn), r.Indirect[fn])
+			fmt.Fprintf(w, "    %s (%s): %d call(s)\n", Printable(fn.Demangled), functionLine(fn), r.Indirect[fn])
 		}
 	}
 	if len(r.External) > 0 {
@@ -162,7 +162,7 @@ func writeReach(w io.Writer, a *stackdepth.Analysis, entry *stackdepth.Function)
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			fmt.Fprintf(w, "    %s, from %s\n", name, functionNames(r.External[name], 4))
+			fmt.Fprintf(w, "    %s, from %s\n", Printable(name), functionNames(r.External[name], 4))
 		}
 	}
 	if len(r.Dynamic) > 0 {
@@ -177,14 +177,14 @@ func writeLargest(w io.Writer, a *stackdepth.Analysis, n int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "frame\tsource\tred zone\tworst case\t \tfunction\tsource line\t\n")
 	for _, fn := range fns {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t \t%s\t%s\t\n", frameBytesText(fn), fn.Source, Count(fn.RedZone), worstCaseText(fn), fn.Demangled, functionLine(fn))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t \t%s\t%s\t\n", frameBytesText(fn), fn.Source, Count(fn.RedZone), worstCaseText(fn), Printable(fn.Demangled), functionLine(fn))
 	}
 	tw.Flush()
 }
 
 // writeMeasured writes the comparison with a recording.
 func writeStackMeasured(w io.Writer, c *stackdepth.Comparison) {
-	fmt.Fprintf(w, "\nMeasured in %s (%s, pid %d):\n", c.Trace, filepath.Base(c.Program), c.PID)
+	fmt.Fprintf(w, "\nMeasured in %s (%s, pid %d):\n", Printable(c.Trace), Printable(filepath.Base(c.Program)), c.PID)
 	if c.NoMeasures {
 		fmt.Fprintf(w, "  the trace has no stack measures (recorded before memtrail measured stacks)\n")
 		return
@@ -199,11 +199,11 @@ func writeStackMeasured(w io.Writer, c *stackdepth.Comparison) {
 			fmt.Fprintf(w, "; no sample ran through this binary's functions, so no bound to compare with\n")
 			continue
 		}
-		above := "not known: no heap event had a call stack of this binary's functions out to " + t.Root.Demangled + "; counted as 0"
+		above := "not known: no heap event had a call stack of this binary's functions out to " + Printable(t.Root.Demangled) + "; counted as 0"
 		if t.AboveKnown {
-			above = fmt.Sprintf("%s bytes above %s (stack base to its CFA: arguments, environment and start-up frames, or the thread's control block; from %d sample(s))", Count(t.AboveRoot), t.Root.Demangled, t.Samples)
+			above = fmt.Sprintf("%s bytes above %s (stack base to its CFA: arguments, environment and start-up frames, or the thread's control block; from %d sample(s))", Count(t.AboveRoot), Printable(t.Root.Demangled), t.Samples)
 		}
-		fmt.Fprintf(w, "; static bound %s bytes = %s + %s from %s\n", Count(t.Bound), above, Count(t.Root.Depth), t.Root.Demangled)
+		fmt.Fprintf(w, "; static bound %s bytes = %s + %s from %s\n", Count(t.Bound), above, Count(t.Root.Depth), Printable(t.Root.Demangled))
 		switch {
 		case t.Exceeded:
 			fmt.Fprintf(w, "    EXCEEDS the bound by %s bytes: the bound missed %s\n", Count(t.Measured-t.Bound), boundMissed(t))
@@ -223,7 +223,7 @@ func boundMissed(t stackdepth.ThreadBound) string {
 		why = append(why, "calls through pointers or into other libraries, or frames of run-time size (see above)")
 	}
 	if !t.AboveKnown {
-		why = append(why, "the stack above "+t.Root.Demangled)
+		why = append(why, "the stack above "+Printable(t.Root.Demangled))
 	}
 	if len(why) == 0 {
 		why = append(why, "something it should not have: the allocator's and memtrail's own frames below a heap call count in the measure")
@@ -255,7 +255,7 @@ func functionLine(fn *stackdepth.Function) string {
 	if fn.File == "" {
 		return "?"
 	}
-	return fmt.Sprintf("%s:%d", filepath.Base(fn.File), fn.Line)
+	return fmt.Sprintf("%s:%d", Printable(filepath.Base(fn.File)), fn.Line)
 }
 
 func functionsByAddress(m map[*stackdepth.Function]int) []*stackdepth.Function {
@@ -274,7 +274,7 @@ func functionNames(fns []*stackdepth.Function, most int) string {
 			names = append(names, fmt.Sprintf("and %d more", len(fns)-most))
 			break
 		}
-		names = append(names, fn.Demangled)
+		names = append(names, Printable(fn.Demangled))
 	}
 	return strings.Join(names, ", ")
 }

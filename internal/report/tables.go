@@ -67,7 +67,7 @@ func (t *textReport) leaks() {
 // chainText writes a partial call chain as mprof does: "main > f > g", or
 // "... > f > g" if the stacks go on.
 func chainText(c analysis.LeakChain) string {
-	s := strings.Join(c.Functions, " > ")
+	s := Printable(strings.Join(c.Functions, " > "))
 	if c.Truncated {
 		s = "... > " + s
 	}
@@ -132,7 +132,7 @@ func (t *textReport) bins() {
 		if r.Larger {
 			size = "> 1024"
 		}
-		rows = append(rows, binCells(size, r.Bin, tab.Total, strings.Join(r.Types, ", ")))
+		rows = append(rows, binCells(size, r.Bin, tab.Total, Printable(strings.Join(r.Types, ", "))))
 	}
 	if leftSizes > 0 {
 		rows = append(rows, binCells(fmt.Sprintf("%d others", leftSizes), left, tab.Total, "(each under 1%)"))
@@ -206,7 +206,7 @@ func (t *textReport) direct() {
 	rows := [][]string{{"bytes", "%", "s", "m", "l", "x", "kept", "%", "s", "m", "l", "x", "calls", "function"}}
 	rows = append(rows, directCells(tab.Total, tab.Total, "<total>"))
 	for _, r := range tab.Functions[:min(len(tab.Functions), t.opts.top())] {
-		rows = append(rows, directCells(r, tab.Total, r.Function))
+		rows = append(rows, directCells(r, tab.Total, Printable(r.Function)))
 	}
 	right := []bool{true, true, true, true, true, true, true, true, true, true, true, true, true, false}
 	t.table(rows, right)

@@ -49,7 +49,7 @@ func (t *textReport) printf(format string, args ...any) {
 
 func (t *textReport) warnings() {
 	for _, w := range t.m.Warnings {
-		t.printf("warning: %s\n", w)
+		t.printf("warning: %s\n", Printable(w))
 	}
 	if len(t.m.Warnings) > 0 {
 		t.printf("\n")
@@ -60,7 +60,7 @@ func (t *textReport) header() {
 	p := t.p
 	t.printf("%s", commandLine(p))
 	if len(p.Args) > 0 && p.Exe != "" && p.Args[0] != p.Exe {
-		t.printf("  (%s)", p.Exe)
+		t.printf("  (%s)", Printable(p.Exe))
 	}
 	t.printf("\npid %d%s", p.PID, imageNote(t.m, p))
 	if p.Forked {
@@ -277,8 +277,8 @@ func (t *textReport) frames(id uint64, frames []analysis.Frame, indent string) {
 // frameLine writes a frame as "function (file:line)". Files under the
 // directory the process started in are shown relative to it.
 func (t *textReport) frameLine(f analysis.Frame) string {
-	s := f.Name()
-	file := f.File
+	s := Printable(f.Name())
+	file := Printable(f.File)
 	if cwd := t.p.Cwd; cwd != "" {
 		file = strings.TrimPrefix(file, strings.TrimSuffix(cwd, "/")+"/")
 	}
@@ -288,7 +288,7 @@ func (t *textReport) frameLine(f analysis.Frame) string {
 	case file != "":
 		s += " (" + file + ")"
 	case f.Function != "" && f.Object != "":
-		s += " (in " + path.Base(f.Object) + ")"
+		s += " (in " + Printable(path.Base(f.Object)) + ")"
 	}
 	if f.Inlined {
 		s += " [inlined]"
@@ -411,7 +411,7 @@ func (t *textReport) symbols() {
 		if why == "" {
 			why = o.Status.String()
 		}
-		t.printf("  %s: %s\n", o.Path, why)
+		t.printf("  %s: %s\n", Printable(o.Path), Printable(why))
 	}
 }
 

@@ -168,7 +168,7 @@ func (t *textReport) shareRows(rows [][]string, label string, list []analysis.Fu
 	shown := list[:min(len(list), t.opts.top())]
 	for _, s := range shown {
 		rows = append(rows, []string{costText(cost, s.Cost), percent(s.Cost, total), "", "",
-			fmt.Sprintf("  %s %s", label, s.Function)})
+			fmt.Sprintf("  %s %s", label, Printable(s.Function))})
 	}
 	if rest := list[len(shown):]; len(rest) > 0 {
 		var restCost uint64
