@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,6 +55,10 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit,
 		RingSize: *ring, StackCalls: *stackCalls, LeakScan: *leakCheck, LeakOrigins: *leakOrigins, Log: stderr})
+	if errors.Is(err, record.ErrNotLoaded) {
+		// The program ran: a failure of its own keeps its status.
+		return max(res.Program.ExitCode(), 1), err
+	}
 	if err != nil {
 		return 1, err
 	}

@@ -243,8 +243,23 @@ func Run(opts Options) (*Result, error) {
 	}
 	r.loop(signals)
 	r.finish()
-	return r.result(), nil
+	res := r.result()
+	if r.nprocs == 0 && r.writeErr == nil {
+		// The trace holds nothing but its header: better no file than
+		// one that looks like a recording of a program that allocated
+		// nothing.
+		os.Remove(res.Path)
+		res.Path = ""
+		return res, fmt.Errorf("%s: %w", opts.Args[0], ErrNotLoaded)
+	}
+	return res, nil
 }
+
+// ErrNotLoaded says that no process of the run ever connected: the
+// program ran, but without the agent. Run returns it with the Result, so
+// that the caller still knows how the program ended.
+var ErrNotLoaded = errors.New("the agent was never loaded, so nothing was recorded and no trace was written " +
+	"(the loader ignores LD_PRELOAD in setuid and setgid programs: is the program, or its script's interpreter, one?)")
 
 // newRecorder creates the trace file, starts listening for agents and
 // writes the trace's header: everything that can fail before the program
