@@ -688,3 +688,39 @@ func TestSystemPrograms(t *testing.T) {
 		})
 	}
 }
+
+// TestExecAfterUnset runs children after the program took the agent's
+// variables out of its own environment (clearenv, unsetenv), through each
+// exec path that uses that environment: the agent puts them back, and the
+// child is recorded with its exact counts.
+func TestExecAfterUnset(t *testing.T) {
+	prog := fixture.Build(t, src("unsetexec.c"))
+	for _, mode := range []string{"clearenv-execve", "unsetenv-execv", "unsetenv-execvp", "unsetenv-execl",
+		"unsetenv-execlp", "clearenv-execle", "unsetenv-system", "unsetenv-popen"} {
+		t.Run(mode, func(t *testing.T) {
+			rec := recordArgs(t, "", prog, mode)
+			if code := rec.res.Program.ExitCode(); code != 0 {
+				t.Fatalf("the program exited with %d: %s", code, rec.stderr)
+			}
+			var child *analysis.Process
+			for _, p := range rec.model.Processes {
+				if len(p.Args) == 2 && p.Args[1] == "child" {
+					if child != nil {
+						t.Fatalf("two children recorded")
+					}
+					child = p
+				}
+			}
+			if child == nil {
+				t.Fatalf("the child was not recorded; processes: %v", rec.model.Processes)
+			}
+			if s := child.Summary; s.Allocations != 1 || s.BytesAllocated != 777 || s.InUseAtExitBytes != 777 {
+				t.Errorf("child: %d allocations, %d bytes, %d in use at exit; want 1, 777, 777",
+					s.Allocations, s.BytesAllocated, s.InUseAtExitBytes)
+			}
+			if p := rec.model.Processes[0]; strings.Contains(mode, "exec") && p.How != trace.EndExec {
+				t.Errorf("the program ended %v, want %v", p.How, trace.EndExec)
+			}
+		})
+	}
+}

@@ -116,6 +116,8 @@ struct mt_real {
 	int (*fexecve)(int, char *const[], char *const[]);
 	int (*posix_spawn)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
 	int (*posix_spawnp)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
+	int (*system)(const char *);
+	void *(*popen)(const char *, const char *);
 };
 extern struct mt_real mt_real MT_HIDDEN;
 MT_HIDDEN void mt_resolve(void);
