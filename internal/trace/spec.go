@@ -632,7 +632,10 @@ type ModuleUnload struct {
 
 // StackNode is one node of a process's call-stack tree. A stack is named by
 // its innermost node; following Parent leads outwards to the root (0). Offset
-// is the return address minus the module's Base.
+// is the return address minus the module's Base. A node of module
+// ModuleCut is no frame: it is the root of a stack deeper than
+// Info.MaxFrames, under which its innermost frames were recorded, and its
+// Offset is how many frames were left out (0 if not known).
 type StackNode struct {
 	Process uint64
 	ID      uint64 // from 1 within its process
@@ -640,6 +643,10 @@ type StackNode struct {
 	Module  uint64
 	Offset  uint64
 }
+
+// ModuleCut is the module of the StackNode that stands for the frames of a
+// stack beyond the depth limit. Modules count from 1.
+const ModuleCut = 0
 
 // String is an interned string used by Symbol records.
 type String struct {
