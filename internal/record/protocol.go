@@ -66,6 +66,7 @@ const (
 	hdrScanDone     = 272
 	hdrFreePointers = 280
 	hdrFullUnwind   = 288
+	hdrExecPending  = 296
 	hdrClock        = 320
 )
 

@@ -46,6 +46,7 @@ func TestProtocolMatchesC(t *testing.T) {
 		{"offsetof(struct mt_header, leak_scan)", hdrLeakScan}, {"offsetof(struct mt_header, scan_done)", hdrScanDone},
 		{"offsetof(struct mt_header, free_pointers)", hdrFreePointers},
 		{"offsetof(struct mt_header, full_unwind)", hdrFullUnwind},
+		{"offsetof(struct mt_header, exec_pending)", hdrExecPending},
 		{"offsetof(struct mt_slot, state)", slotState}, {"offsetof(struct mt_slot, tid)", slotTid},
 		{"offsetof(struct mt_slot, write)", slotWrite}, {"offsetof(struct mt_slot, read)", slotRead},
 		{"offsetof(struct mt_slot, waiting)", slotWaiting},

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/record"
+	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // setuidCopy copies the fixture prog into a directory of its own, owned by
@@ -81,6 +83,40 @@ func TestNothingRecorded(t *testing.T) {
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("an empty trace was left at %s", out)
+		}
+	}
+}
+
+// TestExecUnrecorded has a recorded process exec a program setuid to
+// another user, which the loader runs without the agent: the trace says
+// that the process was replaced by a program memtrail could not record,
+// rather than that it exited. The same exec of the program not setuid is
+// recorded as a new image.
+func TestExecUnrecorded(t *testing.T) {
+	prog := fixture.Build(t, src("unsetexec.c"))
+	echo := fixture.Build(t, src("echo.c"))
+	suid := setuidCopy(t, echo)
+	for _, c := range []struct {
+		target string
+		ends   []trace.EndHow
+	}{{echo, []trace.EndHow{trace.EndExec, trace.EndExited}}, {suid, []trace.EndHow{trace.EndExecUnrecorded}}} {
+		rec := recordArgs(t, "", prog, "exec", c.target)
+		var ends []trace.EndHow
+		for _, p := range rec.model.Processes {
+			ends = append(ends, p.How)
+		}
+		if !slices.Equal(ends, c.ends) {
+			t.Errorf("exec %s: processes ended %v, want %v", c.target, ends, c.ends)
+		}
+		if p := rec.model.Processes[0]; p.Summary.BytesAllocated != 111 {
+			t.Errorf("exec %s: the program allocated %d bytes, want 111", c.target, p.Summary.BytesAllocated)
+		}
+		said := strings.Contains(rec.stderr, "exec'd a program without memtrail")
+		if said != (c.target == suid) {
+			t.Errorf("exec %s: memtrail's diagnostics:\n%s", c.target, rec.stderr)
+		}
+		if rec.res.Program.ExitCode() != 0 {
+			t.Errorf("exec %s: exit status %d, want the exec'd program's 0", c.target, rec.res.Program.ExitCode())
 		}
 	}
 }

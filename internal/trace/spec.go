@@ -359,6 +359,10 @@ const (
 	EndSignaled               // it was killed by signal Code
 	EndExec                   // it replaced its image with exec; the new image is a new process
 	EndRunning                // it was still running when recording stopped
+	// EndExecUnrecorded: it replaced its image with exec, and the new
+	// image was not recorded (the loader dropped the agent, as it does
+	// for a setuid program); Code is 0.
+	EndExecUnrecorded
 )
 
 func (h EndHow) String() string {
@@ -371,6 +375,8 @@ func (h EndHow) String() string {
 		return "replaced by exec"
 	case EndRunning:
 		return "still running when recording stopped"
+	case EndExecUnrecorded:
+		return "exec'd without memtrail"
 	}
 	return "unknown"
 }

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -117,11 +118,33 @@ static void unfix_env(struct fixed_env f)
 		munmap(f.envp, f.size);
 }
 
+/* exec_begin notes in the region that the process is about to exec: if
+ * the pid ends with it still set, the new image never connected (the
+ * loader dropped the agent), and the recorder says so. A vfork child, a
+ * pid of its own in its parent's memory, must not note it for the
+ * parent. It returns whether it noted it. */
+static int exec_begin(void)
+{
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
+		return 0;
+	__atomic_store_n(&mt_proc.hdr->exec_pending, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* exec_failed takes the note back: the exec returned. */
+static void exec_failed(int noted)
+{
+	if (noted)
+		__atomic_store_n(&mt_proc.hdr->exec_pending, 0, __ATOMIC_RELEASE);
+}
+
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
+	int noted = exec_begin();
 	int r = mt_real.execve(path, argv, f.envp);
+	exec_failed(noted);
 	unfix_env(f);
 	return r;
 }
@@ -130,7 +153,9 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
+	int noted = exec_begin();
 	int r = mt_real.execvpe(file, argv, f.envp);
+	exec_failed(noted);
 	unfix_env(f);
 	return r;
 }
@@ -139,7 +164,9 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
+	int noted = exec_begin();
 	int r = mt_real.fexecve(fd, argv, f.envp);
+	exec_failed(noted);
 	unfix_env(f);
 	return r;
 }

@@ -230,6 +230,9 @@ struct mt_header {
 	/* Nonzero (tests): every stack is unwound whole, without reusing the
 	 * outer part of the thread's previous one. */
 	uint64_t full_unwind;
+	/* Nonzero while the process is in an exec (agent): if it is still
+	 * set when the pid ends, the new image never connected. */
+	uint64_t exec_pending;
 	uint64_t clock __attribute__((aligned(64)));
 };
 

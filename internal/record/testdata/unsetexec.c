@@ -1,5 +1,6 @@
 /* Runs itself as a child after taking the agent's variables out of its own
- * environment, in the way argv[1] says; the child allocates 777 bytes. */
+ * environment, in the way argv[1] says; the child allocates 777 bytes.
+ * "exec PROG" runs PROG with execv instead. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,12 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "child") == 0) {
 		sink = malloc(777);
 		return 0;
+	}
+	if (strcmp(mode, "exec") == 0 && argc > 2) {
+		sink = malloc(111);
+		char *args[] = {argv[2], NULL};
+		execv(argv[2], args);
+		return 5;
 	}
 	char self[4096];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
