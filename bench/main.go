@@ -60,6 +60,8 @@ func workloads(dir string) []workload {
 				return []string{"jq", "-c", `[.[] | select(.id % 7 == 0) | {id, name: (.name | ascii_upcase), n: (.tags | length)}] | length`,
 					filepath.Join(d, "objects.json")}
 			}, nil},
+		{"deep", "the unwinder's worst case: 400,000 events (a free and a malloc) alternating between the bottoms of two recursions 300 calls deep (305 frames), each stack unwound whole",
+			func(d string) []string { return []string{filepath.Join(d, "deep"), "300", "100000"} }, nil},
 		{"calls", "naive Fibonacci built with -finstrument-functions: 66M function calls (132M entries and returns), one allocation (gcc drops its malloc-free pairs)",
 			func(d string) []string { return []string{filepath.Join(d, "calls"), "35"} }, nil},
 		{"python3", "python3 (PYTHONMALLOC=malloc) building 200,000 dicts and a JSON text of them",
@@ -350,7 +352,7 @@ func build(dir string) (string, error) {
 	if err := writeObjects(filepath.Join(dir, "objects.json")); err != nil {
 		return "", err
 	}
-	for _, w := range []string{"dense", "crossfree", "threads"} {
+	for _, w := range []string{"dense", "crossfree", "threads", "deep"} {
 		out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, w),
 			filepath.Join("bench", "workloads", w+".c"), "-lpthread").CombinedOutput()
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +18,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("run", "[options] [--] program [arguments]",
 		"memtrail run -o prog.mtr -- ./prog arg1 arg2", stderr)
 	output := fs.String("o", "", "write the trace to `file` (default: <program>.<pid>.mtr in the current directory)")
-	frames := fs.Int("max-frames", 64, "record at most `n` frames of each call stack (1-256)")
+	frames := fs.Int("max-frames", record.DefaultMaxFrames, fmt.Sprintf("record at most `n` frames of each call stack (1-%d); a deeper stack has a root frame saying how many were left out", record.MaxFramesLimit))
 	quiet := fs.Bool("q", false, "print nothing but errors")
 	ring := sizeFlag(fs, "ring-size", record.DefaultRingSize, "buffer between the program's first thread and memtrail, a power of two (e.g. 4MiB; other threads get a quarter): a bigger one absorbs longer bursts")
 	stats := fs.Bool("stats", false, "print what recording cost: events, CPU time of the program and of memtrail, trace size, how long the program waited for memtrail")
@@ -47,8 +48,8 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *leakOrigins && !*leakCheck {
 		return 2, usageError{"-leak-origins needs the leak scan: it cannot go with -leak-check=false"}
 	}
-	if *frames < 1 || *frames > 256 {
-		return 2, usageError{fmt.Sprintf("-max-frames %d is out of range (1-256)", *frames)}
+	if *frames < 1 || *frames > record.MaxFramesLimit {
+		return 2, usageError{fmt.Sprintf("-max-frames %d is out of range (1-%d)", *frames, record.MaxFramesLimit)}
 	}
 	if *unit < time.Nanosecond || *unit > time.Second {
 		return 2, usageError{fmt.Sprintf("-time-unit %v is out of range (1ns-1s)", *unit)}
@@ -58,6 +59,10 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit,
 		RingSize: *ring, StackCalls: *stackCalls, LeakScan: *leakCheck, LeakOrigins: *leakOrigins, Log: stderr})
+	if errors.Is(err, record.ErrNotLoaded) {
+		// The program ran: a failure of its own keeps its status.
+		return max(res.Program.ExitCode(), 1), err
+	}
 	if err != nil {
 		return 1, err
 	}

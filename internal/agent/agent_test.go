@@ -52,7 +52,8 @@ func TestBuild(t *testing.T) {
 		"_ZnamSt11align_val_tRKSt9nothrow_t", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvSt11align_val_t",
 		"_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t", "_ZdlPvRKSt9nothrow_t",
 		"_ZdaPvRKSt9nothrow_t", "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t",
-		"dlclose", "_exit", "_Exit", "execve", "execvpe", "fexecve", "posix_spawn", "posix_spawnp"}
+		"dlclose", "_exit", "_Exit", "execve", "execvpe", "fexecve", "posix_spawn", "posix_spawnp",
+		"execv", "execvp", "execl", "execlp", "execle", "system", "popen"}
 	for _, name := range want {
 		if !slices.Contains(exported, name) {
 			t.Errorf("the agent does not export %s", name)

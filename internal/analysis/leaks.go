@@ -20,6 +20,8 @@ func (p *Process) LeakClasses() (*trace.LeakScan, string) {
 		return nil, fmt.Sprintf("killed by signal %d: no scan at exit", p.Code)
 	case p.Ended && p.How == trace.EndExec:
 		return nil, "replaced by exec: no scan at exit"
+	case p.Ended && p.How == trace.EndExecUnrecorded:
+		return nil, "exec'd without memtrail: no scan at exit"
 	case p.LeakScan == nil && !p.Ended:
 		return nil, "the trace has no end of the process: no scan"
 	case p.LeakScan == nil:

@@ -170,7 +170,7 @@ func (t *stackTree) walk(id uint64) []Frame {
 			// that the stack goes on, even if not where.
 			return append(frames, Frame{})
 		}
-		frames = t.syms.appendFrames(frames, t.modules[n.module], n.offset)
+		frames = t.appendFrames(frames, n)
 		id = n.parent
 	}
 	return frames
@@ -187,10 +187,96 @@ func (t *stackTree) nodeFrames(id uint64) [][]Frame {
 		if !ok {
 			return append(nodes, []Frame{{}})
 		}
-		nodes = append(nodes, t.syms.appendFrames(nil, t.modules[n.module], n.offset))
+		nodes = append(nodes, t.appendFrames(nil, n))
 		id = n.parent
 	}
 	return nodes
+}
+
+// appendFrames appends the frames of node n to frames.
+func (t *stackTree) appendFrames(frames []Frame, n stackNode) []Frame {
+	if n.module == trace.ModuleCut {
+		return append(frames, CutFrame(n.offset))
+	}
+	return t.syms.appendFrames(frames, t.modules[n.module], n.offset)
+}
+
+// CutFrame is the outermost frame of a call stack deeper than the
+// recording's depth limit: it stands for the n frames outside the ones
+// recorded (n is 0 when their number is not known).
+func CutFrame(n uint64) Frame {
+	if n == 0 {
+		return Frame{Function: "[frames not recorded]"}
+	}
+	return Frame{Function: fmt.Sprintf("[%s not recorded]", plural(n, "frame"))}
+}
+
+// cut reports whether stack id was cut at the depth limit: its root is a
+// node of module trace.ModuleCut.
+func (t *stackTree) cut(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for depth := 0; id != 0 && depth < maxDepth; depth++ {
+		n, ok := t.nodes[id]
+		if !ok {
+			return false
+		}
+		if n.parent == 0 {
+			return n.module == trace.ModuleCut
+		}
+		id = n.parent
+	}
+	return false
+}
+
+// CutStacks sums up the sites of a process whose call stacks were deeper
+// than the recording's depth limit (see CutFrame).
+type CutStacks struct {
+	Allocations uint64 // made from them
+	PeakBytes   uint64 // of blocks from them live at the process's peak
+}
+
+// CutStacks returns what the sites of p with cut call stacks add up to.
+func (p *Process) CutStacks() CutStacks {
+	var c CutStacks
+	for i := range p.Sites {
+		s := &p.Sites[i]
+		tree := p.stacks
+		if s.tree != nil {
+			tree = s.tree
+		}
+		if tree != nil && s.Stack != 0 && tree.cut(s.Stack) {
+			c.Allocations += s.Allocations
+			c.PeakBytes += s.PeakBytes
+		}
+	}
+	return c
+}
+
+// AllWarnings returns the model's Warnings, about the trace itself, and
+// then what the reader of a report must know of the recording: which
+// processes have call stacks cut at the depth limit, and how much of
+// their memory that hides.
+func (m *Model) AllWarnings() []string {
+	out := slices.Clone(m.Warnings)
+	for _, p := range m.Processes {
+		c := p.CutStacks()
+		if c.Allocations == 0 {
+			continue
+		}
+		limit := "the depth limit"
+		if m.Info != nil {
+			limit = plural(m.Info.MaxFrames, "frame")
+		}
+		share := 0.0
+		if p.Summary.PeakBytes > 0 {
+			share = 100 * float64(c.PeakBytes) / float64(p.Summary.PeakBytes)
+		}
+		out = append(out, fmt.Sprintf("pid %d: call stacks cut at %s: %s, %s at the peak (%.1f%% of it); "+
+			"record with a larger -max-frames to see them whole",
+			p.PID, limit, plural(c.Allocations, "allocation"), plural(c.PeakBytes, "byte"), share))
+	}
+	return out
 }
 
 func (t *stackTree) objects() []*Object {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // CheckProgram finds the program to run and makes sure the agent can be
@@ -33,6 +35,9 @@ func CheckProgram(name string) (string, error) {
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	defer f.Close()
+	if why := secureExec(f); why != "" {
+		return "", fmt.Errorf("%s %s: the loader ignores LD_PRELOAD for it, so nothing can be recorded", name, why)
+	}
 	var magic [4]byte
 	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != elf.ELFMAG {
 		return path, nil
@@ -50,6 +55,34 @@ func CheckProgram(name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: statically linked; memtrail needs the dynamic loader to preload its agent (link it dynamically, or wrap malloc with -Wl,--wrap)", name)
+}
+
+// secureExec says why running f would put the loader in secure mode
+// (AT_SECURE), in which it ignores LD_PRELOAD: f is setuid to another user,
+// setgid to another group, or has file capabilities (which only root
+// already holds), on a file system that honours them. "" if it would not.
+// Running such a program as its owner is fine: nothing changes hands.
+func secureExec(f *os.File) string {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return ""
+	}
+	var fs unix.Statfs_t
+	if unix.Fstatfs(int(f.Fd()), &fs) == nil && fs.Flags&unix.ST_NOSUID != 0 {
+		return ""
+	}
+	switch {
+	case st.Mode&unix.S_ISUID != 0 && int(st.Uid) != os.Geteuid():
+		return "is setuid"
+	case st.Mode&(unix.S_ISGID|unix.S_IXGRP) == unix.S_ISGID|unix.S_IXGRP && int(st.Gid) != os.Getegid():
+		return "is setgid"
+	}
+	if os.Geteuid() != 0 {
+		if _, err := unix.Fgetxattr(int(f.Fd()), "security.capability", nil); err == nil {
+			return "has file capabilities"
+		}
+	}
+	return ""
 }
 
 // createOutput creates the trace file before the program starts, so an

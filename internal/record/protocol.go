@@ -36,6 +36,8 @@ const (
 
 	stackShift = 24
 	apiShift   = 16
+
+	moduleCut = 0 // the module of the node that stands for the frames beyond the limit
 )
 
 // Offsets of the fields of struct mt_header.
@@ -64,6 +66,8 @@ const (
 	hdrLeakScan     = 264
 	hdrScanDone     = 272
 	hdrFreePointers = 280
+	hdrFullUnwind   = 288
+	hdrExecPending  = 296
 	hdrClock        = 320
 )
 

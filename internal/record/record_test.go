@@ -642,13 +642,16 @@ func TestMismatchedAPIs(t *testing.T) {
 	}
 }
 
-// TestStackDepth records an allocation 101 calls of descend deep: with the
-// default limit its stack holds the innermost 64 frames, with a higher one
-// all of them and main, __libc_start_call_main, __libc_start_main and
-// _start.
+// TestStackDepth records an allocation 101 calls of descend deep (105
+// frames with main, __libc_start_call_main, __libc_start_main and _start):
+// with the default limit its stack is whole; with a limit of 64 it holds
+// the innermost 64 frames under a root saying that 41 were left out.
 func TestStackDepth(t *testing.T) {
 	prog := fixture.Build(t, src("deep.c"))
-	for _, c := range []struct{ limit, want int }{{0, 64}, {256, 101 + 4}} {
+	for _, c := range []struct {
+		limit, want int
+		root        string
+	}{{0, 101 + 4, "_start"}, {64, 64 + 1, "[41 frames not recorded]"}, {256, 101 + 4, "_start"}} {
 		dir := t.TempDir()
 		res, err := record.Run(record.Options{Args: []string{prog}, Output: filepath.Join(dir, "t.mtr"),
 			AgentPath: fixture.Agent(t), MaxFrames: c.limit})
@@ -661,8 +664,8 @@ func TestStackDepth(t *testing.T) {
 		if len(frames) != c.want {
 			t.Errorf("limit %d: %d frames, want %d", c.limit, len(frames), c.want)
 		}
-		if frames[0].Function != "descend" {
-			t.Errorf("limit %d: innermost frame %s, want descend", c.limit, frames[0].Function)
+		if frames[0].Function != "descend" || frames[len(frames)-1].Function != c.root {
+			t.Errorf("limit %d: frames from %s to %s, want from descend to %s", c.limit, frames[0].Function, frames[len(frames)-1].Function, c.root)
 		}
 	}
 }
@@ -685,6 +688,42 @@ func TestSystemPrograms(t *testing.T) {
 			rec := recordArgs(t, "", args...)
 			want := fixture.Valgrind(t, args...)
 			sameAsValgrind(t, rec.model.Processes[0], want[0])
+		})
+	}
+}
+
+// TestExecAfterUnset runs children after the program took the agent's
+// variables out of its own environment (clearenv, unsetenv), through each
+// exec path that uses that environment: the agent puts them back, and the
+// child is recorded with its exact counts.
+func TestExecAfterUnset(t *testing.T) {
+	prog := fixture.Build(t, src("unsetexec.c"))
+	for _, mode := range []string{"clearenv-execve", "unsetenv-execv", "unsetenv-execvp", "unsetenv-execl",
+		"unsetenv-execlp", "clearenv-execle", "unsetenv-system", "unsetenv-popen"} {
+		t.Run(mode, func(t *testing.T) {
+			rec := recordArgs(t, "", prog, mode)
+			if code := rec.res.Program.ExitCode(); code != 0 {
+				t.Fatalf("the program exited with %d: %s", code, rec.stderr)
+			}
+			var child *analysis.Process
+			for _, p := range rec.model.Processes {
+				if len(p.Args) == 2 && p.Args[1] == "child" {
+					if child != nil {
+						t.Fatalf("two children recorded")
+					}
+					child = p
+				}
+			}
+			if child == nil {
+				t.Fatalf("the child was not recorded; processes: %v", rec.model.Processes)
+			}
+			if s := child.Summary; s.Allocations != 1 || s.BytesAllocated != 777 || s.InUseAtExitBytes != 777 {
+				t.Errorf("child: %d allocations, %d bytes, %d in use at exit; want 1, 777, 777",
+					s.Allocations, s.BytesAllocated, s.InUseAtExitBytes)
+			}
+			if p := rec.model.Processes[0]; strings.Contains(mode, "exec") && p.How != trace.EndExec {
+				t.Errorf("the program ended %v, want %v", p.How, trace.EndExec)
+			}
 		})
 	}
 }

@@ -31,7 +31,7 @@ type Options struct {
 	Args      []string // the program (looked up in PATH) and its arguments
 	Output    string   // trace path; "" for <program>.<pid>.mtr in the current directory
 	AgentPath string   // the built agent
-	MaxFrames int      // call-stack depth limit (default 64, at most 256)
+	MaxFrames int      // call-stack depth limit (default DefaultMaxFrames, at most MaxFramesLimit)
 	// RingSize is the size in bytes of the ring of a process's first
 	// thread (default DefaultRingSize), a power of two; the rings of the
 	// others are a quarter of it, but at least 64 KiB (or RingSize).
@@ -63,7 +63,23 @@ type Options struct {
 	// definitely lost at exit is traced to the last free of a block that
 	// pointed to it (trace.LeakOrigins).
 	LeakOrigins bool
+	// FullUnwind makes the agent unwind every stack whole, without
+	// reusing the outer part of the thread's previous stack: for the
+	// tests that check the reuse against it.
+	FullUnwind bool
 }
+
+// DefaultMaxFrames is the call-stack depth limit by default: deep enough
+// for the stacks of interpreters (python3's reach past 64 frames), and
+// cheap, since the unwinder reuses the outer part of a thread's previous
+// stack (docs/performance.md, "Deep call stacks"). A stack deeper than the
+// limit keeps its innermost frames under a root that says how many were
+// left out (see trace.StackNode).
+const DefaultMaxFrames = 256
+
+// MaxFramesLimit bounds Options.MaxFrames: the agent keeps that many
+// frames of each thread's last stack (MT_MAX_FRAMES_LIMIT).
+const MaxFramesLimit = 1024
 
 // DefaultRingSize is the default size of the ring of a process's first
 // thread; its other threads get a quarter. A ring must hold what a thread
@@ -181,11 +197,9 @@ type Recorder struct {
 
 func (o *Options) defaults() {
 	if o.MaxFrames <= 0 {
-		o.MaxFrames = 64
+		o.MaxFrames = DefaultMaxFrames
 	}
-	if o.MaxFrames > 256 {
-		o.MaxFrames = 256
-	}
+	o.MaxFrames = min(o.MaxFrames, MaxFramesLimit)
 	if o.RingSize == 0 {
 		o.RingSize = DefaultRingSize
 	}
@@ -243,8 +257,23 @@ func Run(opts Options) (*Result, error) {
 	}
 	r.loop(signals)
 	r.finish()
-	return r.result(), nil
+	res := r.result()
+	if r.nprocs == 0 && r.writeErr == nil {
+		// The trace holds nothing but its header: better no file than
+		// one that looks like a recording of a program that allocated
+		// nothing.
+		os.Remove(res.Path)
+		res.Path = ""
+		return res, fmt.Errorf("%s: %w", opts.Args[0], ErrNotLoaded)
+	}
+	return res, nil
 }
+
+// ErrNotLoaded says that no process of the run ever connected: the
+// program ran, but without the agent. Run returns it with the Result, so
+// that the caller still knows how the program ended.
+var ErrNotLoaded = errors.New("the agent was never loaded, so nothing was recorded and no trace was written " +
+	"(the loader ignores LD_PRELOAD in setuid and setgid programs: is the program, or its script's interpreter, one?)")
 
 // newRecorder creates the trace file, starts listening for agents and
 // writes the trace's header: everything that can fail before the program
@@ -259,7 +288,7 @@ func newRecorder(opts Options) (*Recorder, error) {
 	rate := calibrate()
 	r.coarse = coarseClockFor(opts.TimeUnit, rate)
 	cfg := regionConfig{slots: opts.Threads, firstRing: opts.RingSize, ringSize: otherRing(opts.RingSize), nodeCap: 1 << 24, maxFrames: opts.MaxFrames,
-		leakScan: opts.LeakScan, freePointers: opts.LeakScan && opts.LeakOrigins}
+		leakScan: opts.LeakScan, freePointers: opts.LeakScan && opts.LeakOrigins, fullUnwind: opts.FullUnwind}
 	if opts.StackCalls {
 		cfg.callsWindow = max(uint64(float64(opts.TimeUnit.Nanoseconds())/rate), 1)
 	}
@@ -748,6 +777,12 @@ func (r *Recorder) checkDeaths() {
 		// What it published last (an exit) may say how it ended.
 		p.drain(r, true)
 		how, code := r.howEnded(p)
+		if p.region.load64(hdrExecPending) != 0 {
+			// It exec'd, and the new image never said hello.
+			how, code = trace.EndExecUnrecorded, 0
+			fmt.Fprintf(r.log, "memtrail: process %d exec'd a program without memtrail, which was not recorded "+
+				"(a setuid or setgid program, for which the loader ignores LD_PRELOAD, or a static one)\n", p.pid)
+		}
 		r.end(p, how, code)
 	}
 }

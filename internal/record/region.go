@@ -35,6 +35,7 @@ type regionConfig struct {
 	callsWindow  uint64
 	leakScan     bool // mt_header.leak_scan
 	freePointers bool // mt_header.free_pointers
+	fullUnwind   bool // mt_header.full_unwind
 }
 
 func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
@@ -73,6 +74,9 @@ func newRegion(cfg regionConfig, recorderPid int) (*region, error) {
 	}
 	if cfg.freePointers {
 		*r.u64(hdrFreePointers) = 1
+	}
+	if cfg.fullUnwind {
+		*r.u64(hdrFullUnwind) = 1
 	}
 	return r, nil
 }

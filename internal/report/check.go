@@ -159,7 +159,7 @@ type jsonSuppress struct {
 
 // CheckJSON writes the verdicts of memtrail check as JSON.
 func CheckJSON(w io.Writer, m *analysis.Model, verdicts []check.Verdict) error {
-	out := jsonCheck{Processes: []jsonCheckProcess{}, Warnings: m.Warnings}
+	out := jsonCheck{Processes: []jsonCheckProcess{}, Warnings: m.AllWarnings()}
 	if out.Warnings == nil {
 		out.Warnings = []string{}
 	}

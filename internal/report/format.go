@@ -223,6 +223,8 @@ func endName(p *analysis.Process) string {
 		return "exec"
 	case trace.EndRunning:
 		return "running"
+	case trace.EndExecUnrecorded:
+		return "exec_unrecorded"
 	}
 	return "unknown"
 }

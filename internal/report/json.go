@@ -31,7 +31,7 @@ func JSON(w io.Writer, m *analysis.Model, opts Options) error {
 		LostChains:   jsonLostChainsOf(p, opts.top()),
 		PossiblyLost: jsonChainParts(p, p.PossiblyLost[:min(opts.top(), len(p.PossiblyLost))]),
 		Problems:     jsonProblemsOf(p),
-		Warnings:     orEmpty(m.Warnings),
+		Warnings:     orEmpty(m.AllWarnings()),
 	}
 	return writeJSON(w, r)
 }

@@ -225,7 +225,7 @@ func ProcessList(w io.Writer, m *analysis.Model, asJSON bool) error {
 		return writeJSON(w, struct {
 			Processes []jsonProcess `json:"processes"`
 			Warnings  []string      `json:"warnings"`
-		}{jsonProcesses(m, nil), orEmpty(m.Warnings)})
+		}{jsonProcesses(m, nil), orEmpty(m.AllWarnings())})
 	}
 	t := &textReport{m: m}
 	t.warnings()

@@ -48,10 +48,11 @@ func (t *textReport) printf(format string, args ...any) {
 }
 
 func (t *textReport) warnings() {
-	for _, w := range t.m.Warnings {
+	warnings := t.m.AllWarnings()
+	for _, w := range warnings {
 		t.printf("warning: %s\n", Printable(w))
 	}
-	if len(t.m.Warnings) > 0 {
+	if len(warnings) > 0 {
 		t.printf("\n")
 	}
 }

@@ -95,7 +95,7 @@ func Write(w io.Writer, m *analysis.Model, opts Options, asJSON bool) error {
 	if asJSON {
 		c := &viewContext{m: m, p: p, opts: opts}
 		return writeJSON(w, jsonView{Program: p.Exe, Args: orEmpty(p.Args), PID: p.PID, View: v.name,
-			Window: jsonWindow{FromNS: p.Window.From, ToNS: p.Window.To}, Data: v.json(c), Warnings: orEmpty(m.Warnings)})
+			Window: jsonWindow{FromNS: p.Window.From, ToNS: p.Window.To}, Data: v.json(c), Warnings: orEmpty(m.AllWarnings())})
 	}
 	t := &textReport{m: m, p: p, opts: opts}
 	t.warnings()

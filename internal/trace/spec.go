@@ -359,6 +359,10 @@ const (
 	EndSignaled               // it was killed by signal Code
 	EndExec                   // it replaced its image with exec; the new image is a new process
 	EndRunning                // it was still running when recording stopped
+	// EndExecUnrecorded: it replaced its image with exec, and the new
+	// image was not recorded (the loader dropped the agent, as it does
+	// for a setuid program); Code is 0.
+	EndExecUnrecorded
 )
 
 func (h EndHow) String() string {
@@ -371,6 +375,8 @@ func (h EndHow) String() string {
 		return "replaced by exec"
 	case EndRunning:
 		return "still running when recording stopped"
+	case EndExecUnrecorded:
+		return "exec'd without memtrail"
 	}
 	return "unknown"
 }
@@ -632,7 +638,10 @@ type ModuleUnload struct {
 
 // StackNode is one node of a process's call-stack tree. A stack is named by
 // its innermost node; following Parent leads outwards to the root (0). Offset
-// is the return address minus the module's Base.
+// is the return address minus the module's Base. A node of module
+// ModuleCut is no frame: it is the root of a stack deeper than
+// Info.MaxFrames, under which its innermost frames were recorded, and its
+// Offset is how many frames were left out (0 if not known).
 type StackNode struct {
 	Process uint64
 	ID      uint64 // from 1 within its process
@@ -640,6 +649,10 @@ type StackNode struct {
 	Module  uint64
 	Offset  uint64
 }
+
+// ModuleCut is the module of the StackNode that stands for the frames of a
+// stack beyond the depth limit. Modules count from 1.
+const ModuleCut = 0
 
 // String is an interned string used by Symbol records.
 type String struct {

@@ -930,3 +930,21 @@ func TestLeakOriginsShown(t *testing.T) {
 
 // exactBytes writes n bytes, under 1 KiB, as the UI's fmtBytesExact does.
 func exactBytes(n uint64) string { return fmt.Sprintf("%d B", n) }
+
+// TestCutStackWarning opens a trace whose allocations have call stacks
+// deeper than its depth limit: the summary shows the report's warning
+// about them, with how much of the peak they hold.
+func TestCutStackWarning(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("..", "..", "cmd", "memtrail", "testdata", "deep300.c"))
+	res, err := record.Run(record.Options{Args: []string{prog}, Output: filepath.Join(t.TempDir(), "deep.mtr"),
+		AgentPath: fixture.Agent(t), MaxFrames: 64, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := openUI(t, res.Path)
+	hasText(t, ctx, "the summary's notes", "#summary-notes", "1 warning")
+	title := eval[string](t, ctx, `(document.querySelector("#summary-notes .warn") || {title: ""}).title`)
+	if want := "call stacks cut at 64 frames: 3 allocations, 3000 bytes at the peak (75.0% of it)"; !strings.Contains(title, want) {
+		t.Errorf("the warning says %q, want %q in it", title, want)
+	}
+}

@@ -19,7 +19,6 @@
 #define MT_HIDDEN __attribute__((visibility("hidden")))
 #define MT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define MT_MAX_FRAMES_LIMIT 256
 
 /* Per-thread state, allocated from the arena on a thread's first event. */
 struct mt_thread {
@@ -29,6 +28,7 @@ struct mt_thread {
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack */
+	uint32_t cut;      /* the cached stack has more frames outside them */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
 	uintptr_t paint_lo, paint_hi; /* the part of it painted (stackuse.c) */
@@ -49,20 +49,33 @@ struct mt_thread {
 	uint64_t deep_bytes, deep_time;
 	uint32_t deep_pending;
 	/* The last stack, outermost first: return address, stack pointer in
-	 * that frame, and the node naming the stack from it outwards. */
+	 * that frame, and the node naming the stack from it outwards; and
+	 * what else its unwind read (see outer_unchanged in unwind.c): rbp
+	 * in that frame, whether it mattered, where it was loaded from (the
+	 * slot k at sp - 8k, 0: the inner frame's), and the address the CFA
+	 * was loaded from (0: none). */
 	uintptr_t ra[MT_MAX_FRAMES_LIMIT];
 	uintptr_t sp[MT_MAX_FRAMES_LIMIT];
 	uint32_t node[MT_MAX_FRAMES_LIMIT];
+	uintptr_t bp[MT_MAX_FRAMES_LIMIT];
+	uintptr_t cfa_at[MT_MAX_FRAMES_LIMIT];
+	uint8_t bp_used[MT_MAX_FRAMES_LIMIT];
+	uint8_t bp_slot[MT_MAX_FRAMES_LIMIT];
 	/* Nodes this thread interned lately, direct-mapped by hash: most
 	 * lookups end here, without touching the shared table. */
 	struct {
 		uint32_t parent, module, id, pad;
 		uint64_t offset;
 	} recent[256];
-	/* Scratch for the stack being unwound, innermost first. */
+	/* Scratch for the stack being unwound, innermost first; one more
+	 * entry for the frame the walk stopped at. */
 	uintptr_t new_ra[MT_MAX_FRAMES_LIMIT];
 	uintptr_t new_sp[MT_MAX_FRAMES_LIMIT];
 	uint32_t new_mod[MT_MAX_FRAMES_LIMIT];
+	uintptr_t new_bp[MT_MAX_FRAMES_LIMIT];
+	uint64_t new_rule[MT_MAX_FRAMES_LIMIT];
+	uintptr_t new_cfa_at[MT_MAX_FRAMES_LIMIT + 1];
+	uint8_t new_bp_slot[MT_MAX_FRAMES_LIMIT + 1];
 };
 
 /* Process-wide state. */
@@ -117,6 +130,8 @@ struct mt_real {
 	int (*fexecve)(int, char *const[], char *const[]);
 	int (*posix_spawn)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
 	int (*posix_spawnp)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
+	int (*system)(const char *);
+	void *(*popen)(const char *, const char *);
 };
 extern struct mt_real mt_real MT_HIDDEN;
 MT_HIDDEN void mt_resolve(void);

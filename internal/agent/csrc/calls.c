@@ -71,7 +71,7 @@ static void emit_deepest(struct mt_thread *t, int taken)
 	if (taken) {
 		stack = t->stack_id;
 		int depth = (int)t->depth;
-		int sized = depth == (int)mt_proc.max_frames ? depth - 1 : depth;
+		int sized = t->cut ? depth - 1 : depth;
 		for (int i = depth - 1; i >= depth - sized; i--) {
 			uintptr_t above = i > 0 ? t->sp[i - 1] : t->stack_hi;
 			uint64_t size = above > t->sp[i] ? above - t->sp[i] : 0;

@@ -3,16 +3,26 @@
  *
  * A process that runs another program with an environment of its own
  * making (execve with a fresh envp, env -i, posix_spawn with a custom
- * environment) would drop LD_PRELOAD and MEMTRAIL_SOCK, and the new program
- * would go unrecorded. These wrappers put the two back. The new array lives
- * in memory mapped for it, not in the traced heap; if the exec fails it is
- * unmapped again.
+ * environment), or after taking the variables out of its own (clearenv,
+ * unsetenv), would drop LD_PRELOAD and MEMTRAIL_SOCK, and the new program
+ * would go unrecorded. These wrappers put the two back, from the agent's
+ * own copies of their values. The new array lives in memory mapped for it,
+ * not in the traced heap; if the exec fails it is unmapped again.
+ *
+ * libc's execv, execvp, execl*, system and popen reach the kernel through
+ * its internal execve and posix_spawn, which no preloaded library can
+ * wrap: so they are wrapped too. system and popen run a shell with the
+ * process's own environment, which they give no way to replace: there the
+ * variables are put back into the process's environment itself.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -57,12 +67,14 @@ static struct fixed_env fix_env(char *const envp[])
 {
 	struct fixed_env f = {(char **)envp, 0};
 	const char *agent = mt_own_path();
-	if (mt_proc.sock_path_len == 0 || agent[0] == 0 || envp == NULL)
+	if (mt_proc.sock_path_len == 0 || agent[0] == 0)
 		return f;
 	size_t count = 0, strings = 0;
 	const char *preload = NULL;
 	int has_sock = 0;
-	for (; envp[count] != NULL; count++) {
+	/* The kernel takes a null envp for an empty one; clearenv leaves
+	 * environ null. */
+	for (; envp != NULL && envp[count] != NULL; count++) {
 		if (strncmp(envp[count], "LD_PRELOAD=", 11) == 0)
 			preload = envp[count] + 11;
 		else if (strncmp(envp[count], "MEMTRAIL_SOCK=", 14) == 0)
@@ -106,11 +118,33 @@ static void unfix_env(struct fixed_env f)
 		munmap(f.envp, f.size);
 }
 
+/* exec_begin notes in the region that the process is about to exec: if
+ * the pid ends with it still set, the new image never connected (the
+ * loader dropped the agent), and the recorder says so. A vfork child, a
+ * pid of its own in its parent's memory, must not note it for the
+ * parent. It returns whether it noted it. */
+static int exec_begin(void)
+{
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
+		return 0;
+	__atomic_store_n(&mt_proc.hdr->exec_pending, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* exec_failed takes the note back: the exec returned. */
+static void exec_failed(int noted)
+{
+	if (noted)
+		__atomic_store_n(&mt_proc.hdr->exec_pending, 0, __ATOMIC_RELEASE);
+}
+
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
+	int noted = exec_begin();
 	int r = mt_real.execve(path, argv, f.envp);
+	exec_failed(noted);
 	unfix_env(f);
 	return r;
 }
@@ -119,7 +153,9 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
+	int noted = exec_begin();
 	int r = mt_real.execvpe(file, argv, f.envp);
+	exec_failed(noted);
 	unfix_env(f);
 	return r;
 }
@@ -128,7 +164,9 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
+	int noted = exec_begin();
 	int r = mt_real.fexecve(fd, argv, f.envp);
+	exec_failed(noted);
 	unfix_env(f);
 	return r;
 }
@@ -151,4 +189,76 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t *pid, const char *
 	int r = mt_real.posix_spawnp(pid, file, fa, attr, argv, f.envp);
 	unfix_env(f);
 	return r;
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* The execl family takes its arguments as a list ending in a null
+ * pointer: they are gathered into an array on the stack, as libc does. */
+#define ARGV_FROM_LIST(argv, arg0, last)                          \
+	size_t argc = 1;                                          \
+	va_list ap;                                               \
+	va_start(ap, last);                                       \
+	while (va_arg(ap, char *) != NULL)                        \
+		argc++;                                           \
+	va_end(ap);                                               \
+	char *argv[argc + 1];                                     \
+	argv[0] = (char *)(arg0);                                 \
+	va_start(ap, last);                                       \
+	for (size_t i = 1; i <= argc; i++)                        \
+		argv[i] = va_arg(ap, char *);
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...)
+{
+	ARGV_FROM_LIST(argv, arg, arg)
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
+{
+	ARGV_FROM_LIST(argv, arg, arg)
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
+{
+	ARGV_FROM_LIST(argv, arg, arg)
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+/* fix_own_env puts the agent's variables back into the process's own
+ * environment. The array it maps stays: the process owns it now, and
+ * setenv copies rather than frees an environ it did not make. */
+static void fix_own_env(void)
+{
+	struct fixed_env f = fix_env(environ);
+	if (f.size)
+		environ = f.envp;
+}
+
+__attribute__((visibility("default"))) int system(const char *command)
+{
+	mt_resolve();
+	if (command != NULL)
+		fix_own_env();
+	return mt_real.system(command);
+}
+
+__attribute__((visibility("default"))) FILE *popen(const char *command, const char *mode)
+{
+	mt_resolve();
+	fix_own_env();
+	return mt_real.popen(command, mode);
 }

@@ -155,7 +155,15 @@ enum mt_api {
 };
 
 /* A node of the call-stack tree: the frame at return address
- * module base + offset, called from the stack named by parent. */
+ * module base + offset, called from the stack named by parent. A node of
+ * module MT_MODULE_CUT (no module has id 0) stands for the frames of a
+ * stack beyond the depth limit, as the root of the frames kept; its
+ * offset is how many there were (0: more than MT_MAX_FRAMES_LIMIT, not
+ * counted). */
+#define MT_MODULE_CUT 0
+
+/* The most frames of a stack the agent keeps (mt_header.max_frames). */
+#define MT_MAX_FRAMES_LIMIT 1024
 struct mt_node {
 	uint32_t parent;
 	uint32_t module;
@@ -224,6 +232,12 @@ struct mt_header {
 	 * (POINTERS), so that a block lost at exit can be traced to the free
 	 * that dropped its last pointer. */
 	uint64_t free_pointers;
+	/* Nonzero (tests): every stack is unwound whole, without reusing the
+	 * outer part of the thread's previous one. */
+	uint64_t full_unwind;
+	/* Nonzero while the process is in an exec (agent): if it is still
+	 * set when the pid ends, the new image never connected. */
+	uint64_t exec_pending;
 	uint64_t clock __attribute__((aligned(64)));
 };
 

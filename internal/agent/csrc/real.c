@@ -93,6 +93,8 @@ void mt_resolve(void)
 	r.fexecve = next("fexecve");
 	r.posix_spawn = next("posix_spawn");
 	r.posix_spawnp = next("posix_spawnp");
+	r.system = next("system");
+	r.popen = next("popen");
 	r.free = next("free");
 	if (r.malloc == NULL || r.free == NULL || r.calloc == NULL || r.realloc == NULL) {
 		static const char msg[] = "memtrail: agent cannot find the C allocator; aborting\n";

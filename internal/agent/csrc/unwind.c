@@ -443,15 +443,83 @@ static inline uint64_t rule_for(struct mt_thread *t, uintptr_t pc)
 }
 
 /* outer_unchanged reports whether the frames of the previous stack outside
- * index m are still on the stack: every saved return address still holds
- * the value it had. The stack is kept outermost first, so those are the
- * frames 0..m-1; frame i's return address was read at its sp minus 8. */
+ * index m are still on the stack as they were. The stack is kept
+ * outermost first, so those are the frames 0..m-1. Their unwind read
+ * memory, and that memory must still hold what it read: each frame's
+ * return address (at its sp minus 8), its rbp where it was loaded from a
+ * slot and mattered, and its CFA where it was loaded (a realigned stack).
+ * Then, from the same pc, sp and rbp at frame m, the unwind would find
+ * them again. (A return address alone is not enough: a frame with a
+ * different rbp, as alloca gives, has its return address elsewhere, and
+ * the old slot may still hold the old value.) */
 static inline int outer_unchanged(const struct mt_thread *t, int m)
 {
-	for (int i = 0; i < m; i++)
+	for (int i = 0; i < m; i++) {
 		if (*(const uintptr_t *)(t->sp[i] - 8) != t->ra[i])
 			return 0;
+		if (t->bp_used[i] && t->bp_slot[i] && *(const uintptr_t *)(t->sp[i] - 8 * t->bp_slot[i]) != t->bp[i])
+			return 0;
+		if (t->cfa_at[i] && *(const uintptr_t *)t->cfa_at[i] != t->sp[i])
+			return 0;
+	}
 	return 1;
+}
+
+/* uses_bp reports whether the rule r computes the CFA from rbp. */
+static inline int uses_bp(uint64_t r) { return RULE_KIND(r) == CFA_RBP || RULE_KIND(r) == CFA_DEREF_RBP; }
+
+/* step moves pc, sp and bp one frame outwards by r, the rule of pc, and
+ * sets *cfa_at to where it loaded the CFA from (0: computed). It returns 0
+ * where the stack ends or cannot be followed. */
+static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, uintptr_t *cfa_at, uintptr_t lo,
+		       uintptr_t hi)
+{
+	uintptr_t cfa;
+	*cfa_at = 0;
+	switch (RULE_KIND(r)) {
+	case CFA_RSP: cfa = *sp + RULE_OFF(r); break;
+	case CFA_RBP: cfa = *bp + RULE_OFF(r); break;
+	case CFA_DEREF_RBP: {
+		uintptr_t at = *bp + RULE_OFF(r);
+		if (at < lo || at + 8 > hi || (at & 7))
+			return 0;
+		cfa = *(const uintptr_t *)at;
+		*cfa_at = at;
+		break;
+	}
+	default: return 0;
+	}
+	if (cfa <= *sp || cfa > hi || (cfa & 7))
+		return 0;
+	uint64_t rbpk = RULE_RBPK(r);
+	if (rbpk) {
+		if (cfa - 8 * rbpk < *sp)
+			return 0;
+		*bp = *(const uintptr_t *)(cfa - 8 * rbpk);
+	}
+	*pc = *(const uintptr_t *)(cfa - 8);
+	*sp = cfa;
+	return 1;
+}
+
+/* count_rest counts the frames from pc (whose rule is r) outwards: those
+ * of a stack beyond the depth limit, which are walked but not kept. It
+ * gives up after MT_MAX_FRAMES_LIMIT of them, returning 0 (not known): a
+ * stack that deep cannot be recorded whole anyway, and counting costs a
+ * walk of the frames. */
+static uint64_t count_rest(struct mt_thread *t, uint64_t r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t lo,
+			   uintptr_t hi)
+{
+	uint64_t count = 1;
+	uintptr_t cfa_at;
+	while (step(r, &pc, &sp, &bp, &cfa_at, lo, hi) && pc != 0) {
+		r = rule_for(t, pc);
+		if (RULE_MOD(r) == NO_MODULE)
+			break;
+		if (++count > MT_MAX_FRAMES_LIMIT)
+			return 0;
+	}
+	return count;
 }
 
 /*
@@ -461,16 +529,23 @@ static inline int outer_unchanged(const struct mt_thread *t, int m)
  *
  *  1. Unwind from the caller outwards, frame by frame, until a frame matches
  *     the previous stack at the same stack address and its outer frames
- *     are unchanged, or the stack ends.
- *  2. Intern the new frames, outermost first, on top of the reused node,
- *     and write them over the previous stack's inner frames: it is kept
- *     outermost first so that the reused part never moves.
+ *     are unchanged, or the stack ends, or it has max_frames frames.
+ *  2. If frames remain beyond max_frames, count them: the stack's root is
+ *     then a node of module MT_MODULE_CUT whose offset is their number (0
+ *     past MT_MAX_FRAMES_LIMIT), so that a cut stack says so. (A stack
+ *     that reuses the outer part of a cut one keeps its root.)
+ *  3. Intern the new frames, outermost first, on top of the reused node
+ *     (or that root), and write them over the previous stack's inner
+ *     frames: it is kept outermost first so that the reused part never
+ *     moves.
  */
 void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 {
 	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
 	int max = (int)mt_proc.max_frames, n = 0;
-	if (t->modgen != mt_modgen) {
+	/* A cut stack is not reused: what lies beyond its cut was never
+	 * checked, and may have changed. */
+	if (t->modgen != mt_modgen || t->cut || mt_proc.hdr->full_unwind) {
 		t->depth = 0;
 		t->modgen = mt_modgen;
 	}
@@ -480,58 +555,65 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 		mt_calls_due(t);
 	int m = (int)t->depth - 1; /* the previous stack's frame to compare with */
 	int reuse = 0;
+	int cut = 0;          /* the stack goes on beyond the limit */
+	uint64_t missing = 0; /* its frames there, if counted */
 	uintptr_t lo = sp, hi = t->stack_hi ? t->stack_hi : sp + (8u << 20);
 	/* The stack in use: from the base to the caller's stack pointer. */
 	t->stack_use = sp > t->stack_lo && sp <= t->stack_hi ? t->stack_hi - sp : 0;
-	while (n < max && pc != 0) {
+	/* How the innermost frame got its rbp and CFA: from registers. */
+	t->new_cfa_at[0] = 0;
+	t->new_bp_slot[0] = 0;
+	while (pc != 0) {
 		while (m >= 0 && t->sp[m] < sp)
 			m--;
-		if (m >= 0 && t->sp[m] == sp && t->ra[m] == pc && n + m + 1 <= max && outer_unchanged(t, m)) {
+		if (m >= 0 && t->sp[m] == sp && t->ra[m] == pc && (!t->bp_used[m] || t->bp[m] == bp) && n + m + 1 <= max &&
+		    outer_unchanged(t, m)) {
 			reuse = 1;
 			break;
 		}
 		uint64_t r = rule_for(t, pc);
 		if (RULE_MOD(r) == NO_MODULE)
 			break;
+		if (n == max) {
+			cut = 1;
+			missing = count_rest(t, r, pc, sp, bp, lo, hi);
+			break;
+		}
 		t->new_ra[n] = pc;
 		t->new_sp[n] = sp;
+		t->new_bp[n] = bp;
+		t->new_rule[n] = r;
 		t->new_mod[n] = (uint32_t)RULE_MOD(r);
 		n++;
-		uintptr_t cfa;
-		switch (RULE_KIND(r)) {
-		case CFA_RSP: cfa = sp + RULE_OFF(r); break;
-		case CFA_RBP: cfa = bp + RULE_OFF(r); break;
-		case CFA_DEREF_RBP: {
-			uintptr_t at = bp + RULE_OFF(r);
-			if (at < lo || at + 8 > hi || (at & 7))
-				goto done;
-			cfa = *(const uintptr_t *)at;
+		t->new_bp_slot[n] = (uint8_t)RULE_RBPK(r);
+		if (!step(r, &pc, &sp, &bp, &t->new_cfa_at[n], lo, hi))
 			break;
-		}
-		default: goto done;
-		}
-		if (cfa <= sp || cfa > hi || (cfa & 7))
-			break;
-		uint64_t rbpk = RULE_RBPK(r);
-		if (rbpk) {
-			if (cfa - 8 * rbpk < sp)
-				break;
-			bp = *(const uintptr_t *)(cfa - 8 * rbpk);
-		}
-		pc = *(const uintptr_t *)(cfa - 8);
-		sp = cfa;
 	}
-done:;
-	/* Step 2: the new frames go above the kept ones, outermost first. */
+	/* Step 3: the new frames go above the kept ones, outermost first. */
 	int base = reuse ? m + 1 : 0;
 	uint32_t parent = reuse ? t->node[m] : 0;
+	if (reuse) {
+		/* The matched frame now hangs below the new frames. */
+		t->cfa_at[m] = t->new_cfa_at[n];
+		t->bp_slot[m] = t->new_bp_slot[n];
+	}
+	if (cut)
+		parent = mt_intern(t, 0, MT_MODULE_CUT, missing);
 	for (int i = n - 1, at = base; i >= 0; i--, at++) {
 		const struct mt_module *mod = mt_module_at(t->new_mod[i]);
+		uint64_t r = t->new_rule[i];
 		parent = mt_intern(t, parent, mod->id, t->new_ra[i] - mod->base);
 		t->ra[at] = t->new_ra[i];
 		t->sp[at] = t->new_sp[i];
+		t->bp[at] = t->new_bp[i];
+		t->cfa_at[at] = t->new_cfa_at[i];
+		t->bp_slot[at] = t->new_bp_slot[i];
+		/* Its rbp matters if its rule uses it, or passes it on
+		 * unchanged to an outer frame that needs it. */
+		t->bp_used[at] = uses_bp(r) || (!RULE_RBPK(r) && at > 0 && t->bp_used[at - 1]);
 		t->node[at] = parent;
 	}
 	t->depth = (uint32_t)(base + n);
+	t->cut = (uint32_t)cut;
 	t->stack_id = parent;
 }

@@ -522,6 +522,7 @@ var (
 	howNames = []string{
 		trace.EndUnknown: "unknown", trace.EndExited: "exited", trace.EndSignaled: "signaled",
 		trace.EndExec: "exec", trace.EndRunning: "running",
+		trace.EndExecUnrecorded: "exec-unrecorded",
 	}
 	statusNames = []string{
 		trace.SymbolsFull: "full", trace.SymbolsNoDebug: "no-debug", trace.SymbolsMissing: "missing",
