@@ -79,6 +79,8 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"report", "-thread", "one", small}, 2, "a thread is a number from 1"},
 		{[]string{"report", "-function", "(", small}, 2, "-function: error parsing regexp"},
 		{[]string{"report", "-top", "0", small}, 2, "must be at least 1"},
+		{[]string{"report", "-view", "objects", "-top", "100000000", small}, 2, "-top 100000000 is out of range"},
+		{[]string{"report", "-frames", "5000", small}, 2, "-frames 5000 is out of range"},
 		{[]string{"report", "-pid", "7", small}, 1, "process 7 is not in this trace (processes: 100)"},
 		{[]string{"report", filepath.Join(dir, "missing.mtr")}, 1, "no such file"},
 		{[]string{"report", empty}, 1, "not a memtrail trace"},
