@@ -42,7 +42,9 @@ func viewCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	} else if !at.IP.IsLoopback() {
 		fmt.Fprintf(stderr, "memtrail: serving on %s: whoever can reach it can read the trace and the source files it names\n", at.IP)
 	}
-	url := fmt.Sprintf("http://%s/", net.JoinHostPort(host, fmt.Sprint(at.Port)))
+	// The token is the key to the trace: only who reads this line may
+	// open it.
+	url := fmt.Sprintf("http://%s/?token=%s", net.JoinHostPort(host, fmt.Sprint(at.Port)), srv.Token())
 	fmt.Fprintf(stdout, "memtrail: %s is at %s (Ctrl-C stops)\n", fs.Arg(0), url)
 	if err := http.Serve(ln, srv.Handler()); err != nil {
 		return 1, err

@@ -47,6 +47,8 @@ var uiFiles embed.FS
 // Server serves one trace.
 type Server struct {
 	path string
+	// token is the secret every request must carry (see guarded).
+	token string
 	// sources are the source files the trace's call stacks name: the
 	// only files /api/source reads. They are known once warmed is closed.
 	sources map[string]bool
@@ -140,7 +142,7 @@ func New(path string) (*Server, error) {
 // open returns a server of the trace at path, and its analysis, with no
 // work in the background.
 func open(path string) (*Server, *analysis.Model, error) {
-	s := &Server{path: path, warmed: make(chan struct{}), checkpointed: make(chan struct{}),
+	s := &Server{path: path, token: newToken(), warmed: make(chan struct{}), checkpointed: make(chan struct{}),
 		models: recently[modelKey, *madeModel]{n: maxModels}, answers: recently[string, []byte]{n: maxAnswers}}
 	m, err := s.model(analysis.Options{})
 	if err != nil {
@@ -319,7 +321,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/diff", s.diff)
-	return secured(mux)
+	return secured(s.guarded(mux))
 }
 
 // secured adds the headers that keep the page to itself: no script,
