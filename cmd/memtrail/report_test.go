@@ -97,6 +97,8 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"view", headerOnly}, 1, "holds no process"},
 		{[]string{"view", "-addr", "127.0.0.1:99999", small}, 1, "cannot serve on 127.0.0.1:99999"},
 		{[]string{"view"}, 2, "needs exactly one trace file"},
+		{[]string{"view", "-source-dir", filepath.Join(dir, "no-such-dir"), small}, 2, "-source-dir: lstat"},
+		{[]string{"view", "-source-dir", small, small}, 2, "is not a directory"},
 	} {
 		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) { checkBadInput(t, c.args, c.code, c.want) })
 	}

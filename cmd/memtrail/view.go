@@ -10,9 +10,10 @@ import (
 )
 
 func viewCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("view", "[-addr host:port] [-compare old-trace] trace", "memtrail view -addr 127.0.0.1:8080 prog.mtr", stderr)
+	fs := newFlags("view", "[-addr host:port] [-compare old-trace] [-source-dir dir] trace", "memtrail view -addr 127.0.0.1:8080 prog.mtr", stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "serve the UI on `host:port` (port 0: a free one); the default keeps it to this machine")
 	compare := fs.String("compare", "", "also show what changed since the run of `old-trace` (as memtrail diff does)")
+	sourceDir := fs.String("source-dir", "", "read the source files the trace names by relative names under `dir`, and any source file under it")
 	if err := parse(fs, args); err != nil {
 		return 2, err
 	}
@@ -28,6 +29,11 @@ func viewCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *compare != "" {
 		if err := srv.Compare(*compare); err != nil {
 			return 1, err
+		}
+	}
+	if *sourceDir != "" {
+		if err := srv.SourceDir(*sourceDir); err != nil {
+			return 2, usageError{err.Error()}
 		}
 	}
 	ln, err := net.Listen("tcp", *addr)

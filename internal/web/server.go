@@ -7,7 +7,8 @@
 //	GET /api/view?view=NAME    a view, as memtrail report -json -view NAME prints it;
 //	                           with pid, cost, from and to (ns after the process
 //	                           started), top, chain and sort as report's flags
-//	GET /api/source?path=PATH  {"path", "lines"}: a source file of the trace
+//	GET /api/source?path=PATH  {"path", "lines", "cut"}: a source file of the trace
+//	                           (see sourceAccess for which)
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
 //	                           (the first maxEvents), with their call stacks; and pid
 //	GET /api/status            {"frames", "checkpoints", "stretches", "ready", "compare"}:
@@ -20,7 +21,6 @@
 package web
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"embed"
@@ -31,7 +31,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -58,6 +57,11 @@ type Server struct {
 	base        *analysis.Model
 	basePath    string
 	baseSources map[string]bool
+	// access says which of the sources may be read; buildDirs are the
+	// working directories of the processes of the trace and of the base.
+	access    *sourceAccess
+	buildDirs []string
+	sourceDir string
 
 	mu sync.Mutex
 	// windows makes the analyses of windows quick once made (see
@@ -151,6 +155,10 @@ func open(path string) (*Server, *analysis.Model, error) {
 	if len(m.Processes) == 0 {
 		return nil, nil, fmt.Errorf("%s holds no process", path)
 	}
+	s.buildDirs = buildDirs(m)
+	if s.access, err = newSourceAccess(s.buildDirs, ""); err != nil {
+		return nil, nil, err
+	}
 	return s, m, nil
 }
 
@@ -226,6 +234,20 @@ func (s *Server) Compare(path string) error {
 		return fmt.Errorf("%s holds no process", path)
 	}
 	s.base, s.basePath, s.baseSources = m, path, sourceFiles(m)
+	s.buildDirs = append(s.buildDirs, buildDirs(m)...)
+	s.access, err = newSourceAccess(s.buildDirs, s.sourceDir)
+	return err
+}
+
+// SourceDir makes the server read the relative names of source files
+// under dir (memtrail view -source-dir), and any file under it. It is
+// called before the server serves.
+func (s *Server) SourceDir(dir string) error {
+	a, err := newSourceAccess(s.buildDirs, dir)
+	if err != nil {
+		return err
+	}
+	s.access, s.sourceDir = a, dir
 	return nil
 }
 
@@ -499,10 +521,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Write(b.Bytes())
 }
 
-// maxSource bounds the source files served: bigger ones are not source.
-const maxSource = 16 << 20
-
-// source answers /api/source: a file the trace names, and no other.
+// source answers /api/source: a file the trace names, if the rules of
+// sourceAccess let it be read.
 func (s *Server) source(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Query().Get("path")
 	<-s.warmed
@@ -510,42 +530,21 @@ func (s *Server) source(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusForbidden, fmt.Errorf("%q is not a source file of this trace", path))
 		return
 	}
-	lines, err := readSource(path)
+	b, cut, err := s.access.read(path)
 	if err != nil {
-		status := http.StatusInternalServerError
-		if errors.Is(err, fs.ErrNotExist) {
-			status = http.StatusNotFound
-		}
-		fail(w, status, err)
+		fail(w, sourceStatus(err), err)
 		return
 	}
-	writeJSON(w, struct {
+	answer := struct {
 		Path  string   `json:"path"`
 		Lines []string `json:"lines"`
-	}{path, lines})
-}
-
-// readSource reads the lines of a regular file of at most maxSource bytes.
-func readSource(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the source file: %w", err)
+		// Cut is the bytes served of a file cut short, or 0.
+		Cut int `json:"cut,omitempty"`
+	}{Path: path, Lines: sourceLines(b, cut)}
+	if cut {
+		answer.Cut = maxSource
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() || st.Size() > maxSource {
-		return nil, fmt.Errorf("%s is not a source file (not a regular file of at most 16 MiB)", path)
-	}
-	lines := []string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), maxSource)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines, sc.Err()
+	writeJSON(w, answer)
 }
 
 // fail answers with an error, as JSON.

@@ -2693,7 +2693,10 @@ async function openSource(file, line) {
     });
     lines.appendChild(frag);
     if (text.length === 0) lines.appendChild(el('div', { class: 'muted', text: '(empty file)' }));
-    if (line > text.length && text.length > 0) {
+    if (r.cut) {
+      err.hidden = false;
+      err.textContent = 'the file is longer than ' + fmtSize(r.cut) + ': only its first ' + plural(text.length, 'line') + ' are shown';
+    } else if (line > text.length && text.length > 0) {
       err.hidden = false;
       err.textContent = 'line ' + line + ' is past the end of the file (' + plural(text.length, 'line') + '): it may have changed since the trace';
     }
