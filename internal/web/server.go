@@ -112,8 +112,14 @@ type madeModel struct {
 	err  error
 }
 
-// maxAnswers is how many answers a server keeps.
-const maxAnswers = 64
+// maxAnswers is how many answers a server keeps, and maxKeptAnswer the
+// size of the biggest it keeps: at most 64 MiB in all, however long the
+// lists asked for (an answer of 100000 objects is made again when asked
+// again).
+const (
+	maxAnswers    = 64
+	maxKeptAnswer = 1 << 20
+)
 
 // modelKey tells the analyses a server makes apart: by the options that
 // its requests may set.
@@ -390,7 +396,7 @@ func (s *Server) viewAnswer(q url.Values) ([]byte, int, error) {
 		return nil, http.StatusBadRequest, err
 	}
 	s.mu.Lock()
-	if _, ok := s.answers.get(key); !ok { // another request may have made it
+	if _, ok := s.answers.get(key); !ok && out.Len() <= maxKeptAnswer { // another request may have made it
 		s.answers.put(key, out.Bytes())
 	}
 	s.mu.Unlock()
