@@ -6,7 +6,8 @@
 //	GET /                      the UI (ui/index.html, app.js, style.css)
 //	GET /api/view?view=NAME    a view, as memtrail report -json -view NAME prints it;
 //	                           with pid, cost, from and to (ns after the process
-//	                           started), top, chain and sort as report's flags
+//	                           started), top, chain, sort, thread, function, file,
+//	                           module and ignore as report's flags
 //	GET /api/source?path=PATH  {"path", "lines", "cut"}: a source file of the trace
 //	                           (see sourceAccess for which)
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
@@ -16,6 +17,8 @@
 //	                           and the trace it compares with, if any
 //	GET /api/diff?pid=PID      memtrail diff -json of the trace compared with (see
 //	                           Compare) and this one's process pid
+//	GET /api/export?format=F   the trace as memtrail export -format F writes it, a
+//	                           file to save; with pid, and cost for collapsed
 //
 // Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
 package web
@@ -126,6 +129,8 @@ const (
 type modelKey struct {
 	from, to         uint64
 	objects, heapMap int
+	// filters are the request's threads and stack filters, as given.
+	filters string
 }
 
 // maxModels is how many analyses (of different windows) a server keeps.
@@ -154,7 +159,7 @@ func New(path string) (*Server, error) {
 func open(path string) (*Server, *analysis.Model, error) {
 	s := &Server{path: path, token: newToken(), warmed: make(chan struct{}), checkpointed: make(chan struct{}),
 		models: recently[modelKey, *madeModel]{n: maxModels}, answers: recently[string, []byte]{n: maxAnswers}}
-	m, err := s.model(analysis.Options{})
+	m, err := s.model(analysis.Options{}, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -274,7 +279,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.answers.get(key)
 	s.mu.Unlock()
 	if !ok {
-		m, err := s.model(analysis.Options{})
+		m, err := s.model(analysis.Options{}, "")
 		if err != nil {
 			fail(w, http.StatusInternalServerError, err)
 			return
@@ -304,10 +309,11 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 }
 
 // model returns the analysis of the trace with opts, made or kept.
-// Only the window, the length of the object lists and the heap map's
-// cells may be set.
-func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
-	key := modelKey{opts.From, opts.To, opts.Objects, opts.HeapMap}
+// Only the window, the length of the object lists, the heap map's cells,
+// the threads and the stack filter may be set; filters names the last two
+// (see filterKey).
+func (s *Server) model(opts analysis.Options, filters string) (*analysis.Model, error) {
+	key := modelKey{opts.From, opts.To, opts.Objects, opts.HeapMap, filters}
 	s.mu.Lock()
 	made, ok := s.models.get(key)
 	if !ok {
@@ -316,11 +322,12 @@ func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 	}
 	s.mu.Unlock()
 	made.once.Do(func() {
-		opts := analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap}
+		opts := analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap,
+			Threads: opts.Threads, Filter: opts.Filter}
 		if key.to != 0 {
 			// A window: its analysis stops reading at its end, and
 			// takes the rest from the analysis of the whole trace.
-			if opts.Stacks, made.err = s.model(analysis.Options{}); made.err != nil {
+			if opts.Stacks, made.err = s.model(analysis.Options{}, ""); made.err != nil {
 				return
 			}
 		}
@@ -349,6 +356,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/diff", s.diff)
+	mux.HandleFunc("GET /api/export", s.download)
 	return secured(s.guarded(mux))
 }
 
@@ -387,7 +395,7 @@ func (s *Server) viewAnswer(q url.Values) ([]byte, int, error) {
 	if err != nil {
 		return nil, http.StatusBadRequest, err
 	}
-	m, err := s.model(aopts)
+	m, err := s.model(aopts, filterKey(q))
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
@@ -411,7 +419,8 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 	for _, p := range []struct {
 		name string
 		dst  *string
-	}{{"cost", &req.Cost}, {"sort", &req.Order}} {
+	}{{"cost", &req.Cost}, {"sort", &req.Order}, {"thread", &req.Threads}, {"function", &req.Function},
+		{"file", &req.File}, {"module", &req.Module}, {"ignore", &req.Ignore}} {
 		if v := q.Get(p.name); v != "" {
 			*p.dst = v
 		}
@@ -435,6 +444,22 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 	opts, aopts, err := req.Options()
 	opts.PID = nums[4]
 	return opts, aopts, err
+}
+
+// filterParams are the parameters of a view request that select the
+// blocks analyzed, as report's flags of those names do.
+var filterParams = []string{"thread", "function", "file", "module", "ignore"}
+
+// filterKey names the threads and stack filters of a view request: the
+// requests of one key share their analyses.
+func filterKey(q url.Values) string {
+	f := url.Values{}
+	for _, name := range filterParams {
+		if v := q.Get(name); v != "" {
+			f.Set(name, v)
+		}
+	}
+	return f.Encode()
 }
 
 // param returns the value of the parameter name of q, a number, whether
@@ -503,7 +528,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Errorf("to=%d is before from=%d", to, from))
 		return
 	}
-	m, err := s.model(analysis.Options{})
+	m, err := s.model(analysis.Options{}, "")
 	if err != nil {
 		fail(w, http.StatusInternalServerError, err)
 		return
