@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,9 +181,9 @@ func sourceLines(b []byte, cut bool) []string {
 func sourceStatus(err error) int {
 	switch {
 	case errors.Is(err, errRefused):
-		return 403
+		return http.StatusForbidden
 	case errors.Is(err, fs.ErrNotExist):
-		return 404
+		return http.StatusNotFound
 	}
-	return 500
+	return http.StatusInternalServerError
 }

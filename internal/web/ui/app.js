@@ -346,12 +346,18 @@ function hashParams(hash) {
   return new URLSearchParams(hash.replace(/^#\/?/, ''));
 }
 
+// hashTab returns the tab a fragment names.
+function hashTab(hash) {
+  const h = hashParams(hash);
+  let tab = 'timeline';
+  for (const [k, v] of h) if (v === '' && TABS[k]) tab = k;
+  if (h.get('tab') && TABS[h.get('tab')]) tab = h.get('tab');
+  return tab;
+}
+
 function readHash() {
   const h = hashParams(location.hash);
-  state.tab = 'timeline';
-  for (const [k, v] of h) if (v === '' && TABS[k]) state.tab = k;
-  const tab = h.get('tab');
-  if (tab && TABS[tab]) state.tab = tab;
+  state.tab = hashTab(location.hash);
   const pid = h.get('pid');
   state.pid = pid && /^\d+$/.test(pid) ? pid : null;
   const from = h.get('from'), to = h.get('to');
@@ -381,9 +387,8 @@ function hashOf() {
 function writeHash() {
   const hash = hashOf();
   if (hash === location.hash) return;
-  const tabChanged = !hashParams(location.hash).has(state.tab);
   try {
-    if (tabChanged && location.hash) history.pushState(null, '', hash);
+    if (location.hash && hashTab(location.hash) !== state.tab) history.pushState(null, '', hash);
     else history.replaceState(null, '', hash);
   } catch (e) { /* a saved page opened from disk may refuse; the state is only a convenience */ }
 }
