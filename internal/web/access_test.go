@@ -164,6 +164,16 @@ func TestViewBounds(t *testing.T) {
 			t.Errorf("%s: status %d, %q (%v); want 400 and an error that says the range", q, resp.StatusCode, body.Error, err)
 		}
 	}
+	// The filters are checked as report's flags are.
+	for q, want := range map[string]string{"view=objects&module=(": "-module: error parsing regexp", "view=objects&thread=0": "a thread is a number from 1"} {
+		resp := ts.get(t, "/api/view?"+q)
+		var body struct{ Error string }
+		err := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusBadRequest || !strings.Contains(body.Error, want) {
+			t.Errorf("%s: status %d, %q (%v); want 400 and %q", q, resp.StatusCode, body.Error, err, want)
+		}
+	}
 	resp := ts.get(t, "/api/view?view=objects&top=100000")
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
