@@ -102,10 +102,13 @@ func (c *traceCache) analyze(opts Options) (*Model, bool, error) {
 		return m, true, nil
 	}
 	key := optionsKey(opts)
-	if _, err := c.trace.Seek(0, io.SeekStart); err != nil {
-		return nil, false, err
-	}
-	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(c.trace, opts.Progress), 1<<20))
+	// Each analysis reads the file at an offset of its own: the reader of
+	// the one before may not have stopped reading ahead yet (it stops a
+	// little after its analysis has the end record), and a shared offset
+	// would have it read the start of the file away from this one.
+	size := c.file.Trace.Size
+	src := io.NewSectionReader(c.trace, 0, size)
+	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(src, size, opts.Progress), 1<<20))
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", c.path, err)
 	}

@@ -37,7 +37,11 @@ func AnalyzeTrace(path string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(f, opts.Progress), 1<<20))
+	var size int64
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
+	}
+	r, err := trace.NewReader(bufio.NewReaderSize(withProgress(f, size, opts.Progress), 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -1,9 +1,6 @@
 package analysis
 
-import (
-	"io"
-	"os"
-)
+import "io"
 
 // progressReader counts the bytes read from a file and reports them every
 // percent of its size.
@@ -14,17 +11,14 @@ type progressReader struct {
 	report      func(done, total int64)
 }
 
-// withProgress returns f read through report (f itself if report is nil).
-func withProgress(f *os.File, report func(done, total int64)) io.Reader {
+// withProgress returns r, of size bytes, read through report (r itself if
+// report is nil).
+func withProgress(r io.Reader, size int64, report func(done, total int64)) io.Reader {
 	if report == nil {
-		return f
+		return r
 	}
-	var total int64
-	if st, err := f.Stat(); err == nil {
-		total = st.Size()
-	}
-	report(0, total)
-	return &progressReader{r: f, total: total, next: total / 100, report: report}
+	report(0, size)
+	return &progressReader{r: r, total: size, next: size / 100, report: report}
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
