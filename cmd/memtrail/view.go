@@ -44,9 +44,9 @@ func viewCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	host := at.IP.String()
 	if at.IP.IsUnspecified() {
 		host = "127.0.0.1"
-		fmt.Fprintf(stderr, "memtrail: serving on every interface: whoever can reach this machine can read the trace and the source files it names\n")
+		fmt.Fprintf(stderr, "memtrail: serving on every interface, over plain HTTP: whoever sees the traffic can take the token, then read the trace and the source files it names\n")
 	} else if !at.IP.IsLoopback() {
-		fmt.Fprintf(stderr, "memtrail: serving on %s: whoever can reach it can read the trace and the source files it names\n", at.IP)
+		fmt.Fprintf(stderr, "memtrail: serving on %s, over plain HTTP: whoever sees the traffic can take the token, then read the trace and the source files it names\n", at.IP)
 	}
 	// The token is the key to the trace: only who reads this line may
 	// open it.
