@@ -81,6 +81,8 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"report", "-thread", "one", small}, 2, "a thread is a number from 1"},
 		{[]string{"report", "-function", "(", small}, 2, "-function: error parsing regexp"},
 		{[]string{"report", "-top", "0", small}, 2, "must be at least 1"},
+		{[]string{"report", "-view", "objects", "-top", "100000000", small}, 2, "-top 100000000 is out of range"},
+		{[]string{"report", "-frames", "5000", small}, 2, "-frames 5000 is out of range"},
 		{[]string{"report", "-pid", "7", small}, 1, "process 7 is not in this trace (processes: 100)"},
 		{[]string{"report", filepath.Join(dir, "missing.mtr")}, 1, "no such file"},
 		{[]string{"report", empty}, 1, "not a memtrail trace"},
@@ -97,6 +99,8 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"view", headerOnly}, 1, "holds no process"},
 		{[]string{"view", "-addr", "127.0.0.1:99999", small}, 1, "cannot serve on 127.0.0.1:99999"},
 		{[]string{"view"}, 2, "needs exactly one trace file"},
+		{[]string{"view", "-source-dir", filepath.Join(dir, "no-such-dir"), small}, 2, "-source-dir: lstat"},
+		{[]string{"view", "-source-dir", small, small}, 2, "is not a directory"},
 	} {
 		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) { checkBadInput(t, c.args, c.code, c.want) })
 	}

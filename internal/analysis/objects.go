@@ -60,10 +60,9 @@ func (t *topObjects) offer(o HeapObject) {
 	if t.n <= 0 || t.cut && t.key(&o) < t.bar {
 		return
 	}
-	if t.objs == nil {
-		t.objs = make([]HeapObject, 0, 4*t.n)
-	}
-	if len(t.objs) == cap(t.objs) {
+	// The buffer grows as objects come (a run may have fewer than n):
+	// its memory follows the objects, not the n asked for.
+	if len(t.objs) >= 4*t.n {
 		t.keepBest()
 	}
 	t.objs = append(t.objs, o)

@@ -133,11 +133,14 @@ type jsonSite struct {
 
 type jsonFrame struct {
 	Function string `json:"function"` // "" if unknown
-	File     string `json:"file"`     // "" if unknown
-	Line     uint64 `json:"line"`     // 0 if unknown
-	Object   string `json:"object"`
-	Address  string `json:"address"` // return address relative to the object's load base, in hex
-	Inlined  bool   `json:"inlined"`
+	// Name is what the text report calls a frame of no known function
+	// (its object and offset: "libsqlite3.so.0+0xa7504"); only for those.
+	Name    string `json:"name,omitempty"`
+	File    string `json:"file"` // "" if unknown
+	Line    uint64 `json:"line"` // 0 if unknown
+	Object  string `json:"object"`
+	Address string `json:"address"` // return address relative to the object's load base, in hex
+	Inlined bool   `json:"inlined"`
 }
 
 type jsonProblems struct {
@@ -242,10 +245,14 @@ func hex(addr uint64) string { return fmt.Sprintf("0x%x", addr) }
 func jsonFrames(frames []analysis.Frame) []jsonFrame {
 	list := make([]jsonFrame, 0, len(frames))
 	for _, f := range frames {
-		list = append(list, jsonFrame{
+		jf := jsonFrame{
 			Function: f.Function, File: f.File, Line: f.Line, Object: f.Object,
 			Address: hex(f.Address), Inlined: f.Inlined,
-		})
+		}
+		if f.Function == "" {
+			jf.Name = f.Name()
+		}
+		list = append(list, jf)
 	}
 	return list
 }

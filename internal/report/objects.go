@@ -64,7 +64,10 @@ func objectHeadline(p *analysis.Process, o *analysis.HeapObject, end uint64) str
 }
 
 type jsonObjects struct {
-	Order   string       `json:"order"` // size, age or lifetime
+	Order string `json:"order"` // size, age or lifetime
+	// Total is how many objects the window has in that order (live at
+	// its end, or freed in it), of which Objects lists the first.
+	Total   uint64       `json:"total"`
 	Objects []jsonObject `json:"objects"`
 }
 
@@ -99,7 +102,21 @@ func objectsJSON(c *viewContext) any {
 		}
 		list = append(list, jo)
 	}
-	return jsonObjects{Order: [...]string{"size", "age", "lifetime"}[c.opts.Objects], Objects: list}
+	return jsonObjects{Order: [...]string{"size", "age", "lifetime"}[c.opts.Objects], Total: objectCount(p, c.opts.Objects), Objects: list}
+}
+
+// objectCount returns how many objects the list of order is the first
+// of: those live at the end of the window, or those freed in it.
+func objectCount(p *analysis.Process, order ObjectOrder) uint64 {
+	var n uint64
+	for i := range p.Sites {
+		if order == ByLifetime {
+			n += deaths(&p.Sites[i])
+		} else {
+			n += p.Sites[i].InUseAtExitBlocks
+		}
+	}
+	return n
 }
 
 // deaths returns how many objects from site s were freed: its frees but

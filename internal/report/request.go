@@ -25,6 +25,17 @@ type Request struct {
 	Given map[string]bool
 }
 
+// The bounds of a request's counts: the memory of a report grows with
+// them (the object list keeps four times -top objects while it is made),
+// and a request, from the command line or the web, must not be able to
+// ask for more memory than the machine has. A table longer than MaxTop
+// is read better with export.
+const (
+	MaxTop    = 100_000
+	MaxFrames = 1_000
+	MaxChain  = 1_000
+)
+
 // Options checks the request and turns it into the options of the report
 // and of the analysis. Its errors are one line, naming the flag.
 func (r Request) Options() (Options, analysis.Options, error) {
@@ -33,8 +44,14 @@ func (r Request) Options() (Options, analysis.Options, error) {
 	if err := CheckView(r.View); err != nil {
 		return opts, aopts, err
 	}
-	if r.Top < 1 || r.Frames < 1 || r.Chain < 1 {
-		return opts, aopts, fmt.Errorf("-top, -frames and -chain must be at least 1")
+	for _, n := range []struct {
+		name     string
+		v, bound int
+	}{{"top", r.Top, MaxTop}, {"frames", r.Frames, MaxFrames}, {"chain", r.Chain, MaxChain}} {
+		if n.v < 1 || n.v > n.bound {
+			return opts, aopts, fmt.Errorf("-%s %d is out of range: -top, -frames and -chain must be at least 1, and at most %d, %d and %d",
+				n.name, n.v, MaxTop, MaxFrames, MaxChain)
+		}
 	}
 	cost, err := analysis.ParseCost(r.Cost)
 	if err != nil {

@@ -6,8 +6,10 @@
 //	GET /                      the UI (ui/index.html, app.js, style.css)
 //	GET /api/view?view=NAME    a view, as memtrail report -json -view NAME prints it;
 //	                           with pid, cost, from and to (ns after the process
-//	                           started), top, chain and sort as report's flags
-//	GET /api/source?path=PATH  {"path", "lines"}: a source file of the trace
+//	                           started), top, chain, sort, thread, function, file,
+//	                           module and ignore as report's flags
+//	GET /api/source?path=PATH  {"path", "lines", "cut"}: a source file of the trace
+//	                           (see sourceAccess for which)
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
 //	                           (the first maxEvents), with their call stacks; and pid
 //	GET /api/status            {"frames", "checkpoints", "stretches", "ready", "compare"}:
@@ -15,12 +17,13 @@
 //	                           and the trace it compares with, if any
 //	GET /api/diff?pid=PID      memtrail diff -json of the trace compared with (see
 //	                           Compare) and this one's process pid
+//	GET /api/export?format=F   the trace as memtrail export -format F writes it, a
+//	                           file to save; with pid, and cost for collapsed
 //
 // Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
 package web
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"embed"
@@ -31,7 +34,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -47,6 +49,8 @@ var uiFiles embed.FS
 // Server serves one trace.
 type Server struct {
 	path string
+	// token is the secret every request must carry (see guarded).
+	token string
 	// sources are the source files the trace's call stacks name: the
 	// only files /api/source reads. They are known once warmed is closed.
 	sources map[string]bool
@@ -56,6 +60,11 @@ type Server struct {
 	base        *analysis.Model
 	basePath    string
 	baseSources map[string]bool
+	// access says which of the sources may be read; buildDirs are the
+	// working directories of the processes of the trace and of the base.
+	access    *sourceAccess
+	buildDirs []string
+	sourceDir string
 
 	mu sync.Mutex
 	// windows makes the analyses of windows quick once made (see
@@ -106,14 +115,22 @@ type madeModel struct {
 	err  error
 }
 
-// maxAnswers is how many answers a server keeps.
-const maxAnswers = 64
+// maxAnswers is how many answers a server keeps, and maxKeptAnswer the
+// size of the biggest it keeps: at most 64 MiB in all, however long the
+// lists asked for (an answer of 100000 objects is made again when asked
+// again).
+const (
+	maxAnswers    = 64
+	maxKeptAnswer = 1 << 20
+)
 
 // modelKey tells the analyses a server makes apart: by the options that
 // its requests may set.
 type modelKey struct {
 	from, to         uint64
 	objects, heapMap int
+	// filters are the request's threads and stack filters, as given.
+	filters string
 }
 
 // maxModels is how many analyses (of different windows) a server keeps.
@@ -140,14 +157,18 @@ func New(path string) (*Server, error) {
 // open returns a server of the trace at path, and its analysis, with no
 // work in the background.
 func open(path string) (*Server, *analysis.Model, error) {
-	s := &Server{path: path, warmed: make(chan struct{}), checkpointed: make(chan struct{}),
+	s := &Server{path: path, token: newToken(), warmed: make(chan struct{}), checkpointed: make(chan struct{}),
 		models: recently[modelKey, *madeModel]{n: maxModels}, answers: recently[string, []byte]{n: maxAnswers}}
-	m, err := s.model(analysis.Options{})
+	m, err := s.model(analysis.Options{}, "")
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(m.Processes) == 0 {
 		return nil, nil, fmt.Errorf("%s holds no process", path)
+	}
+	s.buildDirs = buildDirs(m)
+	if s.access, err = newSourceAccess(s.buildDirs, ""); err != nil {
+		return nil, nil, err
 	}
 	return s, m, nil
 }
@@ -224,6 +245,20 @@ func (s *Server) Compare(path string) error {
 		return fmt.Errorf("%s holds no process", path)
 	}
 	s.base, s.basePath, s.baseSources = m, path, sourceFiles(m)
+	s.buildDirs = append(s.buildDirs, buildDirs(m)...)
+	s.access, err = newSourceAccess(s.buildDirs, s.sourceDir)
+	return err
+}
+
+// SourceDir makes the server read the relative names of source files
+// under dir (memtrail view -source-dir), and any file under it. It is
+// called before the server serves.
+func (s *Server) SourceDir(dir string) error {
+	a, err := newSourceAccess(s.buildDirs, dir)
+	if err != nil {
+		return err
+	}
+	s.access, s.sourceDir = a, dir
 	return nil
 }
 
@@ -244,7 +279,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.answers.get(key)
 	s.mu.Unlock()
 	if !ok {
-		m, err := s.model(analysis.Options{})
+		m, err := s.model(analysis.Options{}, "")
 		if err != nil {
 			fail(w, http.StatusInternalServerError, err)
 			return
@@ -274,10 +309,11 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 }
 
 // model returns the analysis of the trace with opts, made or kept.
-// Only the window, the length of the object lists and the heap map's
-// cells may be set.
-func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
-	key := modelKey{opts.From, opts.To, opts.Objects, opts.HeapMap}
+// Only the window, the length of the object lists, the heap map's cells,
+// the threads and the stack filter may be set; filters names the last two
+// (see filterKey).
+func (s *Server) model(opts analysis.Options, filters string) (*analysis.Model, error) {
+	key := modelKey{opts.From, opts.To, opts.Objects, opts.HeapMap, filters}
 	s.mu.Lock()
 	made, ok := s.models.get(key)
 	if !ok {
@@ -286,11 +322,12 @@ func (s *Server) model(opts analysis.Options) (*analysis.Model, error) {
 	}
 	s.mu.Unlock()
 	made.once.Do(func() {
-		opts := analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap}
+		opts := analysis.Options{From: key.from, To: key.to, Objects: key.objects, HeapMap: key.heapMap,
+			Threads: opts.Threads, Filter: opts.Filter}
 		if key.to != 0 {
 			// A window: its analysis stops reading at its end, and
 			// takes the rest from the analysis of the whole trace.
-			if opts.Stacks, made.err = s.model(analysis.Options{}); made.err != nil {
+			if opts.Stacks, made.err = s.model(analysis.Options{}, ""); made.err != nil {
 				return
 			}
 		}
@@ -319,7 +356,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /api/diff", s.diff)
-	return secured(mux)
+	mux.HandleFunc("GET /api/export", s.download)
+	return secured(s.guarded(mux))
 }
 
 // secured adds the headers that keep the page to itself: no script,
@@ -357,7 +395,7 @@ func (s *Server) viewAnswer(q url.Values) ([]byte, int, error) {
 	if err != nil {
 		return nil, http.StatusBadRequest, err
 	}
-	m, err := s.model(aopts)
+	m, err := s.model(aopts, filterKey(q))
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
@@ -366,7 +404,7 @@ func (s *Server) viewAnswer(q url.Values) ([]byte, int, error) {
 		return nil, http.StatusBadRequest, err
 	}
 	s.mu.Lock()
-	if _, ok := s.answers.get(key); !ok { // another request may have made it
+	if _, ok := s.answers.get(key); !ok && out.Len() <= maxKeptAnswer { // another request may have made it
 		s.answers.put(key, out.Bytes())
 	}
 	s.mu.Unlock()
@@ -381,7 +419,8 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 	for _, p := range []struct {
 		name string
 		dst  *string
-	}{{"cost", &req.Cost}, {"sort", &req.Order}} {
+	}{{"cost", &req.Cost}, {"sort", &req.Order}, {"thread", &req.Threads}, {"function", &req.Function},
+		{"file", &req.File}, {"module", &req.Module}, {"ignore", &req.Ignore}} {
 		if v := q.Get(p.name); v != "" {
 			*p.dst = v
 		}
@@ -405,6 +444,22 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 	opts, aopts, err := req.Options()
 	opts.PID = nums[4]
 	return opts, aopts, err
+}
+
+// filterParams are the parameters of a view request that select the
+// blocks analyzed, as report's flags of those names do.
+var filterParams = []string{"thread", "function", "file", "module", "ignore"}
+
+// filterKey names the threads and stack filters of a view request: the
+// requests of one key share their analyses.
+func filterKey(q url.Values) string {
+	f := url.Values{}
+	for _, name := range filterParams {
+		if v := q.Get(name); v != "" {
+			f.Set(name, v)
+		}
+	}
+	return f.Encode()
 }
 
 // param returns the value of the parameter name of q, a number, whether
@@ -473,7 +528,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Errorf("to=%d is before from=%d", to, from))
 		return
 	}
-	m, err := s.model(analysis.Options{})
+	m, err := s.model(analysis.Options{}, "")
 	if err != nil {
 		fail(w, http.StatusInternalServerError, err)
 		return
@@ -497,10 +552,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Write(b.Bytes())
 }
 
-// maxSource bounds the source files served: bigger ones are not source.
-const maxSource = 16 << 20
-
-// source answers /api/source: a file the trace names, and no other.
+// source answers /api/source: a file the trace names, if the rules of
+// sourceAccess let it be read.
 func (s *Server) source(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Query().Get("path")
 	<-s.warmed
@@ -508,42 +561,21 @@ func (s *Server) source(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusForbidden, fmt.Errorf("%q is not a source file of this trace", path))
 		return
 	}
-	lines, err := readSource(path)
+	b, cut, err := s.access.read(path)
 	if err != nil {
-		status := http.StatusInternalServerError
-		if errors.Is(err, fs.ErrNotExist) {
-			status = http.StatusNotFound
-		}
-		fail(w, status, err)
+		fail(w, sourceStatus(err), err)
 		return
 	}
-	writeJSON(w, struct {
+	answer := struct {
 		Path  string   `json:"path"`
 		Lines []string `json:"lines"`
-	}{path, lines})
-}
-
-// readSource reads the lines of a regular file of at most maxSource bytes.
-func readSource(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the source file: %w", err)
+		// Cut is the bytes served of a file cut short, or 0.
+		Cut int `json:"cut,omitempty"`
+	}{Path: path, Lines: sourceLines(b, cut)}
+	if cut {
+		answer.Cut = maxSource
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() || st.Size() > maxSource {
-		return nil, fmt.Errorf("%s is not a source file (not a regular file of at most 16 MiB)", path)
-	}
-	lines := []string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), maxSource)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines, sc.Err()
+	writeJSON(w, answer)
 }
 
 // fail answers with an error, as JSON.

@@ -97,15 +97,44 @@ func boxesTrace(t *testing.T) string {
 }
 
 // serve starts a server of trace, closed when the test ends.
-func serve(t *testing.T, trace string) *httptest.Server {
+func serve(t *testing.T, trace string) *viewer {
 	t.Helper()
 	s, err := web.New(trace)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveServer(t, s)
+}
+
+// viewer is a server of a trace, as its user reaches it: with its token.
+type viewer struct {
+	*httptest.Server
+	token string
+}
+
+// serveServer serves s, until the test ends.
+func serveServer(t *testing.T, s *web.Server) *viewer {
+	t.Helper()
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return ts
+	return &viewer{ts, s.Token()}
+}
+
+// page is the address memtrail view prints: the UI, with the token.
+func (v *viewer) page() string { return v.URL + "/?token=" + v.token }
+
+// get asks for path (/api/...) with the token.
+func (v *viewer) get(t *testing.T, path string) *http.Response {
+	t.Helper()
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	resp, err := http.Get(v.URL + path + sep + "token=" + v.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // browser starts a headless Chromium for the test, which fails at the
@@ -249,7 +278,7 @@ func openUI(t *testing.T, trace string) context.Context {
 	t.Helper()
 	ts := serve(t, trace)
 	ctx := browser(t)
-	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
 	return ctx
 }
 
@@ -434,15 +463,12 @@ func TestSourceEndpoint(t *testing.T) {
 		{trace, http.StatusForbidden},
 		{"", http.StatusForbidden},
 	} {
-		resp, err := http.Get(ts.URL + "/api/source?path=" + url.QueryEscape(c.path))
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := ts.get(t, "/api/source?path="+url.QueryEscape(c.path))
 		var body struct {
 			Lines []string
 			Error string
 		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
+		err := json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != c.status {
 			t.Errorf("source %q: status %d (%v), want %d", c.path, resp.StatusCode, err, c.status)
@@ -476,10 +502,7 @@ func TestEventsEndpoint(t *testing.T) {
 	p := model(t, trace)
 	ts := serve(t, trace)
 	get := func(query string) (int, map[string]any) {
-		resp, err := http.Get(ts.URL + "/api/events?" + query)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := ts.get(t, "/api/events?"+query)
 		defer resp.Body.Close()
 		var body map[string]any
 		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
@@ -562,10 +585,7 @@ func TestHeapMapHighlight(t *testing.T) {
 	trace := widgetTrace(t)
 	ts := serve(t, trace)
 	// The heap map at exit, as the server sends it.
-	resp, err := http.Get(ts.URL + "/api/view?view=heapmap")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := ts.get(t, "/api/view?view=heapmap")
 	var hm struct {
 		Data struct {
 			CellBytes uint64 `json:"cell_bytes"`
@@ -576,7 +596,7 @@ func TestHeapMapHighlight(t *testing.T) {
 			Cells []struct{ Used, Blocks uint64 }
 		}
 	}
-	err = json.NewDecoder(resp.Body).Decode(&hm)
+	err := json.NewDecoder(resp.Body).Decode(&hm)
 	resp.Body.Close()
 	if err != nil || len(hm.Data.Regions) == 0 {
 		t.Fatalf("the heap map: %v, %+v", err, hm.Data.Regions)
@@ -592,7 +612,7 @@ func TestHeapMapHighlight(t *testing.T) {
 	}
 
 	ctx := browser(t)
-	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
 	tab(t, ctx, "objects")
 	waitFor(t, ctx, "the object list", `document.querySelectorAll("#objects-table tbody tr").length > 0`)
 	addr := eval[string](t, ctx, `(() => { const r = document.querySelector("#objects-table tbody tr"); r.click(); return r.querySelector("code").textContent.match(/0x[0-9a-f]+/)[0]; })()`)
@@ -703,15 +723,12 @@ func TestStatus(t *testing.T) {
 	ts := serve(t, widgetTrace(t))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(ts.URL + "/api/status")
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := ts.get(t, "/api/status")
 		var st struct {
 			Frames, Ready bool
 			Checkpoints   int
 		}
-		err = json.NewDecoder(resp.Body).Decode(&st)
+		err := json.NewDecoder(resp.Body).Decode(&st)
 		resp.Body.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -743,13 +760,9 @@ func TestChanges(t *testing.T) {
 	if err := s.Compare(oldTrace); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
+	ts := serveServer(t, s)
 
-	resp, err := http.Get(ts.URL + "/api/diff")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := ts.get(t, "/api/diff")
 	var d struct {
 		Totals []struct {
 			Cost     string
@@ -775,7 +788,7 @@ func TestChanges(t *testing.T) {
 	}
 
 	ctx := browser(t)
-	do(t, ctx, "opening the UI", chromedp.Navigate(ts.URL))
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
 	waitFor(t, ctx, "the Changes tab", `!document.querySelector('button[data-tab="diff"]').hidden`)
 	tab(t, ctx, "diff")
 	hasText(t, ctx, "the base", "#diff-base", "since "+oldTrace)

@@ -152,7 +152,9 @@ function frameWhere(f, full) {
   return '';
 }
 
-function frameName(f) { return f.function || (f.address ? '?? ' + f.address : '??'); }
+// frameName names a frame as memtrail report does: a frame of no known
+// function by its object and offset (the server's "name").
+function frameName(f) { return f.function || f.name || (f.address ? '?? ' + f.address : '??'); }
 
 function shellQuote(s) {
   s = String(s);
@@ -293,6 +295,8 @@ function viewURL(view, params) {
   if (p.to !== undefined && p.to !== null) u += '&to=' + Math.round(p.to);
   if (p.top !== undefined && p.top !== null && p.top !== 10) u += '&top=' + encodeURIComponent(p.top);
   if (p.sort && p.sort !== 'size') u += '&sort=' + encodeURIComponent(p.sort);
+  if (p.thread) u += '&thread=' + encodeURIComponent(p.thread);
+  if (p.module) u += '&module=' + encodeURIComponent(p.module);
   return u;
 }
 
@@ -316,42 +320,123 @@ const state = {
   to: null,
   tab: 'timeline',
   summary: null,    // the summary of the whole run (the header's)
+  thread: '',       // the threads and the module every view keeps, as report's -thread and -module
+  module: '',
+  belowMain: true,  // false: call stacks end at main
   object: null,     // the object selected in the Objects tab
 };
 
 // common returns the parameters every view takes, with extra ones.
 function common(extra) {
-  return Object.assign({ pid: state.pid, from: state.from, to: state.to }, extra || {});
+  return Object.assign({ pid: state.pid, from: state.from, to: state.to, thread: state.thread, module: state.module }, extra || {});
 }
 
 function windowKey() {
-  return [state.pid, state.from, state.to].join('|');
+  return [state.pid, state.from, state.to, state.thread, state.module, state.belowMain].join('|');
 }
 
 function hasWindow() { return state.from !== null || state.to !== null; }
 
-function readHash() {
-  const h = new URLSearchParams(location.hash.replace(/^#/, ''));
-  const tab = h.get('tab');
-  if (tab && TABS[tab]) state.tab = tab;
-  const pid = h.get('pid');
-  if (pid && /^\d+$/.test(pid)) state.pid = pid;
-  const from = h.get('from'), to = h.get('to');
-  if (from !== null && /^\d+$/.test(from)) state.from = Number(from);
-  if (to !== null && /^\d+$/.test(to)) state.to = Number(to);
-  if (state.from !== null && state.to !== null && state.to <= state.from) { state.from = null; state.to = null; }
+// The address's fragment holds the tab first, then the process, the
+// window and the filters: "#/leaks", "#/objects&pid=42&from=1000&to=5000".
+// (The slash keeps the browser from scrolling to the element of that id,
+// as it does at the end of a page's load; "#leaks" and the older
+// "#tab=leaks" are read too.)
+function hashParams(hash) {
+  return new URLSearchParams(hash.replace(/^#\/?/, ''));
 }
 
-function writeHash() {
+// hashTab returns the tab a fragment names.
+function hashTab(hash) {
+  const h = hashParams(hash);
+  let tab = 'timeline';
+  for (const [k, v] of h) if (v === '' && TABS[k]) tab = k;
+  if (h.get('tab') && TABS[h.get('tab')]) tab = h.get('tab');
+  return tab;
+}
+
+function readHash() {
+  const h = hashParams(location.hash);
+  state.tab = hashTab(location.hash);
+  const pid = h.get('pid');
+  state.pid = pid && /^\d+$/.test(pid) ? pid : null;
+  const from = h.get('from'), to = h.get('to');
+  state.from = from !== null && /^\d+$/.test(from) ? Number(from) : null;
+  state.to = to !== null && /^\d+$/.test(to) ? Number(to) : null;
+  if (state.from !== null && state.to !== null && state.to <= state.from) { state.from = null; state.to = null; }
+  state.thread = h.get('thread') || '';
+  state.module = h.get('module') || '';
+  state.belowMain = h.get('main') !== 'hide';
+}
+
+function hashOf() {
   const h = new URLSearchParams();
-  if (state.tab !== 'timeline') h.set('tab', state.tab);
   if (state.pid !== null) h.set('pid', state.pid);
   if (state.from !== null) h.set('from', String(state.from));
   if (state.to !== null) h.set('to', String(state.to));
-  const s = h.toString();
+  if (state.thread) h.set('thread', state.thread);
+  if (state.module) h.set('module', state.module);
+  if (!state.belowMain) h.set('main', 'hide');
+  const rest = h.toString();
+  return '#/' + state.tab + (rest ? '&' + rest : '');
+}
+
+// writeHash puts the state in the address: a new entry of the history
+// when the tab changes (so that Back goes to the tab before), the same
+// one otherwise.
+function writeHash() {
+  const hash = hashOf();
+  if (hash === location.hash) return;
   try {
-    history.replaceState(null, '', s ? '#' + s : location.pathname + location.search);
+    if (location.hash && hashTab(location.hash) !== state.tab) history.pushState(null, '', hash);
+    else history.replaceState(null, '', hash);
   } catch (e) { /* a saved page opened from disk may refuse; the state is only a convenience */ }
+}
+
+// followHash shows what the address says, after Back, Forward or an
+// edit of the fragment.
+function followHash() {
+  if (location.hash === hashOf()) return;
+  const before = windowKey();
+  readHash();
+  if (windowKey() !== before) {
+    updateWindowLabel();
+    showFilters();
+    updateDownloads();
+    loadSummary();
+  }
+  showTab(state.tab);
+}
+
+// updateDownloads points the download links at the process shown, and
+// the collapsed stacks at the flame graph's cost.
+function updateDownloads() {
+  for (const a of $$('#downloads a')) {
+    const f = a.getAttribute('data-format');
+    let u = '/api/export?format=' + f;
+    if (state.pid !== null) u += '&pid=' + encodeURIComponent(state.pid);
+    const cost = $('#flame-cost').value;
+    if (f === 'collapsed' && cost && cost !== 'peak') u += '&cost=' + encodeURIComponent(cost);
+    a.setAttribute('href', u);
+  }
+}
+
+// showFilters puts the state's filters in their fields.
+function showFilters() {
+  $('#filter-thread').value = state.thread;
+  $('#filter-module').value = state.module;
+  $('#filter-below-main').checked = !state.belowMain;
+}
+
+// setFilters makes every view keep the threads and module of the fields,
+// and end call stacks at main or not.
+function setFilters() {
+  state.thread = $('#filter-thread').value.trim();
+  state.module = $('#filter-module').value.trim();
+  state.belowMain = !$('#filter-below-main').checked;
+  $('#filter-bar').classList.toggle('on', !!(state.thread || state.module));
+  writeHash();
+  reloadViews();
 }
 
 // A view's status line: loading, an error, or nothing.
@@ -383,6 +468,17 @@ function frameLink(f, text) {
 function stackList(stack) {
   if (!stack || stack.length === 0) return el('p', { class: 'muted', text: 'no call stack' });
   const ol = el('ol', { class: 'stack' });
+  // Below main, the C runtime's start-up: the same on every stack of the
+  // main thread (stacks without main, of other threads, stay whole).
+  let hidden = 0;
+  if (!state.belowMain) {
+    const main = stack.map(frameName).lastIndexOf('main');
+    if (main >= 0) {
+      hidden = stack.length - main - 1;
+      stack = stack.slice(0, main + 1);
+    }
+  }
+  if (hidden > 0) ol.classList.add('below-main-hidden');
   for (const f of stack) {
     const li = el('li', { class: 'stack-frame' }, el('span', { class: 'fn', text: frameName(f) }));
     if (f.inlined) li.appendChild(el('span', { class: 'tag', text: 'inlined' }));
@@ -394,6 +490,7 @@ function stackList(stack) {
     }
     ol.appendChild(li);
   }
+  if (hidden > 0) ol.appendChild(el('li', { class: 'below-main muted', text: plural(hidden, 'frame') + ' below main, hidden' }));
   return ol;
 }
 
@@ -448,8 +545,15 @@ function renderSummary(r) {
   }
   const exit = $('#summary-exit');
   exit.textContent = fmtSize(s.in_use_at_exit_bytes) + ' in ' + plural(s.in_use_at_exit_blocks, 'block');
-  exit.setAttribute('title', fmtBytesExact(s.in_use_at_exit_bytes));
-  exit.classList.toggle('bad', s.in_use_at_exit_bytes > 0);
+  // Red only for what is lost: memory still reachable at exit is no
+  // leak (memcheck's classes, from the scan at exit, when there is one).
+  const lost = (s.definitely_lost_bytes || 0) + (s.indirectly_lost_bytes || 0);
+  const scanned = s.leak_scan === 'done';
+  const exitKind = s.in_use_at_exit_bytes === 0 ? '' : !scanned ? 'warn' : lost > 0 ? 'bad' : s.possibly_lost_bytes > 0 ? 'warn' : 'reachable';
+  exit.setAttribute('title', fmtBytesExact(s.in_use_at_exit_bytes) + (!scanned ? '' :
+    ': ' + fmtSize(lost) + ' definitely or indirectly lost, ' + fmtSize(s.possibly_lost_bytes || 0) + ' possibly lost, ' +
+    fmtSize(s.still_reachable_bytes || 0) + ' still reachable'));
+  for (const k of ['bad', 'warn', 'reachable']) exit.classList.toggle(k, k === exitKind);
   const end = $('#summary-end');
   end.textContent = endText(s.end);
   end.classList.toggle('bad', !!(s.end && (s.end.how !== 'exited' || s.end.code !== 0)));
@@ -551,6 +655,7 @@ function setProcess(pid) {
   fl.zoomPath = null;
   setSelectedObject(null);
   writeHash();
+  updateDownloads();
   loadSummary();
   updateWindowLabel();
   reloadViews();
@@ -1141,7 +1246,7 @@ function buildFlameTree(d, programName) {
   const make = (src, parent, depth) => {
     const n = {
       id: nodes.length, parent, depth,
-      fn: src.function || '', file: src.file || '', line: src.line || 0, object: src.object || '',
+      fn: src.function || '', name: src.name || '', file: src.file || '', line: src.line || 0, object: src.object || '',
       address: src.address || '', inlined: !!src.inlined,
       cost: Number(src.cost) || 0, self: Number(src.self) || 0, children: [], omitted: false,
     };
@@ -1167,7 +1272,7 @@ function buildFlameTree(d, programName) {
 function nodeLabel(n) {
   if (n.isRoot) return n.label;
   if (n.omitted) return plural(n.count, 'smaller one');
-  return n.fn || (n.address ? '?? ' + n.address : '??');
+  return n.fn || n.name || (n.address ? '?? ' + n.address : '??');
 }
 
 function nodeTitle(n) {
@@ -2040,18 +2145,32 @@ function setupTableEvents() {
 
 let objectsTable = null;
 
+// The object list shows OBJECTS_PAGE objects more each time it is asked
+// for more, up to OBJECTS_MAX (the bound of report's -top).
+const OBJECTS_PAGE = 100;
+const OBJECTS_MAX = 100000;
+let objectsShown = OBJECTS_PAGE;
+
 async function loadObjects() {
   const tok = nextToken('objects');
   const sort = $('#objects-sort').value;
   setStatus('objects-status', 'loading', 'Loading…');
   const tableEl = $('#objects-table');
   const detail = $('#object-detail');
+  const more = $('#objects-more');
+  more.hidden = true;
   try {
-    const r = await api(viewURL('objects', common({ sort })));
+    const r = await api(viewURL('objects', common({ sort, top: objectsShown })));
     if (!isCurrent('objects', tok)) return;
-    const list = (r.data && r.data.objects) || [];
+    const list = ((r.data && r.data.objects) || []).slice(0, objectsShown);
+    const total = Math.max(Number(r.data && r.data.total) || 0, list.length);
     setStatus('objects-status', '', list.length === 0 ? 'No objects ' + (sort === 'lifetime' ? 'freed' : 'live') + ' in this window.' : '');
-    $('#objects-info').textContent = list.length ? plural(list.length, 'object') : '';
+    $('#objects-info').textContent = list.length === 0 ? '' : list.length === total ? plural(total, 'object') :
+      'the first ' + fmtCount(list.length) + ' of ' + plural(total, 'object');
+    if (list.length < total && objectsShown < OBJECTS_MAX) {
+      more.hidden = false;
+      more.textContent = 'show ' + fmtCount(Math.min(OBJECTS_PAGE, total - list.length, OBJECTS_MAX - objectsShown)) + ' more';
+    }
     clear(detail).appendChild(el('p', { class: 'muted', text: 'Select an object to see where it was allocated.' }));
     setSelectedObject(null);
     const rows = list.map((o, i) => ({ data: o, i }));
@@ -2069,7 +2188,7 @@ async function loadObjects() {
         { label: 'thread', num: true, value: (r) => r.data.thread, cell: (r) => r.data.thread ? String(r.data.thread) : 'parent' },
         countCol('reallocs', (r) => r.data.reallocs),
         { label: 'by', value: (r) => r.data.api || '', cell: (r) => r.data.api || '', cls: 'nowrap' },
-        { label: 'allocated in', cls: 'clip', value: (r) => siteTop(r.data), cell: (r) => el('span', { class: 'fn', text: siteTop(r.data) }),
+        { label: 'allocated in', cls: 'fcol', value: (r) => siteTop(r.data), cell: (r) => el('span', { class: 'fn', text: siteTop(r.data) }),
           cellTitle: (r) => (r.data.stack || []).map(frameName).join('\n') },
       ],
       rows,
@@ -2693,7 +2812,10 @@ async function openSource(file, line) {
     });
     lines.appendChild(frag);
     if (text.length === 0) lines.appendChild(el('div', { class: 'muted', text: '(empty file)' }));
-    if (line > text.length && text.length > 0) {
+    if (r.cut) {
+      err.hidden = false;
+      err.textContent = 'the file is longer than ' + fmtSize(r.cut) + ': only its first ' + plural(text.length, 'line') + ' are shown';
+    } else if (line > text.length && text.length > 0) {
       err.hidden = false;
       err.textContent = 'line ' + line + ' is past the end of the file (' + plural(text.length, 'line') + '): it may have changed since the trace';
     }
@@ -2750,12 +2872,22 @@ function setup() {
   }
 
   for (const b of $$('button[data-tab]')) b.addEventListener('click', () => showTab(b.getAttribute('data-tab')));
+  showFilters();
+  $('#filter-bar').classList.toggle('on', !!(state.thread || state.module));
+  $('#filter-bar').hidden = !!STATIC;
+  $('#downloads').hidden = !!STATIC;
+  updateDownloads();
+  $('#flame-cost').addEventListener('change', updateDownloads);
+  for (const id of ['#filter-thread', '#filter-module', '#filter-below-main']) $(id).addEventListener('change', setFilters);
+  window.addEventListener('popstate', followHash);
+  window.addEventListener('hashchange', followHash);
   $('#process').addEventListener('change', (e) => setProcess(e.target.value));
   $('#window-reset').addEventListener('click', () => { tl.selected = null; setWindow(null, null); });
   $('#window-earlier').addEventListener('click', () => moveWindow(-0.5, false));
   $('#window-later').addEventListener('click', () => moveWindow(0.5, false));
   $('#window-wider').addEventListener('click', () => moveWindow(0, true));
-  $('#objects-sort').addEventListener('change', () => { loadedKey.objects = windowKey(); loadObjects(); });
+  $('#objects-sort').addEventListener('change', () => { loadedKey.objects = windowKey(); objectsShown = OBJECTS_PAGE; loadObjects(); });
+  $('#objects-more').addEventListener('click', () => { objectsShown = Math.min(objectsShown + OBJECTS_PAGE, OBJECTS_MAX); loadObjects(); });
   $('#source-close').addEventListener('click', closeSource);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && !$('#source').hidden) closeSource();
