@@ -269,7 +269,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, errors.New("this server compares no traces: start it with memtrail view -compare OLD-TRACE TRACE"))
 		return
 	}
-	pid, _, err := param(r.URL.Query(), "pid", "a process id")
+	id, err := processParam(r.URL.Query())
 	if err != nil {
 		fail(w, http.StatusBadRequest, err)
 		return
@@ -284,7 +284,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 			fail(w, http.StatusInternalServerError, err)
 			return
 		}
-		newP, err := report.Pick(m, pid)
+		newP, err := report.PickID(m, id)
 		if err != nil {
 			fail(w, http.StatusBadRequest, err)
 			return
@@ -425,9 +425,9 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 			*p.dst = v
 		}
 	}
-	var nums [5]uint64
+	var nums [4]uint64
 	for i, p := range []struct{ name, what string }{
-		{"top", "a number"}, {"chain", "a number"}, {"from", "a time in ns"}, {"to", "a time in ns"}, {"pid", "a process id"},
+		{"top", "a number"}, {"chain", "a number"}, {"from", "a time in ns"}, {"to", "a time in ns"},
 	} {
 		var err error
 		if nums[i], req.Given[p.name], err = param(q, p.name, p.what); err != nil {
@@ -441,8 +441,12 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 		req.Chain = int(min(nums[1], 1<<31))
 	}
 	req.From, req.To = time.Duration(min(nums[2], math.MaxInt64)), time.Duration(min(nums[3], math.MaxInt64))
+	id, err := processParam(q)
+	if err != nil {
+		return report.Options{}, analysis.Options{}, err
+	}
 	opts, aopts, err := req.Options()
-	opts.PID = nums[4]
+	opts.PID, opts.Image = id.PID, id.Image
 	return opts, aopts, err
 }
 
@@ -474,6 +478,21 @@ func param(q url.Values, name, what string) (uint64, bool, error) {
 		return 0, false, fmt.Errorf("%s=%q is not %s", name, v, what)
 	}
 	return n, true, nil
+}
+
+// processParam returns the process the parameter pid names, as report's
+// -pid does: 1234, or 1234.2 for the second image of a pid that exec'd;
+// none (the program itself) if not given.
+func processParam(q url.Values) (report.ProcessID, error) {
+	v := q.Get("pid")
+	if v == "" {
+		return report.ProcessID{}, nil
+	}
+	id, err := report.ParseProcessID(v)
+	if err != nil {
+		return id, fmt.Errorf("pid=%w", err)
+	}
+	return id, nil
 }
 
 // status answers /api/status: whether the server's background work is
@@ -516,7 +535,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, fromGiven, err := param(q, "from", "a time in ns")
 	to, toGiven, err2 := param(q, "to", "a time in ns")
-	pid, _, err3 := param(q, "pid", "a process id")
+	id, err3 := processParam(q)
 	switch err := cmp.Or(err, err2, err3); {
 	case err != nil:
 		fail(w, http.StatusBadRequest, err)
@@ -533,7 +552,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	p, err := report.Pick(m, pid)
+	p, err := report.PickID(m, id)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err)
 		return
