@@ -20,6 +20,9 @@
 //	GET /api/export?format=F   the trace as memtrail export -format F writes it, a
 //	                           file to save; with pid, and cost for collapsed
 //
+// A pid is as report's -pid takes it: 1234, or 1234.2 for the second
+// image of a pid that exec'd (see report.ProcessID).
+//
 // Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
 package web
 

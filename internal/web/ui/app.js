@@ -355,11 +355,15 @@ function hashTab(hash) {
   return tab;
 }
 
+// PROCESS_ID is how the server names a process (report's -pid): 1234, or
+// 1234.2 for the second image of a pid that exec'd.
+const PROCESS_ID = /^\d+(\.\d+)?$/;
+
 function readHash() {
   const h = hashParams(location.hash);
   state.tab = hashTab(location.hash);
   const pid = h.get('pid');
-  state.pid = pid && /^\d+$/.test(pid) ? pid : null;
+  state.pid = pid && PROCESS_ID.test(pid) ? pid : null;
   const from = h.get('from'), to = h.get('to');
   state.from = from !== null && /^\d+$/.test(from) ? Number(from) : null;
   state.to = to !== null && /^\d+$/.test(to) ? Number(to) : null;
@@ -521,8 +525,11 @@ function renderSummary(r) {
   const prog = $('#summary-program');
   clear(prog);
   prog.appendChild(el('span', { class: 'cmd', text: commandLine(r.program, r.args) }));
-  prog.appendChild(el('span', { class: 'pid', text: 'pid ' + r.pid }));
-  prog.setAttribute('title', (r.program || '') + ', pid ' + r.pid + (r.forked ? ', forked from ' + r.ppid : ''));
+  // The process's name in the list, which says which image of its pid it is.
+  const shown = (Array.isArray(r.processes) ? r.processes : []).find((p) => p.selected);
+  const id = shown && shown.id ? shown.id : String(r.pid);
+  prog.appendChild(el('span', { class: 'pid', text: 'pid ' + id }));
+  prog.setAttribute('title', (r.program || '') + ', pid ' + id + (r.forked ? ', forked from ' + r.ppid : ''));
   document.title = 'memtrail: ' + basename(r.program || '');
 
   $('#summary-runtime').textContent = fmtDuration(s.run_time_ns);
@@ -563,12 +570,13 @@ function renderSummary(r) {
   const sel = $('#process');
   clear(sel);
   for (const p of procs) {
-    const label = 'pid ' + p.pid + ': ' + commandLine(p.program, p.args) + ' (' + endText(p.end) + ', ' +
+    const id = p.id || String(p.pid);
+    const label = 'pid ' + id + ': ' + commandLine(p.program, p.args) + ' (' + endText(p.end) + ', ' +
       plural(p.allocations, 'allocation') + ', peak ' + fmtSize(p.peak_bytes) + ')';
-    const o = el('option', { value: String(p.pid), text: label });
+    const o = el('option', { value: id, text: label });
     if (p.selected) o.selected = true;
     sel.appendChild(o);
-    if (p.selected && state.pid === null) state.defaultPid = String(p.pid);
+    if (p.selected && state.pid === null) state.defaultPid = id;
   }
   if (state.defaultPid === null && state.pid === null) state.defaultPid = String(r.pid);
   $('#process-picker').hidden = procs.length <= 1;
@@ -2866,7 +2874,7 @@ function setup() {
     // A page saved for one process of the trace, not its program: its
     // answers are those of that pid.
     for (const k of Object.keys(STATIC)) {
-      const m = /^\/api\/view\?view=summary&pid=(\d+)&top=50$/.exec(k);
+      const m = /^\/api\/view\?view=summary&pid=(\d+(?:\.\d+)?)&top=50$/.exec(k);
       if (m) { state.pid = m[1]; break; }
     }
   }
