@@ -472,15 +472,11 @@ function frameLink(f, text) {
 function stackList(stack) {
   if (!stack || stack.length === 0) return el('p', { class: 'muted', text: 'no call stack' });
   const ol = el('ol', { class: 'stack' });
-  // Below main, the C runtime's start-up: the same on every stack of the
-  // main thread (stacks without main, of other threads, stay whole).
+  // Below main, the C runtime's start-up: the server marks its frames.
   let hidden = 0;
   if (!state.belowMain) {
-    const main = stack.map(frameName).lastIndexOf('main');
-    if (main >= 0) {
-      hidden = stack.length - main - 1;
-      stack = stack.slice(0, main + 1);
-    }
+    hidden = stack.filter((f) => f.below_main).length;
+    stack = stack.filter((f) => !f.below_main);
   }
   if (hidden > 0) ol.classList.add('below-main-hidden');
   for (const f of stack) {
