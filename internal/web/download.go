@@ -17,6 +17,23 @@ import (
 	"github.com/memtrail/memtrail/internal/report"
 )
 
+// downloadFormat is an export format as the UI offers it.
+type downloadFormat struct {
+	Name    string `json:"name"`
+	Summary string `json:"summary"`
+	// Cost says that the format weighs stacks by a cost, the parameter cost.
+	Cost bool `json:"cost"`
+}
+
+// downloadFormats lists the formats of package export for the UI.
+func downloadFormats() []downloadFormat {
+	list := make([]downloadFormat, len(export.Formats))
+	for i, f := range export.Formats {
+		list[i] = downloadFormat{f.Name, f.Summary, slices.Contains(f.Options, "cost")}
+	}
+	return list
+}
+
 // download answers /api/export?format=F: the trace in the format of
 // another tool, as memtrail export -format F writes it (pprof: in use at
 // exit; collapsed: by cost, peak by default; parquet: its two tables in a

@@ -12,9 +12,10 @@
 //	                           (see sourceAccess for which)
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
 //	                           (the first maxEvents), with their call stacks; and pid
-//	GET /api/status            {"frames", "checkpoints", "stretches", "ready", "compare"}:
-//	                           the server's background work (see warm and makeWindows),
-//	                           and the trace it compares with, if any
+//	GET /api/status            {"frames", "checkpoints", "stretches", "ready", "compare",
+//	                           "limits", "formats"}: the server's background work (see
+//	                           warm and makeWindows), the trace it compares with, if
+//	                           any, the bounds of requests and the export formats
 //	GET /api/diff?pid=PID      memtrail diff -json of the trace compared with (see
 //	                           Compare) and this one's process pid
 //	GET /api/export?format=F   the trace as memtrail export -format F writes it, a
@@ -509,8 +510,20 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Stretches   int    `json:"stretches"`
 		Ready       bool   `json:"ready"`
 		Compare     string `json:"compare"` // the trace compared with, if any
+		// Limits are the bounds of what a request may ask for, which
+		// the UI keeps to.
+		Limits struct {
+			Top    int `json:"top"`
+			Frames int `json:"frames"`
+			Chain  int `json:"chain"`
+			Events int `json:"events"` // that /api/events lists
+		} `json:"limits"`
+		// Formats are those /api/export writes.
+		Formats []downloadFormat `json:"formats"`
 	}
 	st.Compare = s.basePath
+	st.Limits.Top, st.Limits.Frames, st.Limits.Chain, st.Limits.Events = report.MaxTop, report.MaxFrames, report.MaxChain, maxEvents
+	st.Formats = downloadFormats()
 	select {
 	case <-s.warmed:
 		st.Frames = true

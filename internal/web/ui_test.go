@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/export"
 	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/record"
 	"github.com/memtrail/memtrail/internal/report"
@@ -248,6 +250,7 @@ func TestDownload(t *testing.T) {
 	ctx := browser(t)
 	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
 	waitFor(t, ctx, "the header", `document.querySelector("#summary-peak").textContent !== "–"`)
+	waitFor(t, ctx, "the download links", `document.querySelectorAll("#downloads a").length > 0`)
 	eval[bool](t, ctx, `(Promise.all([...document.querySelectorAll("#downloads a")].map((a) => fetch(a.href).then((r) => r.status + " " + r.headers.get("Content-Disposition")))).then((l) => { window.fetchedDownloads = l; }), true)`)
 	waitFor(t, ctx, "the downloads", `window.fetchedDownloads !== undefined`)
 	got := eval[[]string](t, ctx, `window.fetchedDownloads`)
@@ -354,5 +357,44 @@ func TestExecImages(t *testing.T) {
 	waitFor(t, ctx, "image 2's peak", fmt.Sprintf(`(document.querySelector("#summary-peak").getAttribute("title") || "").includes(%q)`, peak))
 	if v := eval[string](t, ctx, `document.querySelector("#process").value`); v != image2 {
 		t.Errorf("the picker shows %q, want %s", v, image2)
+	}
+}
+
+// TestServerLimits: /api/status says the bounds of a request, report's,
+// and the formats of package export, and the page offers a download of
+// each, described as export describes it.
+func TestServerLimits(t *testing.T) {
+	ts := serve(t, widgetTrace(t))
+	resp := ts.get(t, "/api/status")
+	var st struct {
+		Limits  struct{ Top, Frames, Chain, Events int } `json:"limits"`
+		Formats []struct{ Name, Summary string }         `json:"formats"`
+	}
+	err := json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Limits.Top != report.MaxTop || st.Limits.Frames != report.MaxFrames || st.Limits.Chain != report.MaxChain || st.Limits.Events == 0 {
+		t.Errorf("the limits are %+v, want report's: top %d, frames %d, chain %d, and some events", st.Limits, report.MaxTop, report.MaxFrames, report.MaxChain)
+	}
+	var want []string
+	for _, f := range export.Formats {
+		want = append(want, f.Name+": "+f.Summary)
+	}
+	var got []string
+	for _, f := range st.Formats {
+		got = append(got, f.Name+": "+f.Summary)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the formats are %q, want %q", got, want)
+	}
+
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
+	waitFor(t, ctx, "the download links", `document.querySelectorAll("#downloads a").length > 0`)
+	links := eval[[]string](t, ctx, `[...document.querySelectorAll("#downloads a")].map((a) => a.textContent + ": " + a.title)`)
+	if !slices.Equal(links, want) {
+		t.Errorf("the page's downloads are %q, want %q", links, want)
 	}
 }

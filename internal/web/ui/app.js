@@ -412,15 +412,37 @@ function followHash() {
   showTab(state.tab);
 }
 
+// loadServerInfo reads what the server says of itself once (api keeps
+// the answer): the bounds of what a request may ask for, which the views
+// keep to, and the formats it exports, which get a download link each.
+// serverInfoRead is done when it has.
+let serverInfoRead = Promise.resolve();
+function loadServerInfo() {
+  serverInfoRead = readServerInfo();
+}
+
+async function readServerInfo() {
+  if (STATIC) return;
+  let st;
+  try { st = await api('/api/status'); } catch (e) { return; }
+  const limits = st.limits || {};
+  if (Number(limits.top) > 0) objectsMax = Number(limits.top);
+  const box = $('#downloads');
+  for (const f of Array.isArray(st.formats) ? st.formats : []) {
+    box.appendChild(el('a', { 'data-format': f.name, 'data-cost': f.cost ? 'yes' : null, download: '', title: f.summary || '', text: f.name }));
+  }
+  updateDownloads();
+}
+
 // updateDownloads points the download links at the process shown, and
-// the collapsed stacks at the flame graph's cost.
+// the formats weighed by a cost at the flame graph's.
 function updateDownloads() {
   for (const a of $$('#downloads a')) {
     const f = a.getAttribute('data-format');
-    let u = '/api/export?format=' + f;
+    let u = '/api/export?format=' + encodeURIComponent(f);
     if (state.pid !== null) u += '&pid=' + encodeURIComponent(state.pid);
     const cost = $('#flame-cost').value;
-    if (f === 'collapsed' && cost && cost !== 'peak') u += '&cost=' + encodeURIComponent(cost);
+    if (a.getAttribute('data-cost') && cost && cost !== 'peak') u += '&cost=' + encodeURIComponent(cost);
     a.setAttribute('href', u);
   }
 }
@@ -2150,9 +2172,10 @@ function setupTableEvents() {
 let objectsTable = null;
 
 // The object list shows OBJECTS_PAGE objects more each time it is asked
-// for more, up to OBJECTS_MAX (the bound of report's -top).
+// for more, up to objectsMax: the server's bound of a list (report's
+// -top), once /api/status says it (see loadServerInfo).
 const OBJECTS_PAGE = 100;
-const OBJECTS_MAX = 100000;
+let objectsMax = OBJECTS_PAGE;
 let objectsShown = OBJECTS_PAGE;
 
 async function loadObjects() {
@@ -2164,6 +2187,7 @@ async function loadObjects() {
   const more = $('#objects-more');
   more.hidden = true;
   try {
+    await serverInfoRead;
     const r = await api(viewURL('objects', common({ sort, top: objectsShown })));
     if (!isCurrent('objects', tok)) return;
     const list = ((r.data && r.data.objects) || []).slice(0, objectsShown);
@@ -2171,9 +2195,9 @@ async function loadObjects() {
     setStatus('objects-status', '', list.length === 0 ? 'No objects ' + (sort === 'lifetime' ? 'freed' : 'live') + ' in this window.' : '');
     $('#objects-info').textContent = list.length === 0 ? '' : list.length === total ? plural(total, 'object') :
       'the first ' + fmtCount(list.length) + ' of ' + plural(total, 'object');
-    if (list.length < total && objectsShown < OBJECTS_MAX) {
+    if (list.length < total && objectsShown < objectsMax) {
       more.hidden = false;
-      more.textContent = 'show ' + fmtCount(Math.min(OBJECTS_PAGE, total - list.length, OBJECTS_MAX - objectsShown)) + ' more';
+      more.textContent = 'show ' + fmtCount(Math.min(OBJECTS_PAGE, total - list.length, objectsMax - objectsShown)) + ' more';
     }
     clear(detail).appendChild(el('p', { class: 'muted', text: 'Select an object to see where it was allocated.' }));
     setSelectedObject(null);
@@ -2880,7 +2904,7 @@ function setup() {
   $('#filter-bar').classList.toggle('on', !!(state.thread || state.module));
   $('#filter-bar').hidden = !!STATIC;
   $('#downloads').hidden = !!STATIC;
-  updateDownloads();
+  loadServerInfo();
   $('#flame-cost').addEventListener('change', updateDownloads);
   for (const id of ['#filter-thread', '#filter-module', '#filter-below-main']) $(id).addEventListener('change', setFilters);
   window.addEventListener('popstate', followHash);
@@ -2891,7 +2915,7 @@ function setup() {
   $('#window-later').addEventListener('click', () => moveWindow(0.5, false));
   $('#window-wider').addEventListener('click', () => moveWindow(0, true));
   $('#objects-sort').addEventListener('change', () => { loadedKey.objects = windowKey(); objectsShown = OBJECTS_PAGE; loadObjects(); });
-  $('#objects-more').addEventListener('click', () => { objectsShown = Math.min(objectsShown + OBJECTS_PAGE, OBJECTS_MAX); loadObjects(); });
+  $('#objects-more').addEventListener('click', () => { objectsShown = Math.min(objectsShown + OBJECTS_PAGE, objectsMax); loadObjects(); });
   $('#source-close').addEventListener('click', closeSource);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && !$('#source').hidden) closeSource();
