@@ -14,7 +14,6 @@ import (
 
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/export"
-	"github.com/memtrail/memtrail/internal/report"
 )
 
 // downloadFormat is an export format as the UI offers it.
@@ -60,14 +59,8 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, err)
 		return
 	}
-	m, err := s.model(analysis.Options{}, "")
-	if err != nil {
-		fail(w, http.StatusInternalServerError, err)
-		return
-	}
-	p, err := report.PickID(m, id)
-	if err != nil {
-		fail(w, http.StatusBadRequest, err)
+	m, p, ok := s.process(w, id)
+	if !ok {
 		return
 	}
 	tmp, err := os.CreateTemp("", "memtrail-export-")

@@ -283,14 +283,8 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.answers.get(key)
 	s.mu.Unlock()
 	if !ok {
-		m, err := s.model(analysis.Options{}, "")
-		if err != nil {
-			fail(w, http.StatusInternalServerError, err)
-			return
-		}
-		newP, err := report.PickID(m, id)
-		if err != nil {
-			fail(w, http.StatusBadRequest, err)
+		_, newP, ok := s.process(w, id)
+		if !ok {
 			return
 		}
 		oldP, err := report.Pick(s.base, 0)
@@ -499,6 +493,22 @@ func processParam(q url.Values) (report.ProcessID, error) {
 	return id, nil
 }
 
+// process returns the process id names, in the analysis of the whole
+// trace, or answers with the error that keeps it from it.
+func (s *Server) process(w http.ResponseWriter, id report.ProcessID) (*analysis.Model, *analysis.Process, bool) {
+	m, err := s.model(analysis.Options{}, "")
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err)
+		return nil, nil, false
+	}
+	p, err := report.PickID(m, id)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return nil, nil, false
+	}
+	return m, p, true
+}
+
 // status answers /api/status: whether the server's background work is
 // done (the frames of the stacks looked up, the windows prepared), and
 // how many checkpoints and stretches windows may start from or be put
@@ -563,14 +573,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Errorf("to=%d is before from=%d", to, from))
 		return
 	}
-	m, err := s.model(analysis.Options{}, "")
-	if err != nil {
-		fail(w, http.StatusInternalServerError, err)
-		return
-	}
-	p, err := report.PickID(m, id)
-	if err != nil {
-		fail(w, http.StatusBadRequest, err)
+	_, p, ok := s.process(w, id)
+	if !ok {
 		return
 	}
 	mo, err := analysis.EventsBetween(s.path, p, from, to, maxEvents)
