@@ -22,13 +22,16 @@ type downloadFormat struct {
 	Summary string `json:"summary"`
 	// Cost says that the format weighs stacks by a cost, the parameter cost.
 	Cost bool `json:"cost"`
+	// WholePID says that the format writes every image of a pid (its
+	// tables say which), so that its pid takes no image.
+	WholePID bool `json:"whole_pid"`
 }
 
 // downloadFormats lists the formats of package export for the UI.
 func downloadFormats() []downloadFormat {
 	list := make([]downloadFormat, len(export.Formats))
 	for i, f := range export.Formats {
-		list[i] = downloadFormat{f.Name, f.Summary, slices.Contains(f.Options, "cost")}
+		list[i] = downloadFormat{f.Name, f.Summary, slices.Contains(f.Options, "cost"), f.Tables != nil}
 	}
 	return list
 }

@@ -351,6 +351,16 @@ func TestExecImages(t *testing.T) {
 	if h := eval[string](t, ctx, `location.hash`); !strings.Contains(h, "pid="+image2) {
 		t.Errorf("the address says %q, want pid=%s in it", h, image2)
 	}
+	// Its downloads: the formats of one process name its image, those of
+	// every image of a pid (parquet) the pid alone.
+	waitFor(t, ctx, "the download links", `document.querySelectorAll("#downloads a").length > 0`)
+	eval[bool](t, ctx, `(Promise.all([...document.querySelectorAll("#downloads a")].map((a) => fetch(a.href).then((r) => r.status + " " + r.headers.get("Content-Disposition")))).then((l) => { window.fetchedDownloads = l; }), true)`)
+	waitFor(t, ctx, "the downloads", `window.fetchedDownloads !== undefined`)
+	for _, g := range eval[[]string](t, ctx, `window.fetchedDownloads`) {
+		if !strings.HasPrefix(g, "200 attachment") || !strings.Contains(g, "trace."+image2+".") && !strings.Contains(g, fmt.Sprintf("trace.%d.parquet.zip", pid)) {
+			t.Errorf("a download link of image 2 answers %s", g)
+		}
+	}
 
 	// The address opens image 2 again.
 	do(t, ctx, "opening the address", chromedp.Navigate(ts.page()+"#/timeline&pid="+image2))

@@ -429,18 +429,22 @@ async function readServerInfo() {
   if (Number(limits.top) > 0) objectsMax = Number(limits.top);
   const box = $('#downloads');
   for (const f of Array.isArray(st.formats) ? st.formats : []) {
-    box.appendChild(el('a', { 'data-format': f.name, 'data-cost': f.cost ? 'yes' : null, download: '', title: f.summary || '', text: f.name }));
+    box.appendChild(el('a', { 'data-format': f.name, 'data-cost': f.cost ? 'yes' : null, 'data-whole-pid': f.whole_pid ? 'yes' : null, download: '', title: f.summary || '', text: f.name }));
   }
   updateDownloads();
 }
 
-// updateDownloads points the download links at the process shown, and
-// the formats weighed by a cost at the flame graph's.
+// updateDownloads points the download links at the process shown (the
+// pid alone, for a format of every image of a pid), and the formats
+// weighed by a cost at the flame graph's.
 function updateDownloads() {
   for (const a of $$('#downloads a')) {
     const f = a.getAttribute('data-format');
     let u = '/api/export?format=' + encodeURIComponent(f);
-    if (state.pid !== null) u += '&pid=' + encodeURIComponent(state.pid);
+    if (state.pid !== null) {
+      const pid = a.getAttribute('data-whole-pid') ? state.pid.replace(/\..*/, '') : state.pid;
+      u += '&pid=' + encodeURIComponent(pid);
+    }
     const cost = $('#flame-cost').value;
     if (a.getAttribute('data-cost') && cost && cost !== 'peak') u += '&cost=' + encodeURIComponent(cost);
     a.setAttribute('href', u);
