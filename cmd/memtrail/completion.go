@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/memtrail/memtrail/internal/export"
 	"github.com/memtrail/memtrail/internal/report"
 )
 
@@ -56,8 +57,8 @@ func flagValues(command string) map[string][]string {
 		return map[string][]string{"-view": views}
 	case "export":
 		var formats []string
-		for _, f := range exportFormats() {
-			formats = append(formats, f.name)
+		for _, f := range export.Formats {
+			formats = append(formats, f.Name)
 		}
 		return map[string][]string{"-format": formats}
 	}

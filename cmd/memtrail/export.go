@@ -14,30 +14,7 @@ import (
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/export"
 	"github.com/memtrail/memtrail/internal/report"
-	"github.com/memtrail/memtrail/internal/trace"
 )
-
-// exportFormat is a format memtrail export writes.
-type exportFormat struct {
-	name, summary string
-	// flags are the options that go with the format, besides -format, -o
-	// and -pid.
-	flags []string
-	// write writes the format to w; writeDir, of a format made of
-	// several files, writes them into the directory dir. It exports all
-	// the processes of the trace, or those with -pid's.
-	write    func(x *exportJob, w io.Writer) error
-	writeDir func(x *exportJob, dir string) error
-}
-
-func exportFormats() []exportFormat {
-	return []exportFormat{
-		{"pprof", "a gzipped pprof profile (go tool pprof, Pyroscope, Parca)", []string{"at"}, writePProf, nil},
-		{"collapsed", "collapsed stacks (flamegraph.pl, speedscope), by -cost", []string{"cost"}, writeCollapsed, nil},
-		{"massif", "valgrind massif's massif.out (ms_print, massif-visualizer)", nil, writeMassif, nil},
-		{"parquet", "Parquet tables events.parquet and stacks.parquet in the directory -o (DuckDB, Spark, Trino, ClickHouse)", nil, nil, writeParquet},
-	}
-}
 
 // exportJob is what one memtrail export was asked to do, and the analysis
 // it works on.
@@ -54,7 +31,7 @@ type exportJob struct {
 func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("export", "-format F -o OUT [options] trace",
 		"memtrail export -format pprof -o heap.pb.gz prog.mtr && go tool pprof -top heap.pb.gz", stderr)
-	format := fs.String("format", "", "what to write: "+exportFormatList())
+	format := fs.String("format", "", "what to write: "+export.FormatNames())
 	out := fs.String("o", "", "write to `file` (- for stdout)")
 	pid := addPIDFlag(fs, "export process `pid`, or image N of a pid that exec'd with pid.N (default: the program itself, as report shows it; for parquet, every process)")
 	at := fs.String("at", "exit", "pprof: count as in use the blocks live at exit, at the peak, or at a `time` after the start of the process (e.g. 1.5s, 200ms)")
@@ -66,8 +43,8 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	if f.writeDir != nil && pid.Image != 0 {
-		return 2, usageError{fmt.Sprintf("-format %s writes every image of a pid: -pid takes a pid alone", f.name)}
+	if f.Tables != nil && pid.Image != 0 {
+		return 2, usageError{fmt.Sprintf("-format %s writes every image of a pid: -pid takes a pid alone", f.Name)}
 	}
 	job := &exportJob{trace: fs.Arg(0), pid: pid.ProcessID, at: *at, cost: *cost, log: stderr}
 	if _, err := job.atTime(); err != nil {
@@ -76,13 +53,19 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if _, err := analysis.ParseCost(*cost); err != nil {
 		return 2, usageError{err.Error()}
 	}
-	if err := job.analyze(f.writeDir != nil); err != nil {
+	if err := job.analyze(f.Tables != nil); err != nil {
 		return 1, err
 	}
-	if f.writeDir != nil {
-		err = f.writeDir(job, *out)
+	if f.Tables != nil {
+		err = writeTables(f, job, *out)
 	} else {
-		err = writeOutput(*out, stdout, func(w io.Writer) error { return f.write(job, w) })
+		err = writeOutput(*out, stdout, func(w io.Writer) error {
+			j, err := job.export()
+			if err != nil {
+				return err
+			}
+			return f.Write(w, j)
+		})
 	}
 	if err != nil {
 		return 1, err
@@ -92,44 +75,35 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 
 // checkExport checks the command line of memtrail export as far as it
 // can without the trace, and returns the format asked for.
-func checkExport(fs *flag.FlagSet, format, out string) (exportFormat, error) {
+func checkExport(fs *flag.FlagSet, format, out string) (export.Format, error) {
 	if fs.NArg() != 1 {
-		return exportFormat{}, usageError{"needs exactly one trace file"}
+		return export.Format{}, usageError{"needs exactly one trace file"}
 	}
 	if format == "" {
-		return exportFormat{}, usageError{"needs -format: " + exportFormatList()}
+		return export.Format{}, usageError{"needs -format: " + export.FormatNames()}
 	}
-	i := slices.IndexFunc(exportFormats(), func(f exportFormat) bool { return f.name == format })
-	if i < 0 {
-		return exportFormat{}, usageError{fmt.Sprintf("unknown format %q (formats: %s)", format, exportFormatList())}
+	f, err := export.FormatNamed(format)
+	if err != nil {
+		return f, usageError{err.Error()}
 	}
-	f := exportFormats()[i]
 	switch {
-	case out == "" && f.writeDir != nil:
+	case out == "" && f.Tables != nil:
 		return f, usageError{"needs -o: the directory to write the tables into"}
 	case out == "":
 		return f, usageError{"needs -o: the file to write (- for stdout)"}
-	case out == "-" && f.writeDir != nil:
-		return f, usageError{fmt.Sprintf("-format %s writes files into a directory, not to stdout", f.name)}
+	case out == "-" && f.Tables != nil:
+		return f, usageError{fmt.Sprintf("-format %s writes files into a directory, not to stdout", f.Name)}
 	}
 	var misplaced []string
 	fs.Visit(func(fl *flag.Flag) {
-		if !slices.Contains([]string{"format", "o", "pid"}, fl.Name) && !slices.Contains(f.flags, fl.Name) {
+		if !slices.Contains([]string{"format", "o", "pid"}, fl.Name) && !slices.Contains(f.Options, fl.Name) {
 			misplaced = append(misplaced, "-"+fl.Name)
 		}
 	})
 	if len(misplaced) > 0 {
-		return f, usageError{fmt.Sprintf("%s does not go with -format %s", strings.Join(misplaced, ", "), f.name)}
+		return f, usageError{fmt.Sprintf("%s does not go with -format %s", strings.Join(misplaced, ", "), f.Name)}
 	}
 	return f, nil
-}
-
-func exportFormatList() string {
-	var names []string
-	for _, f := range exportFormats() {
-		names = append(names, f.name)
-	}
-	return strings.Join(names, ", ")
 }
 
 // atTime reads -at: 0 for exit and peak.
@@ -197,21 +171,28 @@ func writeOutput(out string, stdout io.Writer, write func(io.Writer) error) erro
 	return nil
 }
 
-func writePProf(x *exportJob, w io.Writer) error {
-	inUse := export.InUseAtExit()
+// export returns the job for package export: pprof's moment as -at
+// says, collapsed's cost.
+func (x *exportJob) export() (export.Job, error) {
+	j := export.Job{Trace: x.trace, Model: x.model, Process: x.proc, PID: x.pid.PID}
+	var err error
+	if j.Cost, err = analysis.ParseCost(x.cost); err != nil {
+		return j, err
+	}
 	switch x.at {
 	case "peak":
-		inUse = export.InUseAtPeak()
+		j.InUse = export.InUseAtPeak()
 	case "exit":
+		j.InUse = export.InUseAtExit()
 	default:
 		at, _ := x.atTime()
 		moment, err := x.momentAt(at)
 		if err != nil {
-			return err
+			return j, err
 		}
-		inUse = export.InUseAt(at, moment)
+		j.InUse = export.InUseAt(at, moment)
 	}
-	return export.PProf(w, x.model.Info, x.proc, inUse)
+	return j, nil
 }
 
 // momentAt returns the process exported, analyzed at the moment at after
@@ -233,40 +214,33 @@ func (x *exportJob) momentAt(at time.Duration) (*analysis.Process, error) {
 	return nil, fmt.Errorf("process %d is not in the analysis at %v", x.proc.PID, at)
 }
 
-func writeMassif(x *exportJob, w io.Writer) error { return export.Massif(w, x.proc) }
-
-func writeCollapsed(x *exportJob, w io.Writer) error {
-	cost, err := analysis.ParseCost(x.cost)
-	if err != nil {
-		return err
-	}
-	return export.Collapsed(w, x.proc, cost)
-}
-
-// writeParquet writes the events and stacks tables into dir.
-func writeParquet(x *exportJob, dir string) error {
+// writeTables writes the tables of format f into the directory dir. A
+// table that could not be written is removed, and the others with it:
+// none is of any use without the others.
+func writeTables(f export.Format, x *exportJob, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tf, err := os.Open(x.trace)
+	j, err := x.export()
 	if err != nil {
 		return err
 	}
-	defer tf.Close()
-	r, err := trace.NewReader(bufio.NewReaderSize(tf, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s: %w", x.trace, err)
-	}
-	events, stacks := filepath.Join(dir, "events.parquet"), filepath.Join(dir, "stacks.parquet")
-	err = writeOutput(events, nil, func(ew io.Writer) error {
-		return writeOutput(stacks, nil, func(sw io.Writer) error {
-			_, err := export.Parquet(ew, sw, r, x.model, x.pid.PID)
-			return err
+	tables := make([]io.Writer, len(f.Tables))
+	var open func(i int) error
+	open = func(i int) error {
+		if i == len(f.Tables) {
+			return f.WriteTables(tables, j)
+		}
+		return writeOutput(filepath.Join(dir, f.Tables[i]), nil, func(w io.Writer) error {
+			tables[i] = w
+			return open(i + 1)
 		})
-	})
+	}
+	err = open(0)
 	if err != nil {
-		// Neither table is of any use without the other.
-		os.Remove(stacks)
+		for _, t := range f.Tables {
+			os.Remove(filepath.Join(dir, t))
+		}
 	}
 	return err
 }

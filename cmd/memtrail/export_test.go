@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memtrail/memtrail/internal/export"
 )
 
 // TestExportBadInput runs export on mistakes of every kind: each must end
@@ -55,14 +57,14 @@ func TestExportBadInput(t *testing.T) {
 func TestExportFormats(t *testing.T) {
 	dir := t.TempDir()
 	small := writeTrace(t, dir, "small.mtr", smallTrace)
-	for _, f := range exportFormats() {
-		t.Run(f.name, func(t *testing.T) {
-			out := filepath.Join(dir, f.name+".out")
+	for _, f := range export.Formats {
+		t.Run(f.Name, func(t *testing.T) {
+			out := filepath.Join(dir, f.Name+".out")
 			var stdout, stderr bytes.Buffer
-			if code, err := run([]string{"export", "-format", f.name, "-o", out, small}, &stdout, &stderr); code != 0 || err != nil {
+			if code, err := run([]string{"export", "-format", f.Name, "-o", out, small}, &stdout, &stderr); code != 0 || err != nil {
 				t.Fatalf("status %d, %v", code, err)
 			}
-			if f.writeDir != nil {
+			if f.Tables != nil {
 				for _, table := range []string{"events.parquet", "stacks.parquet"} {
 					if data, err := os.ReadFile(filepath.Join(out, table)); err != nil || !bytes.HasPrefix(data, []byte("PAR1")) {
 						t.Errorf("%s: %v, %.4q", table, err, data)
@@ -74,7 +76,7 @@ func TestExportFormats(t *testing.T) {
 			if err != nil || len(file) == 0 {
 				t.Fatalf("%s: %v, %d bytes", out, err, len(file))
 			}
-			if code, err := run([]string{"export", "-format", f.name, "-o", "-", small}, &stdout, &stderr); code != 0 || err != nil {
+			if code, err := run([]string{"export", "-format", f.Name, "-o", "-", small}, &stdout, &stderr); code != 0 || err != nil {
 				t.Fatalf("to stdout: status %d, %v", code, err)
 			}
 			if !bytes.Equal(stdout.Bytes(), file) {

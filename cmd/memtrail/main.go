@@ -23,6 +23,7 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/memtrail/memtrail/internal/export"
 	"github.com/memtrail/memtrail/internal/report"
 )
 
@@ -83,7 +84,7 @@ func commands() []command {
 		{"check", "check a trace against memory budgets (peak, in use at exit, allocations), for CI", checkCmd},
 		{"diff", "compare two traces: which call stacks grew or shrank, by peak, bytes, allocations and in use at exit", diffCmd},
 		{"stack", "the worst-case stack of a binary without running it: frames, call graph, deepest chain; against a trace's measure", stackCmd},
-		{"export", "write a trace in the format of another tool: " + exportFormatList(), exportCmd},
+		{"export", "write a trace in the format of another tool: " + export.FormatNames(), exportCmd},
 		{"demo", "record the bundled example (the mprof widget program) and report on it", demoCmd},
 		{"completion", "print a shell completion script: bash, zsh or fish", completionCmd},
 		{"version", "print memtrail's version", versionCmd},

@@ -21,12 +21,23 @@ func (p *Process) programStack(s *Site) []Frame {
 	if len(frames) == 0 {
 		return noStack
 	}
-	for i := len(frames) - 1; i >= 0; i-- {
-		if frames[i].Function == "main" {
-			return frames[:i+1]
-		}
+	if i := OutermostMain(frames); i >= 0 {
+		return frames[:i+1]
 	}
 	return frames
+}
+
+// OutermostMain returns the index of the outermost frame of main in
+// frames, innermost first: the frames after it are the C runtime's
+// start-up, which the tables and trees leave out. It returns -1 for a
+// stack without main.
+func OutermostMain(frames []Frame) int {
+	for i := len(frames) - 1; i >= 0; i-- {
+		if frames[i].Function == "main" {
+			return i
+		}
+	}
+	return -1
 }
 
 // function identifies a function across stacks: its name, and the object

@@ -9,6 +9,8 @@
 //
 // The first three render one process of an analysis.Model, as the reports
 // do; Parquet streams the trace itself, whose events no model keeps.
+// Formats lists them with how each is written, for memtrail export, its
+// shell completion and the web UI's downloads alike.
 package export
 
 import (

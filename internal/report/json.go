@@ -141,6 +141,9 @@ type jsonFrame struct {
 	Object  string `json:"object"`
 	Address string `json:"address"` // return address relative to the object's load base, in hex
 	Inlined bool   `json:"inlined"`
+	// BelowMain marks the frames outside main, the C runtime's start-up,
+	// which the tables and trees leave out (analysis.OutermostMain).
+	BelowMain bool `json:"below_main,omitempty"`
 }
 
 type jsonProblems struct {
@@ -244,10 +247,11 @@ func hex(addr uint64) string { return fmt.Sprintf("0x%x", addr) }
 
 func jsonFrames(frames []analysis.Frame) []jsonFrame {
 	list := make([]jsonFrame, 0, len(frames))
-	for _, f := range frames {
+	main := analysis.OutermostMain(frames)
+	for i, f := range frames {
 		jf := jsonFrame{
 			Function: f.Function, File: f.File, Line: f.Line, Object: f.Object,
-			Address: hex(f.Address), Inlined: f.Inlined,
+			Address: hex(f.Address), Inlined: f.Inlined, BelowMain: main >= 0 && i > main,
 		}
 		if f.Function == "" {
 			jf.Name = f.Name()

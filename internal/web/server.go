@@ -12,13 +12,17 @@
 //	                           (see sourceAccess for which)
 //	GET /api/events?from=NS&to=NS  the memory events of a stretch of the run
 //	                           (the first maxEvents), with their call stacks; and pid
-//	GET /api/status            {"frames", "checkpoints", "stretches", "ready", "compare"}:
-//	                           the server's background work (see warm and makeWindows),
-//	                           and the trace it compares with, if any
+//	GET /api/status            {"frames", "checkpoints", "stretches", "ready", "compare",
+//	                           "limits", "formats"}: the server's background work (see
+//	                           warm and makeWindows), the trace it compares with, if
+//	                           any, the bounds of requests and the export formats
 //	GET /api/diff?pid=PID      memtrail diff -json of the trace compared with (see
 //	                           Compare) and this one's process pid
 //	GET /api/export?format=F   the trace as memtrail export -format F writes it, a
 //	                           file to save; with pid, and cost for collapsed
+//
+// A pid is as report's -pid takes it: 1234, or 1234.2 for the second
+// image of a pid that exec'd (see report.ProcessID).
 //
 // Errors are JSON too: {"error": "one line"}, with a 4xx or 5xx status.
 package web
@@ -269,7 +273,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, errors.New("this server compares no traces: start it with memtrail view -compare OLD-TRACE TRACE"))
 		return
 	}
-	pid, _, err := param(r.URL.Query(), "pid", "a process id")
+	id, err := processParam(r.URL.Query())
 	if err != nil {
 		fail(w, http.StatusBadRequest, err)
 		return
@@ -279,14 +283,8 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.answers.get(key)
 	s.mu.Unlock()
 	if !ok {
-		m, err := s.model(analysis.Options{}, "")
-		if err != nil {
-			fail(w, http.StatusInternalServerError, err)
-			return
-		}
-		newP, err := report.Pick(m, pid)
-		if err != nil {
-			fail(w, http.StatusBadRequest, err)
+		_, newP, ok := s.process(w, id)
+		if !ok {
 			return
 		}
 		oldP, err := report.Pick(s.base, 0)
@@ -425,9 +423,9 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 			*p.dst = v
 		}
 	}
-	var nums [5]uint64
+	var nums [4]uint64
 	for i, p := range []struct{ name, what string }{
-		{"top", "a number"}, {"chain", "a number"}, {"from", "a time in ns"}, {"to", "a time in ns"}, {"pid", "a process id"},
+		{"top", "a number"}, {"chain", "a number"}, {"from", "a time in ns"}, {"to", "a time in ns"},
 	} {
 		var err error
 		if nums[i], req.Given[p.name], err = param(q, p.name, p.what); err != nil {
@@ -441,8 +439,12 @@ func viewOptions(q url.Values) (report.Options, analysis.Options, error) {
 		req.Chain = int(min(nums[1], 1<<31))
 	}
 	req.From, req.To = time.Duration(min(nums[2], math.MaxInt64)), time.Duration(min(nums[3], math.MaxInt64))
+	id, err := processParam(q)
+	if err != nil {
+		return report.Options{}, analysis.Options{}, err
+	}
 	opts, aopts, err := req.Options()
-	opts.PID = nums[4]
+	opts.PID, opts.Image = id.PID, id.Image
 	return opts, aopts, err
 }
 
@@ -476,6 +478,37 @@ func param(q url.Values, name, what string) (uint64, bool, error) {
 	return n, true, nil
 }
 
+// processParam returns the process the parameter pid names, as report's
+// -pid does: 1234, or 1234.2 for the second image of a pid that exec'd;
+// none (the program itself) if not given.
+func processParam(q url.Values) (report.ProcessID, error) {
+	v := q.Get("pid")
+	if v == "" {
+		return report.ProcessID{}, nil
+	}
+	id, err := report.ParseProcessID(v)
+	if err != nil {
+		return id, fmt.Errorf("pid=%w", err)
+	}
+	return id, nil
+}
+
+// process returns the process id names, in the analysis of the whole
+// trace, or answers with the error that keeps it from it.
+func (s *Server) process(w http.ResponseWriter, id report.ProcessID) (*analysis.Model, *analysis.Process, bool) {
+	m, err := s.model(analysis.Options{}, "")
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err)
+		return nil, nil, false
+	}
+	p, err := report.PickID(m, id)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err)
+		return nil, nil, false
+	}
+	return m, p, true
+}
+
 // status answers /api/status: whether the server's background work is
 // done (the frames of the stacks looked up, the windows prepared), and
 // how many checkpoints and stretches windows may start from or be put
@@ -487,8 +520,20 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Stretches   int    `json:"stretches"`
 		Ready       bool   `json:"ready"`
 		Compare     string `json:"compare"` // the trace compared with, if any
+		// Limits are the bounds of what a request may ask for, which
+		// the UI keeps to.
+		Limits struct {
+			Top    int `json:"top"`
+			Frames int `json:"frames"`
+			Chain  int `json:"chain"`
+			Events int `json:"events"` // that /api/events lists
+		} `json:"limits"`
+		// Formats are those /api/export writes.
+		Formats []downloadFormat `json:"formats"`
 	}
 	st.Compare = s.basePath
+	st.Limits.Top, st.Limits.Frames, st.Limits.Chain, st.Limits.Events = report.MaxTop, report.MaxFrames, report.MaxChain, maxEvents
+	st.Formats = downloadFormats()
 	select {
 	case <-s.warmed:
 		st.Frames = true
@@ -516,7 +561,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	from, fromGiven, err := param(q, "from", "a time in ns")
 	to, toGiven, err2 := param(q, "to", "a time in ns")
-	pid, _, err3 := param(q, "pid", "a process id")
+	id, err3 := processParam(q)
 	switch err := cmp.Or(err, err2, err3); {
 	case err != nil:
 		fail(w, http.StatusBadRequest, err)
@@ -528,14 +573,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Errorf("to=%d is before from=%d", to, from))
 		return
 	}
-	m, err := s.model(analysis.Options{}, "")
-	if err != nil {
-		fail(w, http.StatusInternalServerError, err)
-		return
-	}
-	p, err := report.Pick(m, pid)
-	if err != nil {
-		fail(w, http.StatusBadRequest, err)
+	_, p, ok := s.process(w, id)
+	if !ok {
 		return
 	}
 	mo, err := analysis.EventsBetween(s.path, p, from, to, maxEvents)

@@ -4,17 +4,24 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/export"
 	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/record"
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 var threads, alone = recorded{leakScan: true}, recorded{leakScan: true}
@@ -243,6 +250,7 @@ func TestDownload(t *testing.T) {
 	ctx := browser(t)
 	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
 	waitFor(t, ctx, "the header", `document.querySelector("#summary-peak").textContent !== "–"`)
+	waitFor(t, ctx, "the download links", `document.querySelectorAll("#downloads a").length > 0`)
 	eval[bool](t, ctx, `(Promise.all([...document.querySelectorAll("#downloads a")].map((a) => fetch(a.href).then((r) => r.status + " " + r.headers.get("Content-Disposition")))).then((l) => { window.fetchedDownloads = l; }), true)`)
 	waitFor(t, ctx, "the downloads", `window.fetchedDownloads !== undefined`)
 	got := eval[[]string](t, ctx, `window.fetchedDownloads`)
@@ -253,5 +261,150 @@ func TestDownload(t *testing.T) {
 		if !strings.HasPrefix(g, "200 attachment") {
 			t.Errorf("a download link answers %s", g)
 		}
+	}
+}
+
+// TestExecImages picks image 2 of a pid that exec'd twice (cmd/memtrail's
+// multi exec2) in the process picker, which lists every image by report's
+// name for it, pid.N: the header shows that image's numbers, as
+// memtrail report -pid N.2 -json does, and the address keeps it.
+func TestExecImages(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("..", "..", "cmd", "memtrail", "testdata", "multi.c"))
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	var log strings.Builder
+	res, err := record.Run(record.Options{Args: []string{prog, "exec2"}, Output: filepath.Join(t.TempDir(), "trace.mtr"),
+		AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test"})
+	if err == nil {
+		err = res.WriteErr
+	}
+	if err != nil {
+		t.Fatalf("recording multi exec2: %v\n%s", err, log.String())
+	}
+	m, _, err := analysis.AnalyzeFile(res.Path, analysis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Processes) != 3 {
+		t.Fatalf("multi exec2 recorded %d processes, want its 3 images", len(m.Processes))
+	}
+	pid := m.Processes[0].PID
+	var out bytes.Buffer
+	if err := report.Write(&out, m, report.Options{PID: pid, Image: 2}, true); err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Summary struct {
+			PeakBytes uint64 `json:"peak_bytes"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &want); err != nil {
+		t.Fatal(err)
+	}
+	image2 := fmt.Sprintf("%d.2", pid)
+
+	ts := serve(t, res.Path)
+	// Every API that takes a pid takes pid.N.
+	for _, c := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/api/view?view=summary&pid=" + image2, http.StatusOK, fmt.Sprintf(`"peak_bytes": %d,`, want.Summary.PeakBytes)},
+		{"/api/events?from=0&to=1000000000&pid=" + image2, http.StatusOK, `"count":`},
+		{"/api/export?format=massif&pid=" + image2, http.StatusOK, "desc:"},
+		{"/api/export?format=parquet&pid=" + image2, http.StatusBadRequest, "pid takes a pid alone"},
+		{fmt.Sprintf("/api/view?view=summary&pid=%d.4", pid), http.StatusBadRequest, "there is no " + fmt.Sprintf("%d.4", pid)},
+		{fmt.Sprintf("/api/view?view=summary&pid=%d.0", pid), http.StatusBadRequest, "counts from 1"},
+	} {
+		resp := ts.get(t, c.path)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: status %d, %.300s; want %d and %q", c.path, resp.StatusCode, body, c.status, c.want)
+		}
+		if name := resp.Header.Get("Content-Disposition"); c.status == http.StatusOK && name != "" && !strings.Contains(name, "trace."+image2+".massif.out") {
+			t.Errorf("%s: %s, want the file named after image %s", c.path, name, image2)
+		}
+	}
+
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
+	waitFor(t, ctx, "the process picker", `!document.querySelector("#process-picker").hidden`)
+	options := eval[[]string](t, ctx, `[...document.querySelectorAll("#process option")].map((o) => o.value + " " + o.textContent)`)
+	if len(options) != 3 {
+		t.Fatalf("the picker lists %d processes, want the 3 images: %q", len(options), options)
+	}
+	for i, o := range options {
+		id := fmt.Sprintf("%d.%d", pid, i+1)
+		if !strings.HasPrefix(o, id+" pid "+id+":") {
+			t.Errorf("the picker's image %d is %q, want it named %s", i+1, o, id)
+		}
+	}
+	eval[bool](t, ctx, fmt.Sprintf(`(() => { const s = document.querySelector("#process"); s.value = %q; s.dispatchEvent(new Event("change")); return true; })()`, image2))
+	peak := fmt.Sprintf("(%s bytes)", commas(want.Summary.PeakBytes))
+	waitFor(t, ctx, "image 2's peak", fmt.Sprintf(`(document.querySelector("#summary-peak").getAttribute("title") || "").includes(%q)`, peak))
+	hasText(t, ctx, "the header's process", "#summary-program .pid", "pid "+image2)
+	if h := eval[string](t, ctx, `location.hash`); !strings.Contains(h, "pid="+image2) {
+		t.Errorf("the address says %q, want pid=%s in it", h, image2)
+	}
+	// Its downloads: the formats of one process name its image, those of
+	// every image of a pid (parquet) the pid alone.
+	waitFor(t, ctx, "the download links", `document.querySelectorAll("#downloads a").length > 0`)
+	eval[bool](t, ctx, `(Promise.all([...document.querySelectorAll("#downloads a")].map((a) => fetch(a.href).then((r) => r.status + " " + r.headers.get("Content-Disposition")))).then((l) => { window.fetchedDownloads = l; }), true)`)
+	waitFor(t, ctx, "the downloads", `window.fetchedDownloads !== undefined`)
+	for _, g := range eval[[]string](t, ctx, `window.fetchedDownloads`) {
+		if !strings.HasPrefix(g, "200 attachment") || !strings.Contains(g, "trace."+image2+".") && !strings.Contains(g, fmt.Sprintf("trace.%d.parquet.zip", pid)) {
+			t.Errorf("a download link of image 2 answers %s", g)
+		}
+	}
+
+	// The address opens image 2 again.
+	do(t, ctx, "opening the address", chromedp.Navigate(ts.page()+"#/timeline&pid="+image2))
+	waitFor(t, ctx, "image 2's peak", fmt.Sprintf(`(document.querySelector("#summary-peak").getAttribute("title") || "").includes(%q)`, peak))
+	if v := eval[string](t, ctx, `document.querySelector("#process").value`); v != image2 {
+		t.Errorf("the picker shows %q, want %s", v, image2)
+	}
+}
+
+// TestServerLimits: /api/status says the bounds of a request, report's,
+// and the formats of package export, and the page offers a download of
+// each, described as export describes it.
+func TestServerLimits(t *testing.T) {
+	ts := serve(t, widgetTrace(t))
+	resp := ts.get(t, "/api/status")
+	var st struct {
+		Limits  struct{ Top, Frames, Chain, Events int } `json:"limits"`
+		Formats []struct{ Name, Summary string }         `json:"formats"`
+	}
+	err := json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Limits.Top != report.MaxTop || st.Limits.Frames != report.MaxFrames || st.Limits.Chain != report.MaxChain || st.Limits.Events == 0 {
+		t.Errorf("the limits are %+v, want report's: top %d, frames %d, chain %d, and some events", st.Limits, report.MaxTop, report.MaxFrames, report.MaxChain)
+	}
+	var want []string
+	for _, f := range export.Formats {
+		want = append(want, f.Name+": "+f.Summary)
+	}
+	var got []string
+	for _, f := range st.Formats {
+		got = append(got, f.Name+": "+f.Summary)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the formats are %q, want %q", got, want)
+	}
+
+	ctx := browser(t)
+	do(t, ctx, "opening the UI", chromedp.Navigate(ts.page()))
+	waitFor(t, ctx, "the download links", `document.querySelectorAll("#downloads a").length > 0`)
+	links := eval[[]string](t, ctx, `[...document.querySelectorAll("#downloads a")].map((a) => a.textContent + ": " + a.title)`)
+	if !slices.Equal(links, want) {
+		t.Errorf("the page's downloads are %q, want %q", links, want)
 	}
 }

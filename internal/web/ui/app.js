@@ -355,11 +355,15 @@ function hashTab(hash) {
   return tab;
 }
 
+// PROCESS_ID is how the server names a process (report's -pid): 1234, or
+// 1234.2 for the second image of a pid that exec'd.
+const PROCESS_ID = /^\d+(\.\d+)?$/;
+
 function readHash() {
   const h = hashParams(location.hash);
   state.tab = hashTab(location.hash);
   const pid = h.get('pid');
-  state.pid = pid && /^\d+$/.test(pid) ? pid : null;
+  state.pid = pid && PROCESS_ID.test(pid) ? pid : null;
   const from = h.get('from'), to = h.get('to');
   state.from = from !== null && /^\d+$/.test(from) ? Number(from) : null;
   state.to = to !== null && /^\d+$/.test(to) ? Number(to) : null;
@@ -408,15 +412,41 @@ function followHash() {
   showTab(state.tab);
 }
 
-// updateDownloads points the download links at the process shown, and
-// the collapsed stacks at the flame graph's cost.
+// loadServerInfo reads what the server says of itself once (api keeps
+// the answer): the bounds of what a request may ask for, which the views
+// keep to, and the formats it exports, which get a download link each.
+// serverInfoRead is done when it has.
+let serverInfoRead = Promise.resolve();
+function loadServerInfo() {
+  serverInfoRead = readServerInfo();
+}
+
+async function readServerInfo() {
+  if (STATIC) return;
+  let st;
+  try { st = await api('/api/status'); } catch (e) { return; }
+  const limits = st.limits || {};
+  if (Number(limits.top) > 0) objectsMax = Number(limits.top);
+  const box = $('#downloads');
+  for (const f of Array.isArray(st.formats) ? st.formats : []) {
+    box.appendChild(el('a', { 'data-format': f.name, 'data-cost': f.cost ? 'yes' : null, 'data-whole-pid': f.whole_pid ? 'yes' : null, download: '', title: f.summary || '', text: f.name }));
+  }
+  updateDownloads();
+}
+
+// updateDownloads points the download links at the process shown (the
+// pid alone, for a format of every image of a pid), and the formats
+// weighed by a cost at the flame graph's.
 function updateDownloads() {
   for (const a of $$('#downloads a')) {
     const f = a.getAttribute('data-format');
-    let u = '/api/export?format=' + f;
-    if (state.pid !== null) u += '&pid=' + encodeURIComponent(state.pid);
+    let u = '/api/export?format=' + encodeURIComponent(f);
+    if (state.pid !== null) {
+      const pid = a.getAttribute('data-whole-pid') ? state.pid.replace(/\..*/, '') : state.pid;
+      u += '&pid=' + encodeURIComponent(pid);
+    }
     const cost = $('#flame-cost').value;
-    if (f === 'collapsed' && cost && cost !== 'peak') u += '&cost=' + encodeURIComponent(cost);
+    if (a.getAttribute('data-cost') && cost && cost !== 'peak') u += '&cost=' + encodeURIComponent(cost);
     a.setAttribute('href', u);
   }
 }
@@ -468,15 +498,11 @@ function frameLink(f, text) {
 function stackList(stack) {
   if (!stack || stack.length === 0) return el('p', { class: 'muted', text: 'no call stack' });
   const ol = el('ol', { class: 'stack' });
-  // Below main, the C runtime's start-up: the same on every stack of the
-  // main thread (stacks without main, of other threads, stay whole).
+  // Below main, the C runtime's start-up: the server marks its frames.
   let hidden = 0;
   if (!state.belowMain) {
-    const main = stack.map(frameName).lastIndexOf('main');
-    if (main >= 0) {
-      hidden = stack.length - main - 1;
-      stack = stack.slice(0, main + 1);
-    }
+    hidden = stack.filter((f) => f.below_main).length;
+    stack = stack.filter((f) => !f.below_main);
   }
   if (hidden > 0) ol.classList.add('below-main-hidden');
   for (const f of stack) {
@@ -521,8 +547,11 @@ function renderSummary(r) {
   const prog = $('#summary-program');
   clear(prog);
   prog.appendChild(el('span', { class: 'cmd', text: commandLine(r.program, r.args) }));
-  prog.appendChild(el('span', { class: 'pid', text: 'pid ' + r.pid }));
-  prog.setAttribute('title', (r.program || '') + ', pid ' + r.pid + (r.forked ? ', forked from ' + r.ppid : ''));
+  // The process's name in the list, which says which image of its pid it is.
+  const shown = (Array.isArray(r.processes) ? r.processes : []).find((p) => p.selected);
+  const id = shown && shown.id ? shown.id : String(r.pid);
+  prog.appendChild(el('span', { class: 'pid', text: 'pid ' + id }));
+  prog.setAttribute('title', (r.program || '') + ', pid ' + id + (r.forked ? ', forked from ' + r.ppid : ''));
   document.title = 'memtrail: ' + basename(r.program || '');
 
   $('#summary-runtime').textContent = fmtDuration(s.run_time_ns);
@@ -563,12 +592,13 @@ function renderSummary(r) {
   const sel = $('#process');
   clear(sel);
   for (const p of procs) {
-    const label = 'pid ' + p.pid + ': ' + commandLine(p.program, p.args) + ' (' + endText(p.end) + ', ' +
+    const id = p.id || String(p.pid);
+    const label = 'pid ' + id + ': ' + commandLine(p.program, p.args) + ' (' + endText(p.end) + ', ' +
       plural(p.allocations, 'allocation') + ', peak ' + fmtSize(p.peak_bytes) + ')';
-    const o = el('option', { value: String(p.pid), text: label });
+    const o = el('option', { value: id, text: label });
     if (p.selected) o.selected = true;
     sel.appendChild(o);
-    if (p.selected && state.pid === null) state.defaultPid = String(p.pid);
+    if (p.selected && state.pid === null) state.defaultPid = id;
   }
   if (state.defaultPid === null && state.pid === null) state.defaultPid = String(r.pid);
   $('#process-picker').hidden = procs.length <= 1;
@@ -2146,9 +2176,10 @@ function setupTableEvents() {
 let objectsTable = null;
 
 // The object list shows OBJECTS_PAGE objects more each time it is asked
-// for more, up to OBJECTS_MAX (the bound of report's -top).
+// for more, up to objectsMax: the server's bound of a list (report's
+// -top), once /api/status says it (see loadServerInfo).
 const OBJECTS_PAGE = 100;
-const OBJECTS_MAX = 100000;
+let objectsMax = OBJECTS_PAGE;
 let objectsShown = OBJECTS_PAGE;
 
 async function loadObjects() {
@@ -2160,6 +2191,7 @@ async function loadObjects() {
   const more = $('#objects-more');
   more.hidden = true;
   try {
+    await serverInfoRead;
     const r = await api(viewURL('objects', common({ sort, top: objectsShown })));
     if (!isCurrent('objects', tok)) return;
     const list = ((r.data && r.data.objects) || []).slice(0, objectsShown);
@@ -2167,9 +2199,9 @@ async function loadObjects() {
     setStatus('objects-status', '', list.length === 0 ? 'No objects ' + (sort === 'lifetime' ? 'freed' : 'live') + ' in this window.' : '');
     $('#objects-info').textContent = list.length === 0 ? '' : list.length === total ? plural(total, 'object') :
       'the first ' + fmtCount(list.length) + ' of ' + plural(total, 'object');
-    if (list.length < total && objectsShown < OBJECTS_MAX) {
+    if (list.length < total && objectsShown < objectsMax) {
       more.hidden = false;
-      more.textContent = 'show ' + fmtCount(Math.min(OBJECTS_PAGE, total - list.length, OBJECTS_MAX - objectsShown)) + ' more';
+      more.textContent = 'show ' + fmtCount(Math.min(OBJECTS_PAGE, total - list.length, objectsMax - objectsShown)) + ' more';
     }
     clear(detail).appendChild(el('p', { class: 'muted', text: 'Select an object to see where it was allocated.' }));
     setSelectedObject(null);
@@ -2866,7 +2898,7 @@ function setup() {
     // A page saved for one process of the trace, not its program: its
     // answers are those of that pid.
     for (const k of Object.keys(STATIC)) {
-      const m = /^\/api\/view\?view=summary&pid=(\d+)&top=50$/.exec(k);
+      const m = /^\/api\/view\?view=summary&pid=(\d+(?:\.\d+)?)&top=50$/.exec(k);
       if (m) { state.pid = m[1]; break; }
     }
   }
@@ -2876,7 +2908,7 @@ function setup() {
   $('#filter-bar').classList.toggle('on', !!(state.thread || state.module));
   $('#filter-bar').hidden = !!STATIC;
   $('#downloads').hidden = !!STATIC;
-  updateDownloads();
+  loadServerInfo();
   $('#flame-cost').addEventListener('change', updateDownloads);
   for (const id of ['#filter-thread', '#filter-module', '#filter-below-main']) $(id).addEventListener('change', setFilters);
   window.addEventListener('popstate', followHash);
@@ -2887,7 +2919,7 @@ function setup() {
   $('#window-later').addEventListener('click', () => moveWindow(0.5, false));
   $('#window-wider').addEventListener('click', () => moveWindow(0, true));
   $('#objects-sort').addEventListener('change', () => { loadedKey.objects = windowKey(); objectsShown = OBJECTS_PAGE; loadObjects(); });
-  $('#objects-more').addEventListener('click', () => { objectsShown = Math.min(objectsShown + OBJECTS_PAGE, OBJECTS_MAX); loadObjects(); });
+  $('#objects-more').addEventListener('click', () => { objectsShown = Math.min(objectsShown + OBJECTS_PAGE, objectsMax); loadObjects(); });
   $('#source-close').addEventListener('click', closeSource);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && !$('#source').hidden) closeSource();
