@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/record"
@@ -19,13 +20,17 @@ const (
 	callsThread  = 30
 )
 
-// recordCalls records prog phases, with or without -stack-calls.
+// recordCalls records prog phases, with or without -stack-calls, in time
+// units of 100 us, whose times the agent reads from the CPU's counter at
+// each event: the phases are 20 ms apart, and at the default unit the
+// recorder's clock can lag by that much on a loaded machine, which put
+// two phases in one unit.
 func recordCalls(t *testing.T, prog string, stackCalls bool) *record.Result {
 	t.Helper()
 	dir := t.TempDir()
 	var log strings.Builder
 	res, err := record.Run(record.Options{Args: []string{prog, "phases"}, Output: filepath.Join(dir, "trace.mtr"),
-		AgentPath: fixture.Agent(t), Stdout: os.Stdout, Stderr: os.Stderr, Log: &log, Version: "test", StackCalls: stackCalls})
+		AgentPath: fixture.Agent(t), Stdout: os.Stdout, Stderr: os.Stderr, Log: &log, Version: "test", StackCalls: stackCalls, TimeUnit: 100 * time.Microsecond})
 	if err != nil {
 		t.Fatalf("recording %s: %v", prog, err)
 	}

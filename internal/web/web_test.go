@@ -40,6 +40,8 @@ type recorded struct {
 	// (memtrail run, unless -leak-check=false), leakOrigins where each
 	// leak was made (memtrail run -leak-origins).
 	stackCalls, leakScan, leakOrigins bool
+	// timeUnit is the trace's time unit (default: memtrail run's).
+	timeUnit time.Duration
 }
 
 var widgets, boxes recorded
@@ -66,7 +68,7 @@ func (r *recorded) record(t *testing.T, args func(dir string) ([]string, error))
 		defer devNull.Close()
 		var log strings.Builder
 		res, err := record.Run(record.Options{Args: argv, Output: filepath.Join(dir, "trace.mtr"),
-			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test", StackCalls: r.stackCalls, LeakScan: r.leakScan || r.leakOrigins, LeakOrigins: r.leakOrigins})
+			AgentPath: fixture.Agent(t), Stdin: devNull, Log: &log, Version: "test", StackCalls: r.stackCalls, LeakScan: r.leakScan || r.leakOrigins, LeakOrigins: r.leakOrigins, TimeUnit: r.timeUnit})
 		switch {
 		case err != nil:
 			r.err = fmt.Errorf("recording %v: %v\n%s", argv, err, log.String())
@@ -816,7 +818,11 @@ func TestChanges(t *testing.T) {
 	hasText(t, ctx, "the source panel", ".source-lines", "Box")
 }
 
-var stacks, exactStacks = recorded{}, recorded{stackCalls: true}
+// The stack's phases are 5 ms apart: in units of 100 us, whose times
+// the agent reads from the CPU's counter at each event, they fall in
+// different units even when the recorder's clock lags on a loaded
+// machine, as it can by more than 5 ms at the default unit.
+var stacks, exactStacks = recorded{timeUnit: 100 * time.Microsecond}, recorded{stackCalls: true, timeUnit: 100 * time.Microsecond}
 
 // stackTrace records testdata/stack.c, whose stack grows and shrinks.
 func stackTrace(t *testing.T) string {
