@@ -18,11 +18,11 @@ import (
 
 // randomProgram writes a C program whose calls are drawn from seed: a dozen
 // functions with frames of random sizes, some with alloca, calling each
-// other and recursing to random depths (some beyond the default depth
-// limit), and allocating, freeing and reallocating along the way, all
+// other and recursing to random depths up to recursion frames (beyond the
+// depth limit), and allocating, freeing and reallocating along the way, all
 // decided by a generator seeded at run time too. It is deterministic: two
 // runs make the same calls and allocations.
-func randomProgram(seed uint64) string {
+func randomProgram(seed uint64, recursion int) string {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	const funcs = 12
 	var b strings.Builder
@@ -58,11 +58,10 @@ __attribute__((noinline)) static void act(void)
 		if rng.IntN(3) == 0 {
 			b.WriteString("\tvolatile char *dyn = alloca(next() % 96 + 1);\n\tdyn[0] = 1;\n")
 		}
-		// A recursion whose depth is drawn at each call: up to 350
-		// frames, past the default limit of 64. d < 0 is how many
-		// calls it has still to go.
+		// A recursion whose depth is drawn at each call. d < 0 is how
+		// many calls it has still to go.
 		if rng.IntN(3) == 0 {
-			fmt.Fprintf(&b, "\tif (d >= 0 && next() %% 3 == 0)\n\t\tf%d(-(int)(next() %% 350) - 1);\n", i)
+			fmt.Fprintf(&b, "\tif (d >= 0 && next() %% 3 == 0)\n\t\tf%d(-(int)(next() %% %d) - 1);\n", i, recursion)
 			fmt.Fprintf(&b, "\tif (d < 0) {\n\t\tif (d < -1)\n\t\t\tf%d(d + 1);\n\t\telse\n\t\t\tact();\n\t\tpad[0]++;\n\t\treturn;\n\t}\n", i)
 		}
 		fmt.Fprintf(&b, "\tint n = (int)(next() %% %d);\n", 2+rng.IntN(4))
@@ -135,6 +134,31 @@ func eventStacks(t *testing.T, path string) []string {
 	return out
 }
 
+// recordBothWays records prog with the depth limit, once reusing the outer
+// part of each thread's previous stack and once unwinding every stack
+// whole, and returns the stacks of their events (eventStacks).
+func recordBothWays(t *testing.T, prog string, limit int, name string) (reused, whole []string) {
+	t.Helper()
+	var stacks [2][]string
+	for i, full := range []bool{false, true} {
+		out := fmt.Sprintf("%s-%v.mtr", name, full)
+		res, err := record.Run(record.Options{Args: []string{prog}, Output: out, AgentPath: fixture.Agent(t),
+			MaxFrames: limit, FullUnwind: full})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Lost != 0 || res.Program.ExitCode() != 0 {
+			t.Fatalf("%s: %d events lost, exit status %d", filepath.Base(name), res.Lost, res.Program.ExitCode())
+		}
+		stacks[i] = eventStacks(t, out)
+	}
+	reused, whole = stacks[0], stacks[1]
+	if len(reused) != len(whole) || len(reused) < 10000 {
+		t.Fatalf("%s: %d and %d events", filepath.Base(name), len(reused), len(whole))
+	}
+	return reused, whole
+}
+
 // TestStackReuse checks the unwinder's reuse of the outer part of a
 // thread's previous stack against unwinding every stack whole: random
 // programs, built with and without optimization, recorded both ways with
@@ -146,29 +170,13 @@ func TestStackReuse(t *testing.T) {
 	dir := t.TempDir()
 	for seed := uint64(1); seed <= 4; seed++ {
 		src := filepath.Join(dir, fmt.Sprintf("random%d.c", seed))
-		if err := os.WriteFile(src, []byte(randomProgram(seed)), 0o644); err != nil {
+		if err := os.WriteFile(src, []byte(randomProgram(seed, 350)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		for _, opt := range []string{[]string{"-O2", "-O0"}[seed%2]} {
 			prog := fixture.Build(t, src, "-g", opt)
 			for _, limit := range []int{0, record.MaxFramesLimit} {
-				var stacks [2][]string
-				for i, full := range []bool{false, true} {
-					out := filepath.Join(dir, fmt.Sprintf("%d%s-%d-%v.mtr", seed, opt, limit, full))
-					res, err := record.Run(record.Options{Args: []string{prog}, Output: out, AgentPath: fixture.Agent(t),
-						MaxFrames: limit, FullUnwind: full})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if res.Lost != 0 || res.Program.ExitCode() != 0 {
-						t.Fatalf("seed %d %s: %d events lost, exit status %d", seed, opt, res.Lost, res.Program.ExitCode())
-					}
-					stacks[i] = eventStacks(t, out)
-				}
-				reused, whole := stacks[0], stacks[1]
-				if len(reused) != len(whole) || len(reused) < 10000 {
-					t.Fatalf("seed %d %s limit %d: %d and %d events", seed, opt, limit, len(reused), len(whole))
-				}
+				reused, whole := recordBothWays(t, prog, limit, filepath.Join(dir, fmt.Sprintf("%d%s-%d", seed, opt, limit)))
 				cut := 0
 				for i := range reused {
 					if strings.Contains(whole[i], "not recorded]") {
@@ -185,6 +193,82 @@ func TestStackReuse(t *testing.T) {
 				if slices.Equal(reused[:1], []string{""}) {
 					t.Errorf("seed %d %s: the first event has no stack", seed, opt)
 				}
+			}
+		}
+	}
+}
+
+// notRecorded returns how many frames a stack of eventStacks says it left
+// out: -1 for a whole stack, 0 for one cut and not counted.
+func notRecorded(stack string) int {
+	i := strings.LastIndex(stack, "[")
+	if i < 0 {
+		return -1
+	}
+	var n int
+	if _, err := fmt.Sscanf(stack[i:], "[%d not recorded]", &n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// TestCutStackReuse checks the reuse of the outer part of a cut stack (its
+// frames beyond the cut, and so their count, included) against unwinding
+// every stack whole: random programs whose recursions cross the depth
+// limit both ways, recorded at several limits, give every event the same
+// call stack and the same number of frames not recorded; one recurses
+// deeper than the limit and the MaxFramesLimit frames counted beyond it.
+// A reuse that kept the previous stack's count where the part above the
+// reused frames got deeper or shallower fails it.
+func TestCutStackReuse(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		seed      uint64
+		recursion int
+		opt       string
+	}{{5, 350, "-O2"}, {6, 350, "-O0"}, {7, 1100, "-O2"}} {
+		src := filepath.Join(dir, fmt.Sprintf("random%d.c", c.seed))
+		if err := os.WriteFile(src, []byte(randomProgram(c.seed, c.recursion)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prog := fixture.Build(t, src, "-g", c.opt)
+		for _, limit := range []int{16, 64, 256} {
+			name := fmt.Sprintf("seed %d %s limit %d", c.seed, c.opt, limit)
+			reused, whole := recordBothWays(t, prog, limit, filepath.Join(dir, fmt.Sprintf("%d-%d", c.seed, limit)))
+			// How the stacks of consecutive events compare: the
+			// cases the reuse must get right.
+			var deeper, shallower, cutToWhole, wholeToCut, uncounted int
+			for i := range whole {
+				if reused[i] != whole[i] {
+					t.Errorf("%s: event %d has stack\n%s\nunwound whole:\n%s", name, i, reused[i], whole[i])
+					break
+				}
+				n := notRecorded(whole[i])
+				if n == 0 {
+					uncounted++
+				}
+				if i == 0 {
+					continue
+				}
+				switch prev := notRecorded(whole[i-1]); {
+				case prev > 0 && n > prev:
+					deeper++
+				case prev > 0 && n > 0 && n < prev:
+					shallower++
+				case prev >= 0 && n < 0:
+					cutToWhole++
+				case prev < 0 && n >= 0:
+					wholeToCut++
+				}
+			}
+			t.Logf("%s: %d events, %d cut deeper than the one before, %d shallower, %d whole after cut, %d cut after whole, %d uncounted",
+				name, len(whole), deeper, shallower, cutToWhole, wholeToCut, uncounted)
+			if deeper == 0 || shallower == 0 || cutToWhole == 0 || wholeToCut == 0 {
+				t.Errorf("%s: %d events cut deeper than the one before, %d shallower, %d whole after a cut one, %d cut after a whole one: want some of each",
+					name, deeper, shallower, cutToWhole, wholeToCut)
+			}
+			if c.recursion-50 > limit+record.MaxFramesLimit && uncounted == 0 {
+				t.Errorf("%s: no stack deeper than the frames counted beyond the limit", name)
 			}
 		}
 	}

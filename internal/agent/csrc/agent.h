@@ -20,6 +20,10 @@
 #define MT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* The most frames one unwind goes through: the recorded ones, and beyond
+ * the depth limit as many again, counted (see mt_capture_stack). */
+#define MT_WALK_LIMIT (2 * MT_MAX_FRAMES_LIMIT)
+
 /* Per-thread state, allocated from the arena on a thread's first event. */
 struct mt_thread {
 	uint32_t gen;      /* process generation it was set up in */
@@ -28,7 +32,9 @@ struct mt_thread {
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack */
-	uint32_t cut;      /* the cached stack has more frames outside them */
+	uint32_t recorded; /* its innermost frames that are in the trace */
+	uint32_t cut;      /* the cached stack has more frames than recorded */
+	uint32_t uncounted; /* and more than depth: their number is not known */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
 	uintptr_t paint_lo, paint_hi; /* the part of it painted (stackuse.c) */
@@ -49,18 +55,21 @@ struct mt_thread {
 	uint64_t deep_bytes, deep_time;
 	uint32_t deep_pending;
 	/* The last stack, outermost first: return address, stack pointer in
-	 * that frame, and the node naming the stack from it outwards; and
-	 * what else its unwind read (see outer_unchanged in unwind.c): rbp
-	 * in that frame, whether it mattered, where it was loaded from (the
-	 * slot k at sp - 8k, 0: the inner frame's), and the address the CFA
-	 * was loaded from (0: none). */
-	uintptr_t ra[MT_MAX_FRAMES_LIMIT];
-	uintptr_t sp[MT_MAX_FRAMES_LIMIT];
-	uint32_t node[MT_MAX_FRAMES_LIMIT];
-	uintptr_t bp[MT_MAX_FRAMES_LIMIT];
-	uintptr_t cfa_at[MT_MAX_FRAMES_LIMIT];
-	uint8_t bp_used[MT_MAX_FRAMES_LIMIT];
-	uint8_t bp_slot[MT_MAX_FRAMES_LIMIT];
+	 * that frame, its module slot, and the node naming the stack from it
+	 * outwards (recorded frames only); and what else its unwind read
+	 * (see outer_unchanged in unwind.c): rbp in that frame, whether it
+	 * mattered, where it was loaded from (the slot k at sp - 8k, 0: the
+	 * inner frame's), and the address the CFA was loaded from (0: none).
+	 * A cut stack keeps the frames beyond the cut too, those it counted,
+	 * so that a stack reusing its outer part knows them. */
+	uintptr_t ra[MT_WALK_LIMIT];
+	uintptr_t sp[MT_WALK_LIMIT];
+	uint32_t mod[MT_WALK_LIMIT];
+	uint32_t node[MT_WALK_LIMIT];
+	uintptr_t bp[MT_WALK_LIMIT];
+	uintptr_t cfa_at[MT_WALK_LIMIT];
+	uint8_t bp_used[MT_WALK_LIMIT];
+	uint8_t bp_slot[MT_WALK_LIMIT];
 	/* Nodes this thread interned lately, direct-mapped by hash: most
 	 * lookups end here, without touching the shared table. */
 	struct {
@@ -69,13 +78,13 @@ struct mt_thread {
 	} recent[256];
 	/* Scratch for the stack being unwound, innermost first; one more
 	 * entry for the frame the walk stopped at. */
-	uintptr_t new_ra[MT_MAX_FRAMES_LIMIT];
-	uintptr_t new_sp[MT_MAX_FRAMES_LIMIT];
-	uint32_t new_mod[MT_MAX_FRAMES_LIMIT];
-	uintptr_t new_bp[MT_MAX_FRAMES_LIMIT];
-	uint64_t new_rule[MT_MAX_FRAMES_LIMIT];
-	uintptr_t new_cfa_at[MT_MAX_FRAMES_LIMIT + 1];
-	uint8_t new_bp_slot[MT_MAX_FRAMES_LIMIT + 1];
+	uintptr_t new_ra[MT_WALK_LIMIT];
+	uintptr_t new_sp[MT_WALK_LIMIT];
+	uint32_t new_mod[MT_WALK_LIMIT];
+	uintptr_t new_bp[MT_WALK_LIMIT];
+	uint64_t new_rule[MT_WALK_LIMIT];
+	uintptr_t new_cfa_at[MT_WALK_LIMIT + 1];
+	uint8_t new_bp_slot[MT_WALK_LIMIT + 1];
 };
 
 /* Process-wide state. */

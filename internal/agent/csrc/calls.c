@@ -61,9 +61,9 @@ void mt_calls_due(struct mt_thread *t)
 }
 
 /* emit_deepest publishes the deepest entry, with the stack just taken
- * (t->depth frames, outermost first) or, if taken is 0, without one. A
- * stack cut short by the depth limit gives its outermost frame no size:
- * what is above it is not known. */
+ * (its t->recorded innermost frames) or, if taken is 0, without one. A
+ * stack cut short by the depth limit gives its outermost recorded frame no
+ * size: the frame above it is not in the trace. */
 static void emit_deepest(struct mt_thread *t, int taken)
 {
 	uint64_t rec[5 + MT_MAX_FRAMES_LIMIT / 2] = {0};
@@ -71,7 +71,7 @@ static void emit_deepest(struct mt_thread *t, int taken)
 	if (taken) {
 		stack = t->stack_id;
 		int depth = (int)t->depth;
-		int sized = t->cut ? depth - 1 : depth;
+		int sized = t->cut ? (int)t->recorded - 1 : (int)t->recorded;
 		for (int i = depth - 1; i >= depth - sized; i--) {
 			uintptr_t above = i > 0 ? t->sp[i - 1] : t->stack_hi;
 			uint64_t size = above > t->sp[i] ? above - t->sp[i] : 0;

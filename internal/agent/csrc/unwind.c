@@ -502,26 +502,6 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
 	return 1;
 }
 
-/* count_rest counts the frames from pc (whose rule is r) outwards: those
- * of a stack beyond the depth limit, which are walked but not kept. It
- * gives up after MT_MAX_FRAMES_LIMIT of them, returning 0 (not known): a
- * stack that deep cannot be recorded whole anyway, and counting costs a
- * walk of the frames. */
-static uint64_t count_rest(struct mt_thread *t, uint64_t r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t lo,
-			   uintptr_t hi)
-{
-	uint64_t count = 1;
-	uintptr_t cfa_at;
-	while (step(r, &pc, &sp, &bp, &cfa_at, lo, hi) && pc != 0) {
-		r = rule_for(t, pc);
-		if (RULE_MOD(r) == NO_MODULE)
-			break;
-		if (++count > MT_MAX_FRAMES_LIMIT)
-			return 0;
-	}
-	return count;
-}
-
 /*
  * mt_capture_stack sets t->stack_id to the stack of the allocator call
  * whose hook has frame pointer frame (frame[0]: the caller's rbp, frame[1]:
@@ -529,23 +509,30 @@ static uint64_t count_rest(struct mt_thread *t, uint64_t r, uintptr_t pc, uintpt
  *
  *  1. Unwind from the caller outwards, frame by frame, until a frame matches
  *     the previous stack at the same stack address and its outer frames
- *     are unchanged, or the stack ends, or it has max_frames frames.
- *  2. If frames remain beyond max_frames, count them: the stack's root is
- *     then a node of module MT_MODULE_CUT whose offset is their number (0
- *     past MT_MAX_FRAMES_LIMIT), so that a cut stack says so. (A stack
- *     that reuses the outer part of a cut one keeps its root.)
- *  3. Intern the new frames, outermost first, on top of the reused node
- *     (or that root), and write them over the previous stack's inner
- *     frames: it is kept outermost first so that the reused part never
- *     moves.
+ *     are unchanged, or the stack ends. Past max_frames the walk goes on
+ *     to count the frames the trace leaves out, up to MT_MAX_FRAMES_LIMIT
+ *     of them; a stack deeper than that is uncounted.
+ *  2. The stack is the new frames on top of the previous stack's frames
+ *     from the matched one outwards, all of them kept, beyond the cut
+ *     too: so the number of frames is exact, and so is the number the
+ *     trace leaves out. (An uncounted stack is not reused: its outermost
+ *     frames were never seen.)
+ *  3. The innermost max_frames frames are recorded; if there are more,
+ *     the root is a node of module MT_MODULE_CUT whose offset is their
+ *     number (0: uncounted), so that a cut stack says so. The previous
+ *     stack's nodes name the kept frames only if they hang from the same
+ *     root (both uncut, or both cut by as many frames); otherwise the
+ *     recorded ones among them are interned again below the new root.
+ *  4. Intern the new frames, outermost first, on top of that, and write
+ *     them over the previous stack's inner frames: it is kept outermost
+ *     first so that the reused part never moves.
  */
 void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 {
 	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
 	int max = (int)mt_proc.max_frames, n = 0;
-	/* A cut stack is not reused: what lies beyond its cut was never
-	 * checked, and may have changed. */
-	if (t->modgen != mt_modgen || t->cut || mt_proc.hdr->full_unwind) {
+	int walk_limit = max + MT_MAX_FRAMES_LIMIT;
+	if (t->modgen != mt_modgen || t->uncounted || mt_proc.hdr->full_unwind) {
 		t->depth = 0;
 		t->modgen = mt_modgen;
 	}
@@ -555,8 +542,7 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 		mt_calls_due(t);
 	int m = (int)t->depth - 1; /* the previous stack's frame to compare with */
 	int reuse = 0;
-	int cut = 0;          /* the stack goes on beyond the limit */
-	uint64_t missing = 0; /* its frames there, if counted */
+	int uncounted = 0; /* the stack goes on beyond walk_limit frames */
 	uintptr_t lo = sp, hi = t->stack_hi ? t->stack_hi : sp + (8u << 20);
 	/* The stack in use: from the base to the caller's stack pointer. */
 	t->stack_use = sp > t->stack_lo && sp <= t->stack_hi ? t->stack_hi - sp : 0;
@@ -566,17 +552,16 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	while (pc != 0) {
 		while (m >= 0 && t->sp[m] < sp)
 			m--;
-		if (m >= 0 && t->sp[m] == sp && t->ra[m] == pc && (!t->bp_used[m] || t->bp[m] == bp) && n + m + 1 <= max &&
-		    outer_unchanged(t, m)) {
+		if (m >= 0 && t->sp[m] == sp && t->ra[m] == pc && (!t->bp_used[m] || t->bp[m] == bp) &&
+		    n + m + 1 <= walk_limit && outer_unchanged(t, m)) {
 			reuse = 1;
 			break;
 		}
 		uint64_t r = rule_for(t, pc);
 		if (RULE_MOD(r) == NO_MODULE)
 			break;
-		if (n == max) {
-			cut = 1;
-			missing = count_rest(t, r, pc, sp, bp, lo, hi);
+		if (n == walk_limit) {
+			uncounted = 1;
 			break;
 		}
 		t->new_ra[n] = pc;
@@ -589,31 +574,45 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 		if (!step(r, &pc, &sp, &bp, &t->new_cfa_at[n], lo, hi))
 			break;
 	}
-	/* Step 3: the new frames go above the kept ones, outermost first. */
-	int base = reuse ? m + 1 : 0;
-	uint32_t parent = reuse ? t->node[m] : 0;
+	/* Step 2: the frames kept, and how many of them are recorded. */
+	int base = reuse ? m + 1 : 0, depth = base + n;
+	int cut = depth > max;
+	int first = cut ? depth - max : 0; /* the outermost recorded frame */
+	/* Step 3: the root, and the frames whose nodes still hold. */
+	uint32_t parent = 0;
+	int from = first; /* the outermost frame to intern */
+	if (reuse && m >= first && (cut ? t->cut && (int)t->depth == depth : !t->cut)) {
+		parent = t->node[m];
+		from = m + 1;
+	} else if (cut) {
+		parent = mt_intern(t, 0, MT_MODULE_CUT, uncounted ? 0 : (uint64_t)(depth - max));
+	}
 	if (reuse) {
 		/* The matched frame now hangs below the new frames. */
 		t->cfa_at[m] = t->new_cfa_at[n];
 		t->bp_slot[m] = t->new_bp_slot[n];
 	}
-	if (cut)
-		parent = mt_intern(t, 0, MT_MODULE_CUT, missing);
+	/* Step 4. */
 	for (int i = n - 1, at = base; i >= 0; i--, at++) {
-		const struct mt_module *mod = mt_module_at(t->new_mod[i]);
 		uint64_t r = t->new_rule[i];
-		parent = mt_intern(t, parent, mod->id, t->new_ra[i] - mod->base);
 		t->ra[at] = t->new_ra[i];
 		t->sp[at] = t->new_sp[i];
+		t->mod[at] = t->new_mod[i];
 		t->bp[at] = t->new_bp[i];
 		t->cfa_at[at] = t->new_cfa_at[i];
 		t->bp_slot[at] = t->new_bp_slot[i];
 		/* Its rbp matters if its rule uses it, or passes it on
 		 * unchanged to an outer frame that needs it. */
 		t->bp_used[at] = uses_bp(r) || (!RULE_RBPK(r) && at > 0 && t->bp_used[at - 1]);
+	}
+	for (int at = from; at < depth; at++) {
+		const struct mt_module *mod = mt_module_at(t->mod[at]);
+		parent = mt_intern(t, parent, mod->id, t->ra[at] - mod->base);
 		t->node[at] = parent;
 	}
-	t->depth = (uint32_t)(base + n);
+	t->depth = (uint32_t)depth;
+	t->recorded = (uint32_t)(depth - first);
 	t->cut = (uint32_t)cut;
+	t->uncounted = (uint32_t)uncounted;
 	t->stack_id = parent;
 }
