@@ -82,6 +82,10 @@ type process struct {
 	// has acted on it.
 	damaged    string
 	damageTold bool
+	// stallSeq is the sequence number the recorder has waited for since
+	// stallSince while a thread of the process waited for ring space.
+	stallSeq   uint64
+	stallSince time.Time
 	// live is the set of the process's blocks, for its leak scan at
 	// exit; nil when leak scans are off, or when the process's heap is
 	// not known from its start (a fork child the recorder could not
@@ -454,6 +458,9 @@ func (p *process) drain(rec *Recorder, final bool) int {
 			if final && p.skipHole() {
 				continue
 			}
+			if !final {
+				p.checkStall()
+			}
 			return n
 		}
 		if !p.handle(rec, s, final) || p.damaged != "" {
@@ -464,6 +471,51 @@ func (p *process) drain(rec *Recorder, final bool) int {
 		}
 	}
 	return n
+}
+
+// stallLimit is how long the recorder waits for a sequence number that
+// does not come while a thread of the process waits for space in its
+// ring. Every record before it has been handled, so only a record that
+// was overwritten (or a counter bumped by a wild write), or a thread
+// stopped between taking its number and publishing its record, can hold
+// it: the first would hold the program up for good.
+const stallLimit = 10 * time.Second
+
+// checkStall gives up on the region when nothing has been due for
+// stallLimit while a thread of the process waits for ring space, unless
+// the process is stopped (SIGSTOP, a debugger): then its threads wait for
+// it, not for the recorder.
+func (p *process) checkStall() {
+	if !p.waitsForSpace() {
+		p.stallSince = time.Time{}
+		return
+	}
+	if p.stallSince.IsZero() || p.stallSeq != p.nextSeq {
+		p.stallSince, p.stallSeq = time.Now(), p.nextSeq
+		return
+	}
+	if time.Since(p.stallSince) < stallLimit || stopped(p.pid) {
+		return
+	}
+	p.damage(fmt.Sprintf("sequence number %d never came in %v, while its threads waited for the recorder", p.nextSeq, stallLimit))
+}
+
+// waitsForSpace reports whether a thread of the process waits, or is
+// about to, for the recorder to make room in its ring.
+func (p *process) waitsForSpace() bool {
+	for _, s := range p.active {
+		if atomic.LoadUint32(p.region.u32(p.region.slotOff(s.index)+slotWaiting)) != 0 ||
+			s.held(p.region)+0xff*8 > uint64(len(s.ring))*8 { // no room for the longest record
+			return true
+		}
+	}
+	return false
+}
+
+// stopped reports whether process pid is stopped by a signal or traced.
+func stopped(pid int) bool {
+	fields, ok := statFields(pid)
+	return ok && len(fields) > 0 && (fields[0] == "T" || fields[0] == "t")
 }
 
 // damage gives up on the process's region: the program, by a wild

@@ -40,7 +40,7 @@ func TestScribbledRegion(t *testing.T) {
 		t.Fatalf("valgrind saw %d processes", len(vg))
 	}
 	vgChild := vg[0]
-	for _, mode := range []string{"indexes", "length0", "lengthhuge", "random", "module", "deepest", "node"} {
+	for _, mode := range []string{"indexes", "length0", "lengthhuge", "random", "module", "deepest", "node", "seqhole"} {
 		t.Run(mode, func(t *testing.T) {
 			rec := recordScribble(t, prog, mode)
 			if rec.res.Program.ExitCode() != 3 || rec.stdout != "done\n" {

@@ -13,6 +13,7 @@
  *   module      a module record with a huge count of segments
  *   deepest     a deepest-stack record with a huge count of frame sizes
  *   node        an allocation whose call stack is a node not in the table
+ *   seqhole     a sequence number taken for no record
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -101,7 +102,9 @@ int main(int argc, char **argv)
 	 * would publish in between. */
 	uint64_t w = slot->write, rec[8] = {0};
 	unsigned n = 0;
-	if (strcmp(mode, "indexes") == 0) {
+	if (strcmp(mode, "seqhole") == 0) {
+		__atomic_fetch_add(&hdr->seq, 1, __ATOMIC_SEQ_CST);
+	} else if (strcmp(mode, "indexes") == 0) {
 		__atomic_store_n(&slot->write, 1ull << 62, __ATOMIC_RELEASE);
 	} else if (strcmp(mode, "random") == 0) {
 		uint64_t x = 0x9e3779b97f4a7c15ull;
