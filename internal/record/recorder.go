@@ -777,8 +777,9 @@ func (r *Recorder) checkDeaths() {
 		// What it published last (an exit) may say how it ended.
 		p.drain(r, true)
 		how, code := r.howEnded(p)
-		if p.region.load64(hdrExecPending) != 0 {
-			// It exec'd, and the new image never said hello.
+		if p.damaged == "" && p.region.load64(hdrExecPending) != 0 {
+			// It exec'd, and the new image never said hello. (A
+			// damaged region may say anything.)
 			how, code = trace.EndExecUnrecorded, 0
 			fmt.Fprintf(r.log, "memtrail: process %d exec'd a program without memtrail, which was not recorded "+
 				"(a setuid or setgid program, for which the loader ignores LD_PRELOAD, or a static one)\n", p.pid)
