@@ -581,6 +581,20 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 			s.pointers = s.pointers[:0]
 		}
 		s.pointersOf = w[2]
+		// Only the words of a block the live set knows are of use
+		// (liveSet.freeing), and a block holds no more words than its
+		// usable size: the recorder keeps them until the block's FREE.
+		size, known := uint64(0), false
+		if p.live != nil && p.live.origins != nil {
+			size, known = p.live.size(w[2])
+		}
+		if !known {
+			break
+		}
+		if uint64(len(s.pointers)+len(w)-3) > (size+usableSlack)/8 {
+			p.damage(fmt.Sprintf("thread slot %d sent more words of block %#x than its %d bytes hold", s.index, w[2], size))
+			return false
+		}
 		s.pointers = append(s.pointers, w[3:]...)
 	case recRealloc:
 		if !s.parked && w[2] <= w[1] {
@@ -673,6 +687,11 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 	}
 	rec.event(p, s, ev)
 }
+
+// usableSlack bounds how much more than was asked for malloc may give a
+// block (malloc_usable_size): a block it maps on its own is rounded up to
+// a page.
+const usableSlack = 2 * 4096
 
 // recordWords is how many words the agent writes of each kind of record,
 // at least.

@@ -40,7 +40,7 @@ func TestScribbledRegion(t *testing.T) {
 		t.Fatalf("valgrind saw %d processes", len(vg))
 	}
 	vgChild := vg[0]
-	for _, mode := range []string{"indexes", "length0", "lengthhuge", "random", "module", "deepest", "node", "seqhole"} {
+	for _, mode := range []string{"indexes", "length0", "lengthhuge", "random", "module", "deepest", "node", "seqhole", "pointers"} {
 		t.Run(mode, func(t *testing.T) {
 			rec := recordScribble(t, prog, mode)
 			if rec.res.Program.ExitCode() != 3 || rec.stdout != "done\n" {
@@ -91,7 +91,7 @@ func recordScribble(t *testing.T, prog, mode string) recording {
 	done := make(chan outcome, 1)
 	go func() {
 		res, err := record.Run(record.Options{Args: []string{prog, mode}, Output: filepath.Join(dir, "trace.mtr"),
-			AgentPath: fixture.Agent(t), Stdout: out, Stderr: out, Log: &log, Version: "test", LeakScan: true})
+			AgentPath: fixture.Agent(t), Stdout: out, Stderr: out, Log: &log, Version: "test", LeakScan: true, LeakOrigins: true})
 		done <- outcome{res, err}
 	}()
 	var o outcome

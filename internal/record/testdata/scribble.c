@@ -14,6 +14,8 @@
  *   deepest     a deepest-stack record with a huge count of frame sizes
  *   node        an allocation whose call stack is a node not in the table
  *   seqhole     a sequence number taken for no record
+ *   pointers    more words of a 64-byte block, about to be freed, than it
+ *               holds (-leak-origins)
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -93,6 +95,7 @@ int main(int argc, char **argv)
 	uint64_t *ring = (uint64_t *)(region + hdr->rings_offset +
 				      (index == 0 ? 0 : hdr->first_ring_size + (index - 1) * hdr->ring_size));
 	uint64_t mask = size / 8 - 1;
+	void *block = malloc(64); /* live, for mode pointers */
 	/* Everything before the damage is the recorder's: the fork above
 	 * included, so the child has its place. */
 	for (int i = 0; i < 10000 && __atomic_load_n(&slot->read, __ATOMIC_ACQUIRE) != slot->write; i++)
@@ -102,7 +105,17 @@ int main(int argc, char **argv)
 	 * would publish in between. */
 	uint64_t w = slot->write, rec[8] = {0};
 	unsigned n = 0;
-	if (strcmp(mode, "seqhole") == 0) {
+	if (strcmp(mode, "pointers") == 0) {
+		/* Records of 255 words, 400 of them: less than the ring. */
+		for (unsigned r = 0; r < 400; r++, w += 255 * 8) {
+			ring[w / 8 & mask] = MT_REC_POINTERS | 255ull << 8;
+			ring[(w / 8 + 1) & mask] = __atomic_fetch_add(&hdr->seq, 1, __ATOMIC_SEQ_CST);
+			ring[(w / 8 + 2) & mask] = (uint64_t)(uintptr_t)block;
+			for (unsigned i = 3; i < 255; i++)
+				ring[(w / 8 + i) & mask] = (uint64_t)(uintptr_t)block;
+		}
+		__atomic_store_n(&slot->write, w, __ATOMIC_RELEASE);
+	} else if (strcmp(mode, "seqhole") == 0) {
 		__atomic_fetch_add(&hdr->seq, 1, __ATOMIC_SEQ_CST);
 	} else if (strcmp(mode, "indexes") == 0) {
 		__atomic_store_n(&slot->write, 1ull << 62, __ATOMIC_RELEASE);
