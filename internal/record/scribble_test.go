@@ -23,16 +23,7 @@ import (
 // the trace must say that process's history was cut by damage, and its
 // fork child, which did not scribble, must be recorded exactly.
 func TestScribbledRegion(t *testing.T) {
-	csrc, err := filepath.Abs(filepath.Join("..", "agent", "csrc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	header, err := os.ReadFile(filepath.Join(csrc, "protocol.h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(header) // the fixture cache knows the source, not the header
-	prog := fixture.Build(t, src("scribble.c"), "-g", "-O0", "-I", csrc, fmt.Sprintf("-DPROTOCOL_SUM=%x", sum[:8]))
+	prog := buildScribble(t)
 	// Under valgrind the program finds no region to damage, and stops
 	// after its child has ended (valgrind prints the child first).
 	vg := fixture.Valgrind(t, prog)
@@ -76,9 +67,37 @@ func TestScribbledRegion(t *testing.T) {
 	}
 }
 
+// TestModuleNamesFifo: a module record that names a FIFO (or a device)
+// rather than the file of a library: the recorder opened it, to symbolize
+// the module's frames, and waited for good for a writer, holding the
+// program up.
+func TestModuleNamesFifo(t *testing.T) {
+	prog := buildScribble(t)
+	rec := recordScribble(t, prog, "fifo", filepath.Join(t.TempDir(), "fifo"))
+	if rec.res.Program.ExitCode() != 3 || rec.stdout != "done\n" || len(rec.model.Processes) != 2 {
+		t.Errorf("the program exited with %d and said %q, %d processes recorded; want 3, \"done\", 2\n%s",
+			rec.res.Program.ExitCode(), rec.stdout, len(rec.model.Processes), rec.stderr)
+	}
+}
+
+// buildScribble builds scribble.c against the agent's protocol.h.
+func buildScribble(t *testing.T) string {
+	t.Helper()
+	csrc, err := filepath.Abs(filepath.Join("..", "agent", "csrc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, err := os.ReadFile(filepath.Join(csrc, "protocol.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(header) // the fixture cache knows the source, not the header
+	return fixture.Build(t, src("scribble.c"), "-g", "-O0", "-I", csrc, fmt.Sprintf("-DPROTOCOL_SUM=%x", sum[:8]))
+}
+
 // recordScribble records prog mode. A recording that does not end is a
 // failure, not a test that waits for go test's own timeout.
-func recordScribble(t *testing.T, prog, mode string) recording {
+func recordScribble(t *testing.T, prog, mode string, args ...string) recording {
 	t.Helper()
 	dir := t.TempDir()
 	out, _ := os.Create(filepath.Join(dir, "stdout"))
@@ -90,7 +109,7 @@ func recordScribble(t *testing.T, prog, mode string) recording {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := record.Run(record.Options{Args: []string{prog, mode}, Output: filepath.Join(dir, "trace.mtr"),
+		res, err := record.Run(record.Options{Args: append([]string{prog, mode}, args...), Output: filepath.Join(dir, "trace.mtr"),
 			AgentPath: fixture.Agent(t), Stdout: out, Stderr: out, Log: &log, Version: "test", LeakScan: true, LeakOrigins: true})
 		done <- outcome{res, err}
 	}()

@@ -14,6 +14,7 @@
  *   deepest     a deepest-stack record with a huge count of frame sizes
  *   node        an allocation whose call stack is a node not in the table
  *   seqhole     a sequence number taken for no record
+ *   fifo PATH   a module whose file is PATH, a FIFO it makes there
  *   pointers    more words of a 64-byte block, about to be freed, than it
  *               holds (-leak-origins)
  */
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -105,7 +107,25 @@ int main(int argc, char **argv)
 	 * would publish in between. */
 	uint64_t w = slot->write, rec[8] = {0};
 	unsigned n = 0;
-	if (strcmp(mode, "pointers") == 0) {
+	if (strcmp(mode, "fifo") == 0) {
+		/* mkfifo does not allocate: the record goes right after. */
+		const char *path = argc > 2 ? argv[2] : "";
+		size_t len = strlen(path);
+		if (mkfifo(path, 0600) != 0 || len > 64) {
+			perror("scribble: mkfifo");
+			return 2;
+		}
+		uint64_t m[20] = {0};
+		unsigned k = 6 + 1 + 1 + (unsigned)(len + 7) / 8;
+		m[0] = MT_REC_MODULE | (uint64_t)k << 8;
+		m[1] = __atomic_fetch_add(&hdr->seq, 1, __ATOMIC_SEQ_CST);
+		m[3] = 99, m[4] = 0x400000, m[5] = 0; /* no segments, no build ID */
+		m[7] = len;
+		memcpy(&m[8], path, len);
+		for (unsigned i = 0; i < k; i++)
+			ring[(w / 8 + i) & mask] = m[i];
+		__atomic_store_n(&slot->write, w + k * 8, __ATOMIC_RELEASE);
+	} else if (strcmp(mode, "pointers") == 0) {
 		/* Records of 255 words, 400 of them: less than the ring. */
 		for (unsigned r = 0; r < 400; r++, w += 255 * 8) {
 			ring[w / 8 & mask] = MT_REC_POINTERS | 255ull << 8;
