@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/memtrail/memtrail/internal/trace"
@@ -255,11 +256,17 @@ func (p *Process) CutStacks() CutStacks {
 
 // AllWarnings returns the model's Warnings, about the trace itself, and
 // then what the reader of a report must know of the recording: which
-// processes have call stacks cut at the depth limit, and how much of
-// their memory that hides.
+// processes damaged memtrail's buffer, so that their history stops
+// early, and which have call stacks cut at the depth limit, and how much
+// of their memory that hides.
 func (m *Model) AllWarnings() []string {
 	out := slices.Clone(m.Warnings)
 	for _, p := range m.Processes {
+		for _, why := range p.LostReasons {
+			if strings.HasPrefix(why, trace.LostRegionDamaged) {
+				out = append(out, fmt.Sprintf("pid %d: %s; what it did after that was not recorded", p.PID, why))
+			}
+		}
 		c := p.CutStacks()
 		if c.Allocations == 0 {
 			continue

@@ -2,6 +2,8 @@ package record
 
 import (
 	"encoding/binary"
+	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 // slotReader reads the ring of one thread slot.
 type slotReader struct {
+	proc     *process
 	index    int
 	ring     []uint64
 	mask     uint64
@@ -18,11 +21,14 @@ type slotReader struct {
 	released uint64 // the read position the agent was last told
 	thread   uint64 // trace index of the thread owning the slot
 	active   bool
-	head     []uint64 // the next record, in the ring, scratch or backlog
-	inRing   bool     // head is in the ring or scratch, at pos
-	scratch  []uint64
-	due      uint64 // the sequence number at which head is to be handled
-	parked   bool   // head is a realloc whose release number has passed
+	// head is the next record, copied out of the ring (to scratch) or
+	// in the backlog: never read in place, since the program can change
+	// the ring between the recorder's checks and its use of a record.
+	head    []uint64
+	inRing  bool // head is a copy of the record at pos
+	scratch []uint64
+	due     uint64 // the sequence number at which head is to be handled
+	parked  bool   // head is a realloc whose release number has passed
 
 	// backlog holds records copied out of the ring before their turn came
 	// (see spill), from backlog[bi] on. They come before those still in
@@ -71,6 +77,15 @@ type process struct {
 	ended     bool
 	gone      bool // its pidfd could not be opened: it had already exited
 	events    uint64
+	// damaged says why the process's region can no longer be trusted
+	// (see damage); "" while it can. damageTold is set once the recorder
+	// has acted on it.
+	damaged    string
+	damageTold bool
+	// stallSeq is the sequence number the recorder has waited for since
+	// stallSince while a thread of the process waited for ring space.
+	stallSeq   uint64
+	stallSince time.Time
 	// live is the set of the process's blocks, for its leak scan at
 	// exit; nil when leak scans are off, or when the process's heap is
 	// not known from its start (a fork child the recorder could not
@@ -94,6 +109,7 @@ func newProcess(id uint64, pid int, r *region) *process {
 	p.slots = make([]slotReader, r.nslots)
 	for i := range p.slots {
 		s := &p.slots[i]
+		s.proc = p
 		s.index = i
 		s.ring = r.ring(i)
 		s.mask = uint64(len(s.ring) - 1)
@@ -111,8 +127,8 @@ func (s *slotReader) fill(r *region) bool {
 		if n < 2 || s.bi+n > len(s.backlog) {
 			// spill copies what the agent published; a record it
 			// never writes means the ring was damaged.
-			s.backlog, s.bi = s.backlog[:0], 0
-			return s.fill(r)
+			s.proc.damage(fmt.Sprintf("thread slot %d holds a record of %d words", s.index, n))
+			return false
 		}
 		s.head = s.backlog[s.bi : s.bi+n : s.bi+n]
 		s.inRing = false
@@ -120,39 +136,48 @@ func (s *slotReader) fill(r *region) bool {
 		s.parked = false
 		return true
 	}
+	if s.pos == s.written && !s.loadWritten(r) {
+		return false
+	}
 	if s.pos == s.written {
-		s.written = r.load64(r.slotOff(s.index) + slotWrite)
-		if s.pos == s.written {
-			return false
-		}
+		return false
 	}
 	w0 := s.ring[(s.pos/8)&s.mask]
 	n := int(w0>>8) & 0xff
 	if n < 2 || s.pos+uint64(n)*8 > s.written {
 		// A record the agent never writes: the ring is damaged.
-		// Skip what was published rather than misread it.
-		s.pos = s.written
-		s.release(r)
+		s.proc.damage(fmt.Sprintf("thread slot %d holds a record of %d words at byte %d, of %d published", s.index, n, s.pos, s.written))
 		return false
 	}
+	if s.scratch == nil {
+		s.scratch = make([]uint64, 0xff) // the longest record
+	}
+	h := s.scratch[:n:n]
 	at := s.pos / 8 & s.mask
 	if at+uint64(n) <= uint64(len(s.ring)) {
-		// The record lies in one piece: read it in place. The agent
-		// does not reuse its space before consume hands it back.
-		s.head = s.ring[at : at+uint64(n) : at+uint64(n)]
+		copy(h, s.ring[at:])
 	} else {
-		if cap(s.scratch) < n {
-			s.scratch = make([]uint64, n, 2*n)
-		}
-		h := s.scratch[:n]
 		for i := range h {
 			h[i] = s.ring[(at+uint64(i))&s.mask]
 		}
-		s.head = h
 	}
+	s.head = h
 	s.inRing = true
 	s.due = s.head[1]
 	s.parked = false
+	return true
+}
+
+// loadWritten loads the agent's write position. It reports false, and
+// gives up on the process's region, if the position is not one the agent
+// can have written: behind the recorder's, or more than a ring ahead.
+func (s *slotReader) loadWritten(r *region) bool {
+	w := r.load64(r.slotOff(s.index) + slotWrite)
+	if w-s.pos > uint64(len(s.ring))*8 {
+		s.proc.damage(fmt.Sprintf("thread slot %d says %d bytes were written, the recorder has read %d of a ring of %d", s.index, w, s.pos, len(s.ring)*8))
+		return false
+	}
+	s.written = w
 	return true
 }
 
@@ -185,7 +210,10 @@ func (s *slotReader) consume(r *region) {
 // held returns how many bytes the agent has published in the ring that
 // are not taken out of it yet.
 func (s *slotReader) held(r *region) uint64 {
-	return r.load64(r.slotOff(s.index)+slotWrite) - s.pos
+	if !s.loadWritten(r) {
+		return 0
+	}
+	return s.written - s.pos
 }
 
 // pending returns how many words of records the slot holds out of the
@@ -198,7 +226,9 @@ func (s *slotReader) pending() int { return len(s.backlog) - s.bi }
 // burst of allocations in its own memory, rather than the program's.
 // It returns how many words it copied.
 func (s *slotReader) spill(r *region) int {
-	s.written = r.load64(r.slotOff(s.index) + slotWrite)
+	if !s.loadWritten(r) {
+		return 0
+	}
 	words := int((s.written - s.pos) / 8)
 	if words == 0 {
 		return 0
@@ -209,8 +239,10 @@ func (s *slotReader) spill(r *region) int {
 	s.backlog = append(s.backlog, s.ring[at:at+first]...)
 	s.backlog = append(s.backlog, s.ring[:words-first]...)
 	if s.head != nil && s.inRing {
-		// The head is the record at pos: it is now the first copied.
+		// The head is the record at pos: it is now the first copied,
+		// as it was when it was checked (the ring may have changed).
 		n := len(s.head)
+		copy(s.backlog[from:], s.head)
 		s.head = s.backlog[from : from+n : from+n]
 		s.inRing = false
 	}
@@ -241,7 +273,9 @@ func (p *process) rescan() {
 		if state == slotFree && !s.active {
 			continue
 		}
-		s.written = r.load64(r.slotOff(i) + slotWrite)
+		if !s.loadWritten(r) {
+			return
+		}
 		drained := s.head == nil && s.pos == s.written && s.pending() == 0
 		if state == slotDone && drained {
 			atomic.CompareAndSwapUint32(r.u32(r.slotOff(i)+slotState), slotDone, slotFree)
@@ -273,6 +307,9 @@ func (p *process) next(final bool) *slotReader {
 				return s
 			}
 		}
+		if p.damaged != "" || !p.seqsPossible() {
+			return nil
+		}
 		now := time.Now()
 		if !final && now.Sub(p.rescanned) < time.Millisecond {
 			return nil
@@ -283,10 +320,32 @@ func (p *process) next(final bool) *slotReader {
 	return nil
 }
 
+// seqsPossible checks the sequence numbers of the slots' heads when none
+// is due: one that has passed, or that the agent has not handed out yet,
+// is not the agent's, and would hold the slot up for good (and with it,
+// once its ring is full, the thread). It gives up on the region and
+// reports false if it finds one.
+func (p *process) seqsPossible() bool {
+	issued := p.region.load64(hdrSeq) // after the heads: the agent takes a number before it writes its record
+	for _, s := range p.active {
+		if s.head == nil {
+			continue
+		}
+		if s.due < p.nextSeq || s.due >= issued {
+			p.damage(fmt.Sprintf("thread slot %d holds a record of sequence number %d, when the next is %d and %d were handed out", s.index, s.due, p.nextSeq, issued))
+			return false
+		}
+	}
+	return true
+}
+
 // skipHole moves past a sequence number that will never come (its
 // operation was cut short by the process's death). It reports false when
 // no record is left at all.
 func (p *process) skipHole() bool {
+	if p.damaged != "" || !p.seqsPossible() {
+		return false
+	}
 	lowest, found := uint64(0), false
 	for _, s := range p.active {
 		if s.fill(p.region) && (!found || s.due < lowest) {
@@ -381,21 +440,102 @@ func (p *process) spillFull() {
 func (p *process) drain(rec *Recorder, final bool) int {
 	n := 0
 	p.drained = time.Now()
-	defer p.release()
+	if p.damaged != "" {
+		rec.damaged(p) // found out of drain (ready)
+		return 0
+	}
+	defer func() {
+		if p.damaged != "" {
+			rec.damaged(p)
+		} else {
+			p.release()
+		}
+	}()
 	p.spillFull()
-	for {
+	for p.damaged == "" {
 		s := p.next(final)
 		if s == nil {
 			if final && p.skipHole() {
 				continue
 			}
+			if !final {
+				p.checkStall()
+			}
 			return n
 		}
-		if !p.handle(rec, s, final) {
+		if !p.handle(rec, s, final) || p.damaged != "" {
 			return n
 		}
 		if n++; n%spillEvery == 0 {
 			p.spillFull()
+		}
+	}
+	return n
+}
+
+// stallLimit is how long the recorder waits for a sequence number that
+// does not come while a thread of the process waits for space in its
+// ring. Every record before it has been handled, so only a record that
+// was overwritten (or a counter bumped by a wild write), or a thread
+// stopped between taking its number and publishing its record, can hold
+// it: the first would hold the program up for good.
+const stallLimit = 10 * time.Second
+
+// checkStall gives up on the region when nothing has been due for
+// stallLimit while a thread of the process waits for ring space, unless
+// the process is stopped (SIGSTOP, a debugger): then its threads wait for
+// it, not for the recorder.
+func (p *process) checkStall() {
+	if !p.waitsForSpace() {
+		p.stallSince = time.Time{}
+		return
+	}
+	if p.stallSince.IsZero() || p.stallSeq != p.nextSeq {
+		p.stallSince, p.stallSeq = time.Now(), p.nextSeq
+		return
+	}
+	if time.Since(p.stallSince) < stallLimit || stopped(p.pid) {
+		return
+	}
+	p.damage(fmt.Sprintf("sequence number %d never came in %v, while its threads waited for the recorder", p.nextSeq, stallLimit))
+}
+
+// waitsForSpace reports whether a thread of the process waits, or is
+// about to, for the recorder to make room in its ring.
+func (p *process) waitsForSpace() bool {
+	for _, s := range p.active {
+		if atomic.LoadUint32(p.region.u32(p.region.slotOff(s.index)+slotWaiting)) != 0 ||
+			s.held(p.region)+0xff*8 > uint64(len(s.ring))*8 { // no room for the longest record
+			return true
+		}
+	}
+	return false
+}
+
+// stopped reports whether process pid is stopped by a signal or traced.
+func stopped(pid int) bool {
+	fields, ok := statFields(pid)
+	return ok && len(fields) > 0 && (fields[0] == "T" || fields[0] == "t")
+}
+
+// damage gives up on the process's region: the program, by a wild
+// write, or a process of the tree on purpose, wrote there what the agent
+// never does. Nothing more of it is read (what was read is in the trace,
+// and the process's end says it was damaged, see Recorder.end), and the
+// agent is let go at once wherever it may wait for the recorder: it
+// stops recording, and the program runs on.
+func (p *process) damage(why string) {
+	if p.damaged != "" {
+		return
+	}
+	p.damaged = why
+	r := p.region
+	atomic.StoreUint64(r.u64(hdrDisabled), 1)
+	atomic.StoreUint64(r.u64(hdrScanDone), 1)
+	r.wake(hdrScanDone, math.MaxInt32)
+	for i := range p.slots {
+		if atomic.LoadUint32(r.u32(r.slotOff(i)+slotWaiting)) != 0 {
+			r.wake(r.slotOff(i)+slotRead, math.MaxInt32)
 		}
 	}
 }
@@ -414,9 +554,9 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	kind := w[0] & 0xff
 	api := trace.API(w[0] >> apiShift & 0xff)
 	stack := w[0] >> stackShift & 0xffffffff
-	if kind < uint64(len(recordWords)) && len(w) < recordWords[kind] {
-		// Shorter than the agent writes it: the ring was damaged.
-		kind = recSkip
+	if kind == 0 || kind >= uint64(len(recordWords)) || len(w) < recordWords[kind] {
+		p.damage(fmt.Sprintf("thread slot %d holds a record of kind %d and %d words, which the agent never writes", s.index, kind, len(w)))
+		return false
 	}
 	switch kind {
 	case recAlloc:
@@ -441,8 +581,26 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 			s.pointers = s.pointers[:0]
 		}
 		s.pointersOf = w[2]
+		// Only the words of a block the live set knows are of use
+		// (liveSet.freeing), and a block holds no more words than its
+		// usable size: the recorder keeps them until the block's FREE.
+		size, known := uint64(0), false
+		if p.live != nil && p.live.origins != nil {
+			size, known = p.live.size(w[2])
+		}
+		if !known {
+			break
+		}
+		if uint64(len(s.pointers)+len(w)-3) > (size+usableSlack)/8 {
+			p.damage(fmt.Sprintf("thread slot %d sent more words of block %#x than its %d bytes hold", s.index, w[2], size))
+			return false
+		}
 		s.pointers = append(s.pointers, w[3:]...)
 	case recRealloc:
+		if !s.parked && w[2] <= w[1] {
+			p.damage(fmt.Sprintf("thread slot %d holds a realloc whose new block's sequence number %d is not after its old one's, %d", s.index, w[2], w[1]))
+			return false
+		}
 		if !s.parked {
 			// The old block was released now; the new one comes at
 			// its own number. Keep the record until then.
@@ -470,11 +628,15 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 			Max: stackInUse(w[3]), Level: stackInUse(w[4]), Calls: w[5]}))
 		rec.calls += w[5]
 	case recDeepest:
-		p.deepest(rec, s, w, stack)
+		if !p.deepest(rec, s, w, stack) {
+			return false
+		}
 	case recThreadEnd:
 		rec.write(rec.w.ThreadEnd(trace.ThreadEnd{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2])}))
 	case recModule:
-		rec.module(p, w)
+		if !rec.module(p, w) {
+			return false
+		}
 	case recUnload:
 		rec.write(rec.w.ModuleUnload(trace.ModuleUnload{Process: p.id, ID: w[3], Time: rec.clock.ns(w[2])}))
 	case recExit:
@@ -526,6 +688,11 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 	rec.event(p, s, ev)
 }
 
+// usableSlack bounds how much more than was asked for malloc may give a
+// block (malloc_usable_size): a block it maps on its own is rounded up to
+// a page.
+const usableSlack = 2 * 4096
+
 // recordWords is how many words the agent writes of each kind of record,
 // at least.
 var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
@@ -534,10 +701,11 @@ var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, r
 // deepest writes a DEEPEST record w of slot s: the call stack of the
 // thread's deepest function entry, with its frames' sizes (two 32-bit
 // sizes a word after the fifth).
-func (p *process) deepest(rec *Recorder, s *slotReader, w []uint64, stack uint64) {
+func (p *process) deepest(rec *Recorder, s *slotReader, w []uint64, stack uint64) bool {
 	n := w[4]
 	if n > uint64(2*(len(w)-5)) {
-		n = 0 // more sizes than the record holds: the ring was damaged
+		p.damage(fmt.Sprintf("thread slot %d holds a deepest stack of %d frame sizes in %d words", s.index, n, len(w)))
+		return false
 	}
 	sizes := make([]uint64, n)
 	for i := range sizes {
@@ -545,6 +713,7 @@ func (p *process) deepest(rec *Recorder, s *slotReader, w []uint64, stack uint64
 	}
 	rec.write(rec.w.DeepestStack(trace.DeepestStack{Process: p.id, Thread: s.thread, Time: rec.clock.ns(w[2]),
 		Bytes: stackInUse(w[3]), Stack: p.stack(rec, stack), FrameSizes: sizes}))
+	return true
 }
 
 // stackInUse returns the stack in use an agent's record says, or 0 (not
@@ -567,6 +736,9 @@ func (p *process) stack(rec *Recorder, id uint64) uint64 {
 	for cur := id; cur != 0 && !p.nodeWritten(cur); {
 		parent, module, offset, ok := p.region.node(cur)
 		if !ok || uint64(parent) >= cur {
+			// The agent hands out node ids in order, each
+			// after its parent's.
+			p.damage(fmt.Sprintf("call-stack node %d is not in the table, or names a parent (%d) not before it", cur, parent))
 			return 0
 		}
 		p.chain = append(p.chain, trace.StackNode{Process: p.id, ID: cur, Parent: uint64(parent),

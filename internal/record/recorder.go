@@ -502,7 +502,7 @@ func (r *Recorder) connect(h *hello) {
 	}
 	r.procs = append(r.procs, p)
 	r.byPid[h.pid] = p
-	if !reserved && h.fork && h.forkToken != 0 && parent != nil && !parent.ended && parent.nextSeq < h.forkToken {
+	if !reserved && h.fork && h.forkToken != 0 && parent != nil && !parent.ended && parent.damaged == "" && parent.nextSeq < h.forkToken {
 		p.held, p.parent, p.forkToken = true, parent, h.forkToken
 		return
 	}
@@ -777,8 +777,9 @@ func (r *Recorder) checkDeaths() {
 		// What it published last (an exit) may say how it ended.
 		p.drain(r, true)
 		how, code := r.howEnded(p)
-		if p.region.load64(hdrExecPending) != 0 {
-			// It exec'd, and the new image never said hello.
+		if p.damaged == "" && p.region.load64(hdrExecPending) != 0 {
+			// It exec'd, and the new image never said hello. (A
+			// damaged region may say anything.)
 			how, code = trace.EndExecUnrecorded, 0
 			fmt.Fprintf(r.log, "memtrail: process %d exec'd a program without memtrail, which was not recorded "+
 				"(a setuid or setgid program, for which the loader ignores LD_PRELOAD, or a static one)\n", p.pid)
@@ -879,20 +880,36 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 		}
 	}
 	hdr := p.region
-	p.lost += hdr.load64(hdrSeq) - p.nextSeq
-	dropped := hdr.load64(hdrDropped)
-	if p.lost > 0 {
-		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: p.lost, Reason: "operations in flight when the process ended"}))
+	// The agent's counters, each read once: a program that damaged the
+	// region may have written anything there.
+	issued, dropped := hdr.load64(hdrSeq), hdr.load64(hdrDropped)
+	if p.damaged == "" && issued < p.nextSeq {
+		p.damage(fmt.Sprintf("the agent says it handed out %d sequence numbers, and the recorder has handled %d", issued, p.nextSeq))
+		r.damaged(p)
 	}
-	if dropped > 0 {
-		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: dropped, Reason: "events the agent could not record (more live threads than slots, the recorder gone, or allocations in a signal handler that interrupted the agent)"}))
-	}
-	if n := hdr.load64(hdrNodesLost); n > 0 {
-		fmt.Fprintf(r.log, "memtrail: process %d: %d call stacks were cut short (node table full)\n", p.pid, n)
+	if p.damaged != "" {
+		// What is not known is not counted: the Lost record says the
+		// process's history stops at the damage.
+		p.lost, dropped = 0, 0
+		if issued >= p.nextSeq && issued-p.nextSeq <= maxDamageLost {
+			p.lost = issued - p.nextSeq
+		}
+		r.write(r.w.Lost(trace.Lost{Process: p.id, Count: p.lost, Reason: trace.LostRegionDamaged + ": " + p.damaged}))
+	} else {
+		p.lost += issued - p.nextSeq
+		if p.lost > 0 {
+			r.write(r.w.Lost(trace.Lost{Process: p.id, Count: p.lost, Reason: "operations in flight when the process ended"}))
+		}
+		if dropped > 0 {
+			r.write(r.w.Lost(trace.Lost{Process: p.id, Count: dropped, Reason: "events the agent could not record (more live threads than slots, the recorder gone, or allocations in a signal handler that interrupted the agent)"}))
+		}
+		if n := hdr.load64(hdrNodesLost); n > 0 {
+			fmt.Fprintf(r.log, "memtrail: process %d: %d call stacks were cut short (node table full)\n", p.pid, n)
+		}
+		r.ringWaits += hdr.load64(hdrWaits)
+		r.ringWaitNs += hdr.load64(hdrWaitNs)
 	}
 	r.lost += p.lost + dropped
-	r.ringWaits += hdr.load64(hdrWaits)
-	r.ringWaitNs += hdr.load64(hdrWaitNs)
 	r.write(r.w.ProcessEnd(trace.ProcessEnd{ID: p.id, Time: r.clock.now(), How: how, Code: code, Lost: p.lost + dropped}))
 	p.ended = true
 	if p.pidfd >= 0 {
@@ -907,6 +924,28 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 		if q == p {
 			r.procs = append(r.procs[:i], r.procs[i+1:]...)
 			break
+		}
+	}
+}
+
+// maxDamageLost bounds the count of operations a damaged process is said
+// to have lost (its sequence counter, read from the region, may be
+// anything): more than any process makes in a run.
+const maxDamageLost = 1 << 40
+
+// damaged acts on the damage p.damage found, once: it says so, and lets
+// go the fork children held for a place in p's history, which will not
+// be read any further.
+func (r *Recorder) damaged(p *process) {
+	if p.damageTold {
+		return
+	}
+	p.damageTold = true
+	fmt.Fprintf(r.log, "memtrail: process %d damaged memtrail's buffer in its memory (%s); its recording stops here, "+
+		"the program runs on\n", p.pid, p.damaged)
+	for _, c := range r.procs {
+		if c.held && c.parent == p {
+			r.release(c)
 		}
 	}
 }
@@ -976,11 +1015,11 @@ func (r *Recorder) write(err error) {
 }
 
 // module writes a module and, the first time it is seen, its object.
-func (r *Recorder) module(p *process, w []uint64) {
+func (r *Recorder) module(p *process, w []uint64) bool {
 	m, ok := parseModule(w)
 	if !ok {
-		fmt.Fprintf(r.log, "memtrail: process %d sent a malformed module record\n", p.pid)
-		return
+		p.damage(fmt.Sprintf("a module record of %d words does not hold what it says", len(w)))
+		return false
 	}
 	key := m.path + "\x00" + string(m.buildID)
 	obj, seen := r.objects[key]
@@ -995,6 +1034,7 @@ func (r *Recorder) module(p *process, w []uint64) {
 		r.symbols.wantTypes(obj)
 	}
 	r.write(r.w.Module(trace.Module{Process: p.id, ID: m.id, Object: obj, Base: m.base, Time: r.clock.ns(m.tsc), Segments: m.segments}))
+	return true
 }
 
 func (r *Recorder) wantSymbol(obj, offset uint64) { r.symbols.want(obj, offset) }

@@ -177,3 +177,20 @@ func TestHelloWithoutKey(t *testing.T) {
 		t.Errorf("memtrail did not say why it refused the hello:\n%s", rec.stderr)
 	}
 }
+
+// TestForgedParent: a process of the recording, with the run's key, says
+// hello as the fork child of a process that is not its parent. Welcomed,
+// it took the place of that process's real child when it forked, and the
+// real child was held back (and, once its ring was full, held up) until
+// that process ended.
+func TestForgedParent(t *testing.T) {
+	forger := buildForger(t)
+	// "; true" keeps the shell as the forger's parent (rather than exec).
+	rec := recordArgs(t, "", "/bin/sh", "-c", `MEMTRAIL_FORGED_KEY=${MEMTRAIL_SOCK%%:*} "$0" env self fork-of=1; true`, forger)
+	if rec.stdout != "refused\n" {
+		t.Errorf("a hello as the fork child of process 1: the forger said %q\n%s", rec.stdout, rec.stderr)
+	}
+	if !strings.Contains(rec.stderr, "says its parent is process 1, which it is not") {
+		t.Errorf("memtrail did not say why it refused the hello:\n%s", rec.stderr)
+	}
+}

@@ -174,6 +174,23 @@ func descendant(pid, root int) bool {
 	return false
 }
 
+// parentClaim says whether process pid may have had parent claimed when
+// it said hello: the parent /proc gives, or one that has ended since,
+// whose children the recorder adopted.
+func parentClaim(pid, claimed int) bool {
+	parent, ok := parentOf(pid)
+	switch {
+	case !ok:
+		return false
+	case parent == claimed:
+		return true
+	case parent != os.Getpid():
+		return false
+	}
+	fields, ok := statFields(claimed)
+	return !ok || len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
+}
+
 // parentOf returns the parent of process pid (field 4 of its stat).
 func parentOf(pid int) (int, bool) {
 	fields, ok := statFields(pid)
@@ -202,6 +219,12 @@ func (s *server) handshake(conn *net.UnixConn, pid int) error {
 	}
 	if h.pid != pid {
 		return fmt.Errorf("refused process %d: its hello says it is process %d", pid, h.pid)
+	}
+	if !parentClaim(pid, h.ppid) {
+		// A fork child of another process would take the place of
+		// that process's real child, which would then be held back
+		// (and, its ring full, held up) until that process ended.
+		return fmt.Errorf("refused process %d: its hello says its parent is process %d, which it is not", pid, h.ppid)
 	}
 	s.welcoming.Lock()
 	defer s.welcoming.Unlock()

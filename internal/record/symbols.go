@@ -132,7 +132,7 @@ func (o *objectSymbols) lookup(offset uint64) []symbolize.Frame {
 
 func (t *symbolTable) addObject(id uint64, path string, buildID []byte) {
 	o := &objectSymbols{path: path, buildID: buildID, offsets: map[uint64]struct{}{}}
-	o.held, _ = os.Open(path)
+	o.held = openRegular(path)
 	t.objects[id] = o
 	t.order = append(t.order, id)
 }
@@ -232,7 +232,13 @@ func (t *symbolTable) resolve() {
 }
 
 func (o *objectSymbols) open() {
-	o.obj, o.openErr = symbolize.Open(o.path, o.buildID)
+	if fi, err := os.Stat(o.path); err == nil && !fi.Mode().IsRegular() {
+		// No file a process maps; and a FIFO would hold the recorder
+		// up until someone wrote to it.
+		o.openErr = fmt.Errorf("%s is not a regular file", o.path)
+	} else {
+		o.obj, o.openErr = symbolize.Open(o.path, o.buildID)
+	}
 	if o.held == nil {
 		return
 	}
@@ -250,6 +256,21 @@ func (o *objectSymbols) open() {
 			obj.Close()
 		}
 	}
+}
+
+// openRegular opens path if it is a regular file, or returns nil. A
+// module record names the file the process mapped, but a process can send
+// any path: the open does not wait (O_NONBLOCK) for a FIFO's writer.
+func openRegular(path string) *os.File {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil
+	}
+	return f
 }
 
 func statusOrMissing(obj *symbolize.Object, err error) (symbolize.Status, string) {

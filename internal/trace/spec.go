@@ -754,6 +754,13 @@ type Lost struct {
 	Reason  string
 }
 
+// LostRegionDamaged begins the Reason of the Lost record of a process that
+// damaged the memory it shared with the recorder (a wild write of the
+// program): the recorder stopped reading it there, so the process's
+// history ends at the damage, and Count is how many operations the agent
+// said it made after it, if it could say.
+const LostRegionDamaged = "memtrail's buffer in the process was damaged"
+
 // Fork marks the point in a process's history at which it forked. The
 // child (a process whose ProcessStart comes after this record) starts with
 // a copy of the parent's heap as of here: its blocks are live in the child

@@ -1,11 +1,13 @@
 /* forgehello.c: says hello to a recorder as its agent would, and prints
  * "welcomed" if the recorder sent it a region, else "refused".
  *
- *   forgehello SOCKET PID
+ *   forgehello SOCKET PID [fork-of=PPID]
  *
  * SOCKET is an abstract socket name (@...), or "env" for the one in
- * MEMTRAIL_SOCK; PID is the pid the hello names, or "self". The hello has
- * the key of a run only if one is given in MEMTRAIL_FORGED_KEY. */
+ * MEMTRAIL_SOCK; PID is the pid the hello names, or "self". With
+ * fork-of=PPID, the hello is that of a fork child of process PPID; else
+ * that of a new image, of the real parent. The hello has the key of a run
+ * only if one is given in MEMTRAIL_FORGED_KEY. */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
+	if (argc != 3 && !(argc == 4 && strncmp(argv[3], "fork-of=", 8) == 0))
 		return 2;
 	const char *name = argv[1];
 	if (strcmp(name, "env") == 0) {
@@ -55,6 +57,11 @@ int main(int argc, char **argv)
 	if (key != NULL && strlen(key) == MT_KEY_LEN)
 		memcpy(h.key, key, MT_KEY_LEN);
 #endif
+	if (argc == 4) {
+		h.flags = MT_HELLO_FORK;
+		h.ppid = (uint32_t)atoi(argv[3] + 8);
+		h.fork_token = 1;
+	}
 	memcpy(buf, &h, sizeof h);
 	memcpy(buf + sizeof h, "forged", 7);
 	if (send(fd, buf, sizeof h + 7, MSG_NOSIGNAL) < 0) {
