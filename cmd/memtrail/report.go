@@ -54,10 +54,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if len(others) > 0 {
 			return 2, usageError{fmt.Sprintf("-html goes with -pid only, not with %s", strings.Join(others, ", "))}
 		}
-		if pid.Image != 0 {
-			return 2, usageError{"-html takes a pid without an image: the page shows the last image of the pid"}
-		}
-		return writeHTML(fs.Arg(0), pid.PID, *html)
+		return writeHTML(fs.Arg(0), pid.ProcessID, *html)
 	}
 	req := report.Request{View: *view, Top: *top, Frames: *frames, Cost: *cost, Chain: *chain,
 		From: *from, To: *to, At: *at, Threads: *threads, Function: *function, File: *file,
@@ -138,9 +135,9 @@ func analyzeCached(path string, opts analysis.Options) (*analysis.Model, error) 
 var progress io.Writer
 
 // writeHTML writes the page of report -html.
-func writeHTML(trace string, pid uint64, path string) (int, error) {
+func writeHTML(trace string, id report.ProcessID, path string) (int, error) {
 	var page bytes.Buffer
-	if err := web.WriteHTML(&page, trace, pid); err != nil {
+	if err := web.WriteHTML(&page, trace, id); err != nil {
 		return 1, err
 	}
 	if err := os.WriteFile(path, page.Bytes(), 0o600); err != nil { // what the trace holds, as private
