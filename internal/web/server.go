@@ -287,7 +287,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		oldP, err := report.Pick(s.base, 0)
+		oldP, err := report.PickID(s.base, report.ProcessID{})
 		if err != nil {
 			fail(w, http.StatusInternalServerError, err)
 			return
