@@ -17,7 +17,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("report", "[options] trace", "memtrail report -view leaks -from 2s -to 3s prog.mtr", stderr)
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	view := fs.String("view", "summary", "what to show: "+viewNames())
-	pid := addPIDFlag(fs, "report on process `pid`, or on image N of a pid that exec'd with pid.N (default: the program itself; a pid alone: its last image)")
+	pid := addPIDFlag(fs, "pid", "report on process `pid`, or on image N of a pid that exec'd with pid.N (default: the program itself; a pid alone: its last image)")
 	processes := fs.Bool("processes", false, "list every process of the trace, as -pid names them")
 	top := fs.Int("top", 10, "show the top `n` call stacks (or objects) of each table")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
