@@ -112,12 +112,16 @@ func listProcesses(fs *flag.FlagSet, asJSON bool, stdout io.Writer) (int, error)
 	return 0, nil
 }
 
-func viewNames() string {
+// viewNames lists the names of report's views, for its help.
+func viewNames() string { return strings.Join(viewList(), ", ") }
+
+// viewList returns the names of report's views, in their order.
+func viewList() []string {
 	var names []string
 	for _, v := range report.Views() {
 		names = append(names, v[0])
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // analyzeCached analyzes the trace at path through its cache.
