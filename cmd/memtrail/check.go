@@ -20,7 +20,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("check", "[options] trace",
 		"memtrail check -max-peak 64MiB -max-in-use-at-exit 0 -suppressions lsan.supp prog.mtr", stderr)
 	bf := addBudgetFlags(fs)
-	pid := addPIDFlag(fs, "check only process `pid`, or image N of a pid that exec'd with pid.N (default: every process of the trace)")
+	pid := addPIDFlag(fs, "pid", "check only process `pid`, or image N of a pid that exec'd with pid.N (default: every process of the trace)")
 	asJSON := fs.Bool("json", false, "write the verdict as JSON")
 	top := fs.Int("top", 5, "show the `n` call stacks that weigh most in each broken budget")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")

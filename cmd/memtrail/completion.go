@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/memtrail/memtrail/internal/export"
-	"github.com/memtrail/memtrail/internal/report"
 )
 
 func completionCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -50,11 +49,7 @@ type completion struct {
 func flagValues(command string) map[string][]string {
 	switch command {
 	case "report":
-		var views []string
-		for _, v := range report.Views() {
-			views = append(views, v[0])
-		}
-		return map[string][]string{"-view": views}
+		return map[string][]string{"-view": viewList()}
 	case "export":
 		var formats []string
 		for _, f := range export.Formats {

@@ -10,10 +10,8 @@ import (
 func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("diff", "[options] old-trace new-trace", "memtrail diff before.mtr after.mtr", stderr)
 	asJSON := fs.Bool("json", false, "write the comparison as JSON")
-	oldPID := &pidFlag{}
-	fs.Var(oldPID, "old-pid", "compare process `pid` (or pid.N, image N of a pid that exec'd) of the old trace (default: its program itself)")
-	newPID := &pidFlag{}
-	fs.Var(newPID, "new-pid", "compare process `pid` (or pid.N) of the new trace (default: its program itself)")
+	oldPID := addPIDFlag(fs, "old-pid", "compare process `pid` (or pid.N, image N of a pid that exec'd) of the old trace (default: its program itself)")
+	newPID := addPIDFlag(fs, "new-pid", "compare process `pid` (or pid.N) of the new trace (default: its program itself)")
 	top := fs.Int("top", 5, "show the `n` call stacks that grew most and the n that shrank most, by each cost")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
 	if err := parse(fs, args); err != nil {

@@ -33,7 +33,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		"memtrail export -format pprof -o heap.pb.gz prog.mtr && go tool pprof -top heap.pb.gz", stderr)
 	format := fs.String("format", "", "what to write: "+export.FormatNames())
 	out := fs.String("o", "", "write to `file` (- for stdout)")
-	pid := addPIDFlag(fs, "export process `pid`, or image N of a pid that exec'd with pid.N (default: the program itself, as report shows it; for parquet, every process)")
+	pid := addPIDFlag(fs, "pid", "export process `pid`, or image N of a pid that exec'd with pid.N (default: the program itself, as report shows it; for parquet, every process)")
 	at := fs.String("at", "exit", "pprof: count as in use the blocks live at exit, at the peak, or at a `time` after the start of the process (e.g. 1.5s, 200ms)")
 	cost := fs.String("cost", "peak", "collapsed: what to weigh stacks by: allocations, allocated, peak, leaked or temporary")
 	if err := parse(fs, args); err != nil {

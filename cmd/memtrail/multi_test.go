@@ -175,9 +175,34 @@ func TestPIDImages(t *testing.T) {
 	checkBadInput(t, []string{"report", "-pid", fmt.Sprintf("%d.0", pid), trace}, 2, "the image after the pid counts from 1")
 	checkBadInput(t, []string{"report", "-pid", "12x", trace}, 2, `"12x" is not a pid`)
 	checkBadInput(t, []string{"report", "-processes", "-pid", "1", trace}, 2, "-processes goes with -json only, not with -pid")
-	checkBadInput(t, []string{"report", "-html", "page.html", "-pid", fmt.Sprintf("%d.2", pid), trace}, 2, "-html takes a pid without an image")
+	checkHTMLImage(t, trace, fmt.Sprintf("%d.2", pid), "exec1")
 	checkBadInput(t, []string{"export", "-format", "parquet", "-o", t.TempDir(), "-pid", fmt.Sprintf("%d.2", pid), trace}, 2,
 		"-format parquet writes every image of a pid: -pid takes a pid alone")
+}
+
+// checkHTMLImage writes report -html -pid id of trace and checks that the
+// page holds the summary of that image, whose mode is mode.
+func checkHTMLImage(t *testing.T, trace, id, mode string) {
+	t.Helper()
+	page := filepath.Join(t.TempDir(), "page.html")
+	runOK(t, "report", "-html", page, "-pid", id, trace)
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = `<script id="memtrail-data" type="application/json">`
+	_, blob, _ := strings.Cut(string(b), open)
+	blob, _, _ = strings.Cut(blob, "</script>")
+	var data map[string]struct {
+		Args []string `json:"args"`
+	}
+	if err := json.Unmarshal([]byte(blob), &data); err != nil {
+		t.Fatalf("report -html -pid %s: the page's data: %v", id, err)
+	}
+	summary, ok := data["/api/view?view=summary&pid="+id+"&top=50"]
+	if !ok || !slices.Contains(summary.Args, mode) {
+		t.Errorf("report -html -pid %s: the page holds no summary of image %s in mode %s: %v", id, id, mode, summary.Args)
+	}
 }
 
 // TestCheckForkChildrenOwnHeap records a parent that keeps 1 MiB live,

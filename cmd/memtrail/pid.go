@@ -26,9 +26,10 @@ func (f *pidFlag) Set(s string) error {
 	return nil
 }
 
-// addPIDFlag adds -pid to fs, with usage.
-func addPIDFlag(fs *flag.FlagSet, usage string) *pidFlag {
+// addPIDFlag adds the option name (-pid, diff's -old-pid and -new-pid)
+// to fs, with usage.
+func addPIDFlag(fs *flag.FlagSet, name, usage string) *pidFlag {
 	f := &pidFlag{}
-	fs.Var(f, "pid", usage)
+	fs.Var(f, name, usage)
 	return f
 }

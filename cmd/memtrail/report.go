@@ -17,7 +17,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("report", "[options] trace", "memtrail report -view leaks -from 2s -to 3s prog.mtr", stderr)
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	view := fs.String("view", "summary", "what to show: "+viewNames())
-	pid := addPIDFlag(fs, "report on process `pid`, or on image N of a pid that exec'd with pid.N (default: the program itself; a pid alone: its last image)")
+	pid := addPIDFlag(fs, "pid", "report on process `pid`, or on image N of a pid that exec'd with pid.N (default: the program itself; a pid alone: its last image)")
 	processes := fs.Bool("processes", false, "list every process of the trace, as -pid names them")
 	top := fs.Int("top", 10, "show the top `n` call stacks (or objects) of each table")
 	frames := fs.Int("frames", 8, "show at most `n` frames of each call stack (text only)")
@@ -54,10 +54,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if len(others) > 0 {
 			return 2, usageError{fmt.Sprintf("-html goes with -pid only, not with %s", strings.Join(others, ", "))}
 		}
-		if pid.Image != 0 {
-			return 2, usageError{"-html takes a pid without an image: the page shows the last image of the pid"}
-		}
-		return writeHTML(fs.Arg(0), pid.PID, *html)
+		return writeHTML(fs.Arg(0), pid.ProcessID, *html)
 	}
 	req := report.Request{View: *view, Top: *top, Frames: *frames, Cost: *cost, Chain: *chain,
 		From: *from, To: *to, At: *at, Threads: *threads, Function: *function, File: *file,
@@ -115,12 +112,16 @@ func listProcesses(fs *flag.FlagSet, asJSON bool, stdout io.Writer) (int, error)
 	return 0, nil
 }
 
-func viewNames() string {
+// viewNames lists the names of report's views, for its help.
+func viewNames() string { return strings.Join(viewList(), ", ") }
+
+// viewList returns the names of report's views, in their order.
+func viewList() []string {
 	var names []string
 	for _, v := range report.Views() {
 		names = append(names, v[0])
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // analyzeCached analyzes the trace at path through its cache.
@@ -138,9 +139,9 @@ func analyzeCached(path string, opts analysis.Options) (*analysis.Model, error) 
 var progress io.Writer
 
 // writeHTML writes the page of report -html.
-func writeHTML(trace string, pid uint64, path string) (int, error) {
+func writeHTML(trace string, id report.ProcessID, path string) (int, error) {
 	var page bytes.Buffer
-	if err := web.WriteHTML(&page, trace, pid); err != nil {
+	if err := web.WriteHTML(&page, trace, id); err != nil {
 		return 1, err
 	}
 	if err := os.WriteFile(path, page.Bytes(), 0o600); err != nil { // what the trace holds, as private

@@ -145,8 +145,6 @@ func TestReportViews(t *testing.T) {
 	}
 }
 
-func viewList() []string { return strings.Split(viewNames(), ", ") }
-
 // TestReportEscapesNames records a program whose source file name holds
 // terminal escape sequences (from a #line directive), run with an
 // argument that holds one too: no text that memtrail writes of it, in any

@@ -61,11 +61,7 @@ func CheckText(w io.Writer, m *analysis.Model, verdicts []check.Verdict, opts Op
 		}
 	}
 	if unshown > 0 {
-		what := Count(uint64(unshown)) + " more processes"
-		if unshown == 1 {
-			what = "1 more process"
-		}
-		t.printf("\n... and %s that held every budget (memtrail check -json lists every verdict)\n", what)
+		t.printf("\n... and %s that held every budget (memtrail check -json lists every verdict)\n", Plural(uint64(unshown), "more process"))
 	}
 	_, err := io.WriteString(w, t.b.String())
 	return err

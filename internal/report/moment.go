@@ -7,16 +7,10 @@ import (
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
-// Pick returns the process of m that pid names, as the reports pick it:
-// 0 is the trace's first process, and a pid of several program images
-// (an exec replaces the image) is the last of them; a pid the system gave
-// to several processes of the trace is an error that lists them.
-func Pick(m *analysis.Model, pid uint64) (*analysis.Process, error) {
-	return pick(m, Options{PID: pid})
-}
-
-// PickID returns the process of m that id names (see ProcessID); the zero
-// ID names the program itself, as Pick(m, 0) does.
+// PickID returns the process of m that id names (see ProcessID), as the
+// reports pick it: the zero ID is the program itself, the trace's first
+// process or the image that replaced it; a pid the system gave to several
+// processes of the trace is an error that lists them.
 func PickID(m *analysis.Model, id ProcessID) (*analysis.Process, error) {
 	return pick(m, Options{PID: id.PID, Image: id.Image})
 }

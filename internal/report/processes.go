@@ -81,6 +81,15 @@ func (x *images) id(p *analysis.Process) ProcessID {
 	return ProcessID{PID: p.PID, Image: x.number[p]}
 }
 
+// image says which image of its pid p is, "image 2 of 3", if its pid had
+// several; "" otherwise.
+func (x *images) image(p *analysis.Process) string {
+	if n := len(x.byPID[p.PID]); n > 1 {
+		return fmt.Sprintf("image %d of %d", x.number[p], n)
+	}
+	return ""
+}
+
 // list names processes as id (program, end), at most listed of them.
 func (x *images) list(procs []*analysis.Process) string {
 	var names []string
@@ -170,9 +179,9 @@ func pidList(m *analysis.Model) string {
 // 1234.2 (./prog -v, image 2 of 2)".
 func ProcessLabel(m *analysis.Model, p *analysis.Process) string {
 	x := imagesOf(m)
-	image := ""
-	if n := len(x.byPID[p.PID]); n > 1 {
-		image = fmt.Sprintf(", image %d of %d", x.number[p], n)
+	image := x.image(p)
+	if image != "" {
+		image = ", " + image
 	}
 	return fmt.Sprintf("process %s (%s%s)", x.id(p), truncate(commandLine(p), 60), image)
 }
@@ -180,9 +189,8 @@ func ProcessLabel(m *analysis.Model, p *analysis.Process) string {
 // imageNote says, of a process whose pid had several images, which one it
 // is: ", image 2 of 3"; "" otherwise.
 func imageNote(m *analysis.Model, p *analysis.Process) string {
-	x := imagesOf(m)
-	if n := len(x.byPID[p.PID]); n > 1 {
-		return fmt.Sprintf(" (image %d of %d)", x.number[p], n)
+	if image := imagesOf(m).image(p); image != "" {
+		return " (" + image + ")"
 	}
 	return ""
 }

@@ -10,18 +10,19 @@ import (
 	"strings"
 
 	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 // exported are the requests whose answers a page written by WriteHTML
 // holds: what the UI asks for to show the header, the timeline, the flame
 // graph (by every cost, and inverted) and the leaks of a process, with no
 // window. The UI reads them from the page instead of asking the server.
-func exported(pid uint64) []string {
+func exported(id report.ProcessID) []string {
 	var paths []string
 	add := func(view, params string) {
 		p := "/api/view?view=" + view
-		if pid != 0 {
-			p += fmt.Sprintf("&pid=%d", pid)
+		if id.PID != 0 {
+			p += "&pid=" + id.String()
 		}
 		paths = append(paths, p+params)
 	}
@@ -40,18 +41,18 @@ func exported(pid uint64) []string {
 	return paths
 }
 
-// WriteHTML writes one self-contained HTML page of process pid of the
-// trace at path (0: the program itself), to attach to a CI run or send to
+// WriteHTML writes one self-contained HTML page of process id of the
+// trace at path (the zero ID: the program itself), to attach to a CI run or send to
 // someone: the UI, its script and style inlined, with the answers to the
 // requests of its timeline, flame graph and leaks inside it. It needs no
 // server and nothing from the network.
-func WriteHTML(w io.Writer, path string, pid uint64) error {
+func WriteHTML(w io.Writer, path string, id report.ProcessID) error {
 	s, _, err := open(path)
 	if err != nil {
 		return err
 	}
 	data := make(map[string]json.RawMessage)
-	for _, path := range exported(pid) {
+	for _, path := range exported(id) {
 		q, err := url.ParseQuery(strings.TrimPrefix(path, "/api/view?"))
 		if err != nil {
 			return err

@@ -120,9 +120,9 @@ type madeModel struct {
 }
 
 // maxAnswers is how many answers a server keeps, and maxKeptAnswer the
-// size of the biggest it keeps: at most 64 MiB in all, however long the
-// lists asked for (an answer of 100000 objects is made again when asked
-// again).
+// size of the biggest it keeps, so that what it keeps is bounded however
+// long the lists asked for: a bigger answer is made again when asked
+// again.
 const (
 	maxAnswers    = 64
 	maxKeptAnswer = 1 << 20
@@ -287,7 +287,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		oldP, err := report.Pick(s.base, 0)
+		oldP, err := report.PickID(s.base, report.ProcessID{})
 		if err != nil {
 			fail(w, http.StatusInternalServerError, err)
 			return

@@ -549,7 +549,7 @@ func TestEventsEndpoint(t *testing.T) {
 func htmlPage(t *testing.T, trace string) *strings.Builder {
 	t.Helper()
 	var page strings.Builder
-	if err := web.WriteHTML(&page, trace, 0); err != nil {
+	if err := web.WriteHTML(&page, trace, report.ProcessID{}); err != nil {
 		t.Fatal(err)
 	}
 	return &page
