@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,18 +20,7 @@ import (
 // reach, and returns its path.
 func buildForger(t *testing.T) string {
 	t.Helper()
-	csrc, err := filepath.Abs(filepath.Join("..", "agent", "csrc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	header, err := os.ReadFile(filepath.Join(csrc, "protocol.h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fixture cache knows the source, not the header: the header's
-	// hash among the flags rebuilds the forger when the protocol changes.
-	sum := sha256.Sum256(header)
-	built := fixture.Build(t, src("forgehello.c"), "-g", "-O0", "-I", csrc, fmt.Sprintf("-DPROTOCOL_SUM=%x", sum[:8]))
+	built := buildAgainstProtocol(t, "forgehello.c")
 	dir, err := os.MkdirTemp("", "memtrail-forger-")
 	if err != nil {
 		t.Fatal(err)
