@@ -188,23 +188,8 @@ func TestEventTimes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := os.Open(res.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			r, err := trace.NewReader(f)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var times []uint64
-			for {
-				rec, err := r.Next()
-				if err == io.EOF {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
+			for _, rec := range readTrace(t, res.Path) {
 				if rec.Kind == trace.KindAlloc && rec.Event.Size >= 100 && rec.Event.Size < 104 {
 					times = append(times, rec.Event.Time)
 				}

@@ -1,9 +1,7 @@
 package record_test
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -80,28 +78,12 @@ __attribute__((noinline)) static void act(void)
 // number of frames a cut stack left out).
 func eventStacks(t *testing.T, path string) []string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	objects := map[uint64]string{}
 	modules := map[[2]uint64]uint64{}
 	nodes := map[[2]uint64]trace.StackNode{}
 	type ref struct{ process, stack uint64 }
 	var events []ref
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readTrace(t, path) {
 		switch rec.Kind {
 		case trace.KindObject:
 			objects[rec.Object.ID] = rec.Object.Path
