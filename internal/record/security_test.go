@@ -120,11 +120,12 @@ func forge(t *testing.T, what string, out []byte, err error) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestForeignHello is the attack of issue 19 item 2: while root records a
-// program, another user finds the recorder's socket and sends it a
-// well-formed hello, once with the program's pid (which replaced the real
-// recording and held the program up for good) and once with its own (a
-// fake process in the trace); and a process of root's own that the
+// TestForeignHello performs the attack the checks of who connects (see
+// server) are for: while root records a program, another user finds the
+// recorder's socket and sends it a well-formed hello, once with the
+// program's pid (which would replace the real recording and hold the
+// program up for good) and once with its own (a fake process in the
+// trace); and a process of root's own that the
 // program did not start does the same. Each must be refused, and the
 // recording must be what it is without them.
 func TestForeignHello(t *testing.T) {
