@@ -155,26 +155,25 @@ func TestStackReuse(t *testing.T) {
 		if err := os.WriteFile(src, []byte(randomProgram(seed, 350)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, opt := range []string{[]string{"-O2", "-O0"}[seed%2]} {
-			prog := fixture.Build(t, src, "-g", opt)
-			for _, limit := range []int{0, record.MaxFramesLimit} {
-				reused, whole := recordBothWays(t, prog, limit, filepath.Join(dir, fmt.Sprintf("%d%s-%d", seed, opt, limit)))
-				cut := 0
-				for i := range reused {
-					if strings.Contains(whole[i], "not recorded]") {
-						cut++
-					}
-					if reused[i] != whole[i] {
-						t.Errorf("seed %d %s limit %d: event %d has stack\n%s\nunwound whole:\n%s", seed, opt, limit, i, reused[i], whole[i])
-						break
-					}
+		opt := []string{"-O2", "-O0"}[seed%2] // each seed built one way: both ways are covered
+		prog := fixture.Build(t, src, "-g", opt)
+		for _, limit := range []int{0, record.MaxFramesLimit} {
+			reused, whole := recordBothWays(t, prog, limit, filepath.Join(dir, fmt.Sprintf("%d%s-%d", seed, opt, limit)))
+			cut := 0
+			for i := range reused {
+				if strings.Contains(whole[i], "not recorded]") {
+					cut++
 				}
-				if limit == record.MaxFramesLimit && cut > 0 {
-					t.Errorf("seed %d %s limit %d: %d of %d events have cut stacks", seed, opt, limit, cut, len(whole))
+				if reused[i] != whole[i] {
+					t.Errorf("seed %d %s limit %d: event %d has stack\n%s\nunwound whole:\n%s", seed, opt, limit, i, reused[i], whole[i])
+					break
 				}
-				if slices.Equal(reused[:1], []string{""}) {
-					t.Errorf("seed %d %s: the first event has no stack", seed, opt)
-				}
+			}
+			if limit == record.MaxFramesLimit && cut > 0 {
+				t.Errorf("seed %d %s limit %d: %d of %d events have cut stacks", seed, opt, limit, cut, len(whole))
+			}
+			if slices.Equal(reused[:1], []string{""}) {
+				t.Errorf("seed %d %s: the first event has no stack", seed, opt)
 			}
 		}
 	}
