@@ -390,11 +390,7 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 	if err != nil {
 		return s, err
 	}
-	if m := waitsLine.FindStringSubmatch(stderr.String()); m != nil {
-		s.waits, _ = strconv.ParseInt(m[1], 10, 64)
-		sec, _ := strconv.ParseFloat(m[2], 64)
-		s.waitTime = time.Duration(sec * float64(time.Second))
-	}
+	s.waits, s.waitTime = parseWaits(stderr.String())
 	if t.file != nil {
 		fi, err := os.Stat(t.file(out))
 		if err != nil {
@@ -522,8 +518,22 @@ func hwm(pid int) int64 {
 	return 0
 }
 
-// waitsLine matches the end of memtrail's -stats line.
-var waitsLine = regexp.MustCompile(`the program waited for memtrail (\d+) times, ([0-9.]+) s`)
+// waitsLine matches the end of memtrail's -stats line. Its count may be
+// "1 time" or have thousands separators ("1,413 times"), as report.Plural
+// writes it; a baseline revision may write it plain ("1413 times").
+var waitsLine = regexp.MustCompile(`the program waited for memtrail ([0-9,]+) times?, ([0-9.]+) s`)
+
+// parseWaits returns how many times, and how long, the program waited for
+// memtrail, from the -stats line in stderr (0, 0 without one).
+func parseWaits(stderr string) (int64, time.Duration) {
+	m := waitsLine.FindStringSubmatch(stderr)
+	if m == nil {
+		return 0, 0
+	}
+	n, _ := strconv.ParseInt(strings.ReplaceAll(m[1], ",", ""), 10, 64)
+	sec, _ := strconv.ParseFloat(m[2], 64)
+	return n, time.Duration(sec * float64(time.Second))
+}
 
 func median(ss []sample) sample {
 	pick := func(get func(sample) int64) int64 {

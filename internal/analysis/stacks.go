@@ -90,10 +90,19 @@ func (p *Process) DeepestFrames() []SizedFrame {
 // SiteStack returns the frames of the call stack of site s of p, which for
 // an inherited site is a stack of the process's parent.
 func (p *Process) SiteStack(s *Site) []Frame {
-	if s.tree != nil {
-		return s.tree.frames(s.Stack)
+	if t := p.siteTree(s); t != nil {
+		return t.frames(s.Stack)
 	}
-	return p.Stack(s.Stack)
+	return nil
+}
+
+// siteTree returns the tree that holds the call stack of site s of p: its
+// parent's for an inherited site, else p's own (nil if p has none).
+func (p *Process) siteTree(s *Site) *stackTree {
+	if s.tree != nil {
+		return s.tree
+	}
+	return p.stacks
 }
 
 // Objects returns the objects the call stacks of p run through, by ID.
@@ -242,11 +251,7 @@ func (p *Process) CutStacks() CutStacks {
 	var c CutStacks
 	for i := range p.Sites {
 		s := &p.Sites[i]
-		tree := p.stacks
-		if s.tree != nil {
-			tree = s.tree
-		}
-		if tree != nil && s.Stack != 0 && tree.cut(s.Stack) {
+		if tree := p.siteTree(s); tree != nil && s.Stack != 0 && tree.cut(s.Stack) {
 			c.Allocations += s.Allocations
 			c.PeakBytes += s.PeakBytes
 		}

@@ -1,8 +1,6 @@
 package record_test
 
 import (
-	"io"
-	"os"
 	"time"
 
 	"github.com/memtrail/memtrail/internal/trace"
@@ -58,27 +56,13 @@ func TestLeakFixturesUnderValgrind(t *testing.T) {
 // leakScans reads the LeakScan records of a trace, by process.
 func leakScans(t *testing.T, path string) map[uint64]trace.LeakScan {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[uint64]trace.LeakScan{}
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return out
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readTrace(t, path) {
 		if rec.Kind == trace.KindLeakScan {
 			out[rec.LeakScan.Process] = *rec.LeakScan
 		}
 	}
+	return out
 }
 
 func classesOf(s trace.LeakScan) fixture.LeakSummary {

@@ -36,8 +36,6 @@ const (
 
 	stackShift = 24
 	apiShift   = 16
-
-	moduleCut = 0 // the module of the node that stands for the frames beyond the limit
 )
 
 // Offsets of the fields of struct mt_header.

@@ -90,6 +90,31 @@ func sameAsValgrind(t *testing.T, p *analysis.Process, want fixture.HeapSummary)
 
 func src(name string) string { return filepath.Join("testdata", name) }
 
+// readTrace reads every record of a sound trace.
+func readTrace(t *testing.T, path string) []trace.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(bufio.NewReader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []trace.Record
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return recs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+}
+
 // TestCountsEqualValgrind records deterministic programs and compares the
 // totals with memcheck's HEAP SUMMARY of the same program.
 func TestCountsEqualValgrind(t *testing.T) {
@@ -188,23 +213,8 @@ func TestEventTimes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := os.Open(res.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			r, err := trace.NewReader(f)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var times []uint64
-			for {
-				rec, err := r.Next()
-				if err == io.EOF {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
+			for _, rec := range readTrace(t, res.Path) {
 				if rec.Kind == trace.KindAlloc && rec.Event.Size >= 100 && rec.Event.Size < 104 {
 					times = append(times, rec.Event.Time)
 				}

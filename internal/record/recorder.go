@@ -676,7 +676,7 @@ func (r *Recorder) forkHellos() {
 // adopted when it did.
 func (r *Recorder) unheardForkChild(p *process) unheard {
 	c := r.unheardChild(p.pid)
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid)); err == nil && !zombie(stat) {
+	if fields, ok := statFields(p.pid); ok && !zombie(fields) {
 		return c
 	}
 	adopted := r.unheardChild(os.Getpid())
@@ -717,10 +717,10 @@ func (r *Recorder) unheardChild(pid int) unheard {
 			if heard != nil && !heard.ended {
 				continue
 			}
-			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+			fields, ok := statFields(child)
 			switch {
-			case err != nil: // reaped since
-			case zombie(stat):
+			case !ok: // reaped since
+			case zombie(fields):
 				// A process heard from that has ended, or one that
 				// may have said hello before it ended.
 				u.ended = u.ended || heard == nil
@@ -732,11 +732,10 @@ func (r *Recorder) unheardChild(pid int) unheard {
 	return u
 }
 
-// zombie reports whether a /proc/PID/stat line is that of a process that
-// has ended and waits to be reaped.
-func zombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+// zombie reports whether the statFields of a process are those of one
+// that has ended and waits to be reaped.
+func zombie(fields []string) bool {
+	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }
 
 func (r *Recorder) release(c *process) {

@@ -1,9 +1,7 @@
 package record_test
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -80,28 +78,12 @@ __attribute__((noinline)) static void act(void)
 // number of frames a cut stack left out).
 func eventStacks(t *testing.T, path string) []string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	objects := map[uint64]string{}
 	modules := map[[2]uint64]uint64{}
 	nodes := map[[2]uint64]trace.StackNode{}
 	type ref struct{ process, stack uint64 }
 	var events []ref
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readTrace(t, path) {
 		switch rec.Kind {
 		case trace.KindObject:
 			objects[rec.Object.ID] = rec.Object.Path
@@ -173,26 +155,25 @@ func TestStackReuse(t *testing.T) {
 		if err := os.WriteFile(src, []byte(randomProgram(seed, 350)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, opt := range []string{[]string{"-O2", "-O0"}[seed%2]} {
-			prog := fixture.Build(t, src, "-g", opt)
-			for _, limit := range []int{0, record.MaxFramesLimit} {
-				reused, whole := recordBothWays(t, prog, limit, filepath.Join(dir, fmt.Sprintf("%d%s-%d", seed, opt, limit)))
-				cut := 0
-				for i := range reused {
-					if strings.Contains(whole[i], "not recorded]") {
-						cut++
-					}
-					if reused[i] != whole[i] {
-						t.Errorf("seed %d %s limit %d: event %d has stack\n%s\nunwound whole:\n%s", seed, opt, limit, i, reused[i], whole[i])
-						break
-					}
+		opt := []string{"-O2", "-O0"}[seed%2] // each seed built one way: both ways are covered
+		prog := fixture.Build(t, src, "-g", opt)
+		for _, limit := range []int{0, record.MaxFramesLimit} {
+			reused, whole := recordBothWays(t, prog, limit, filepath.Join(dir, fmt.Sprintf("%d%s-%d", seed, opt, limit)))
+			cut := 0
+			for i := range reused {
+				if strings.Contains(whole[i], "not recorded]") {
+					cut++
 				}
-				if limit == record.MaxFramesLimit && cut > 0 {
-					t.Errorf("seed %d %s limit %d: %d of %d events have cut stacks", seed, opt, limit, cut, len(whole))
+				if reused[i] != whole[i] {
+					t.Errorf("seed %d %s limit %d: event %d has stack\n%s\nunwound whole:\n%s", seed, opt, limit, i, reused[i], whole[i])
+					break
 				}
-				if slices.Equal(reused[:1], []string{""}) {
-					t.Errorf("seed %d %s: the first event has no stack", seed, opt)
-				}
+			}
+			if limit == record.MaxFramesLimit && cut > 0 {
+				t.Errorf("seed %d %s limit %d: %d of %d events have cut stacks", seed, opt, limit, cut, len(whole))
+			}
+			if slices.Equal(reused[:1], []string{""}) {
+				t.Errorf("seed %d %s: the first event has no stack", seed, opt)
 			}
 		}
 	}

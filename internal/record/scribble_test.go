@@ -23,7 +23,7 @@ import (
 // the trace must say that process's history was cut by damage, and its
 // fork child, which did not scribble, must be recorded exactly.
 func TestScribbledRegion(t *testing.T) {
-	prog := buildScribble(t)
+	prog := buildAgainstProtocol(t, "scribble.c")
 	// Under valgrind the program finds no region to damage, and stops
 	// after its child has ended (valgrind prints the child first).
 	vg := fixture.Valgrind(t, prog)
@@ -72,7 +72,7 @@ func TestScribbledRegion(t *testing.T) {
 // the module's frames, and waited for good for a writer, holding the
 // program up.
 func TestModuleNamesFifo(t *testing.T) {
-	prog := buildScribble(t)
+	prog := buildAgainstProtocol(t, "scribble.c")
 	rec := recordScribble(t, prog, "fifo", filepath.Join(t.TempDir(), "fifo"))
 	if rec.res.Program.ExitCode() != 3 || rec.stdout != "done\n" || len(rec.model.Processes) != 2 {
 		t.Errorf("the program exited with %d and said %q, %d processes recorded; want 3, \"done\", 2\n%s",
@@ -80,8 +80,10 @@ func TestModuleNamesFifo(t *testing.T) {
 	}
 }
 
-// buildScribble builds scribble.c against the agent's protocol.h.
-func buildScribble(t *testing.T) string {
+// buildAgainstProtocol builds the fixture testdata/name against the
+// agent's protocol.h, as a program that writes memtrail's buffer or
+// socket itself must be.
+func buildAgainstProtocol(t *testing.T, name string) string {
 	t.Helper()
 	csrc, err := filepath.Abs(filepath.Join("..", "agent", "csrc"))
 	if err != nil {
@@ -91,8 +93,10 @@ func buildScribble(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(header) // the fixture cache knows the source, not the header
-	return fixture.Build(t, src("scribble.c"), "-g", "-O0", "-I", csrc, fmt.Sprintf("-DPROTOCOL_SUM=%x", sum[:8]))
+	// The fixture cache knows the source, not the header: the header's
+	// hash among the flags rebuilds the fixture when the protocol changes.
+	sum := sha256.Sum256(header)
+	return fixture.Build(t, src(name), "-g", "-O0", "-I", csrc, fmt.Sprintf("-DPROTOCOL_SUM=%x", sum[:8]))
 }
 
 // recordScribble records prog mode. A recording that does not end is a

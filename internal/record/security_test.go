@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,18 +20,7 @@ import (
 // reach, and returns its path.
 func buildForger(t *testing.T) string {
 	t.Helper()
-	csrc, err := filepath.Abs(filepath.Join("..", "agent", "csrc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	header, err := os.ReadFile(filepath.Join(csrc, "protocol.h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fixture cache knows the source, not the header: the header's
-	// hash among the flags rebuilds the forger when the protocol changes.
-	sum := sha256.Sum256(header)
-	built := fixture.Build(t, src("forgehello.c"), "-g", "-O0", "-I", csrc, fmt.Sprintf("-DPROTOCOL_SUM=%x", sum[:8]))
+	built := buildAgainstProtocol(t, "forgehello.c")
 	dir, err := os.MkdirTemp("", "memtrail-forger-")
 	if err != nil {
 		t.Fatal(err)
@@ -132,11 +120,12 @@ func forge(t *testing.T, what string, out []byte, err error) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestForeignHello is the attack of issue 19 item 2: while root records a
-// program, another user finds the recorder's socket and sends it a
-// well-formed hello, once with the program's pid (which replaced the real
-// recording and held the program up for good) and once with its own (a
-// fake process in the trace); and a process of root's own that the
+// TestForeignHello performs the attack the checks of who connects (see
+// server) are for: while root records a program, another user finds the
+// recorder's socket and sends it a well-formed hello, once with the
+// program's pid (which would replace the real recording and hold the
+// program up for good) and once with its own (a fake process in the
+// trace); and a process of root's own that the
 // program did not start does the same. Each must be refused, and the
 // recording must be what it is without them.
 func TestForeignHello(t *testing.T) {

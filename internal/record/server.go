@@ -188,7 +188,7 @@ func parentClaim(pid, claimed int) bool {
 		return false
 	}
 	fields, ok := statFields(claimed)
-	return !ok || len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
+	return !ok || len(fields) == 0 || zombie(fields)
 }
 
 // parentOf returns the parent of process pid (field 4 of its stat).

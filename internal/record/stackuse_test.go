@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,29 +148,4 @@ func stackOfTrace(t *testing.T, path string) (map[uint64][]uint64, map[uint64]ui
 		}
 	}
 	return events, highWater
-}
-
-// readTrace reads every record of a sound trace.
-func readTrace(t *testing.T, path string) []trace.Record {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := trace.NewReader(bufio.NewReader(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []trace.Record
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return recs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
 }

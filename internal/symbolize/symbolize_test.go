@@ -285,19 +285,8 @@ func TestSectionCache(t *testing.T) {
 		wantStatus(t, o, Full)
 		return o
 	}
-	uncached, err := Options{DebugRoot: t.TempDir(), CacheDir: "-"}.Open(bin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uncached.Close()
-
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := filepath.Join(cache, hex.EncodeToString(BuildID(f)), "info")
-	size := f.Section(".debug_info").Size
-	f.Close()
+	uncached := openUncached(t, bin)
+	info, size := cachedInfo(t, bin, cache)
 
 	sameFrames(t, uncached, openCached(), bin)
 	if st, err := os.Stat(info); err != nil || uint64(st.Size()) != size {
@@ -321,26 +310,15 @@ func TestSectionCachePlanted(t *testing.T) {
 	bin := buildFixture(t, []string{"inline.c"}, "-O2", "-g", "-gz")
 	cache := t.TempDir()
 	opts := Options{DebugRoot: t.TempDir(), CacheDir: cache}
-	uncached, err := Options{DebugRoot: t.TempDir(), CacheDir: "-"}.Open(bin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uncached.Close()
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(cache, hex.EncodeToString(BuildID(f)))
-	size := f.Section(".debug_info").Size
-	f.Close()
+	uncached := openUncached(t, bin)
+	info, size := cachedInfo(t, bin, cache)
 	// A forged .debug_info of the right size: its one unit claims the
 	// whole section and holds nothing a reader can use.
 	forged := bytes.Repeat([]byte{0xff}, int(size))
 	binary.LittleEndian.PutUint32(forged, uint32(size-4))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(info), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	info := filepath.Join(dir, "info")
 	if err := os.WriteFile(info, forged, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -357,6 +335,30 @@ func TestSectionCachePlanted(t *testing.T) {
 	if st, err := os.Stat(info); err != nil || st.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
 		t.Errorf("the planted section was not replaced: %v", err)
 	}
+}
+
+// openUncached opens bin without a section cache, for the frames the
+// cached opens must give.
+func openUncached(t *testing.T, bin string) *Object {
+	t.Helper()
+	o, err := Options{DebugRoot: t.TempDir(), CacheDir: "-"}.Open(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
+}
+
+// cachedInfo returns where the section cache in cache keeps the
+// .debug_info of bin, and that section's size.
+func cachedInfo(t *testing.T, bin, cache string) (string, uint64) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return filepath.Join(cache, hex.EncodeToString(BuildID(f)), "info"), f.Section(".debug_info").Size
 }
 
 // splitDebug builds basic.c with -g, then moves its debug info to a

@@ -31,10 +31,8 @@ struct mt_thread {
 	uint32_t internal; /* the agent itself is calling libc, which may allocate */
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
-	uint32_t depth;    /* frames in the cached stack */
-	uint32_t recorded; /* its innermost frames that are in the trace */
-	uint32_t cut;      /* the cached stack has more frames than recorded */
-	uint32_t uncounted; /* and more than depth: their number is not known */
+	uint32_t depth;    /* frames in the cached stack (see mt_stack_cut) */
+	uint32_t uncounted; /* it was cut, and more frames than depth: their number is not known */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
 	uintptr_t paint_lo, paint_hi; /* the part of it painted (stackuse.c) */
@@ -108,6 +106,10 @@ struct mt_process {
 enum { MT_STATE_UNINIT, MT_STATE_ACTIVE, MT_STATE_OFF };
 
 extern struct mt_process mt_proc MT_HIDDEN;
+
+/* mt_stack_cut reports whether t's cached stack is deeper than the depth
+ * limit: then only its innermost max_frames frames are in the trace. */
+static inline int mt_stack_cut(const struct mt_thread *t) { return t->depth > mt_proc.max_frames; }
 
 /* arena.c: memory for the agent itself, straight from mmap. */
 MT_HIDDEN void *mt_arena_alloc(size_t size);

@@ -61,7 +61,7 @@ void mt_calls_due(struct mt_thread *t)
 }
 
 /* emit_deepest publishes the deepest entry, with the stack just taken
- * (its t->recorded innermost frames) or, if taken is 0, without one. A
+ * (its innermost max_frames frames) or, if taken is 0, without one. A
  * stack cut short by the depth limit gives its outermost recorded frame no
  * size: the frame above it is not in the trace. */
 static void emit_deepest(struct mt_thread *t, int taken)
@@ -71,7 +71,7 @@ static void emit_deepest(struct mt_thread *t, int taken)
 	if (taken) {
 		stack = t->stack_id;
 		int depth = (int)t->depth;
-		int sized = t->cut ? (int)t->recorded - 1 : (int)t->recorded;
+		int sized = mt_stack_cut(t) ? (int)mt_proc.max_frames - 1 : depth;
 		for (int i = depth - 1; i >= depth - sized; i--) {
 			uintptr_t above = i > 0 ? t->sp[i - 1] : t->stack_hi;
 			uint64_t size = above > t->sp[i] ? above - t->sp[i] : 0;

@@ -581,7 +581,7 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	/* Step 3: the root, and the frames whose nodes still hold. */
 	uint32_t parent = 0;
 	int from = first; /* the outermost frame to intern */
-	if (reuse && m >= first && (cut ? t->cut && (int)t->depth == depth : !t->cut)) {
+	if (reuse && m >= first && (cut ? mt_stack_cut(t) && (int)t->depth == depth : !mt_stack_cut(t))) {
 		parent = t->node[m];
 		from = m + 1;
 	} else if (cut) {
@@ -611,8 +611,6 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 		t->node[at] = parent;
 	}
 	t->depth = (uint32_t)depth;
-	t->recorded = (uint32_t)(depth - first);
-	t->cut = (uint32_t)cut;
 	t->uncounted = (uint32_t)uncounted;
 	t->stack_id = parent;
 }
