@@ -32,6 +32,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 // workload is a program to measure.
@@ -40,6 +42,9 @@ type workload struct {
 	about string
 	args  func(dir string) []string // the command line, given the build directory
 	env   []string
+	// optIn workloads run only when -only names them: bigheap takes
+	// minutes and a gigabyte per run under the three tools.
+	optIn bool
 }
 
 func workloads(dir string) []workload {
@@ -48,35 +53,40 @@ func workloads(dir string) []workload {
 		"select count(*), sum(length(b)) from t;"
 	return []workload{
 		{"dense", "malloc-dense loop: 16M random free+malloc of 8-520 bytes among 4,096 slots, one thread",
-			func(d string) []string { return []string{filepath.Join(d, "dense")} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "dense")} }, nil, false},
 		{"crossfree", "4 threads, each freeing the blocks another allocated (2M allocations per thread)",
-			func(d string) []string { return []string{filepath.Join(d, "crossfree"), "4", "2000000"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "crossfree"), "4", "2000000"} }, nil, false},
 		{"threads", "8 threads at once, each running the malloc-dense loop on its own 1,024 slots (1M iterations per thread)",
-			func(d string) []string { return []string{filepath.Join(d, "threads"), "8", "1000000"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "threads"), "8", "1000000"} }, nil, false},
 		{"sqlite3", "sqlite3 building a 200,000-row table in memory",
-			func(d string) []string { return []string{"sqlite3", ":memory:", sql} }, nil},
+			func(d string) []string { return []string{"sqlite3", ":memory:", sql} }, nil, false},
 		{"jq", "jq filtering a 200,000-object JSON file",
 			func(d string) []string {
 				return []string{"jq", "-c", `[.[] | select(.id % 7 == 0) | {id, name: (.name | ascii_upcase), n: (.tags | length)}] | length`,
 					filepath.Join(d, "objects.json")}
-			}, nil},
+			}, nil, false},
 		{"deep", "the unwinder's worst case: 400,000 events (a free and a malloc) alternating between the bottoms of two recursions 300 calls deep (305 frames), each stack unwound whole",
-			func(d string) []string { return []string{filepath.Join(d, "deep"), "300", "100000"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "deep"), "300", "100000"} }, nil, false},
 		{"calls", "naive Fibonacci built with -finstrument-functions: 66M function calls (132M entries and returns), one allocation (gcc drops its malloc-free pairs)",
-			func(d string) []string { return []string{filepath.Join(d, "calls"), "35"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "calls"), "35"} }, nil, false},
 		{"python3", "python3 (PYTHONMALLOC=malloc) building 200,000 dicts and a JSON text of them",
 			func(d string) []string {
 				return []string{pythonPath(), "-c", "import json; d = [{'id': i, 'name': 'item %d' % i} for i in range(200000)]; " +
 					"s = json.dumps(d); print(len(json.loads(s)))"}
-			}, []string{"PYTHONMALLOC=malloc"}},
+			}, []string{"PYTHONMALLOC=malloc"}, false},
+		{"bigheap", fmt.Sprintf("a big heap: %s blocks of 16-64 bytes, every other one freed, %s live at exit (-bigheap-blocks)", report.Count(uint64(bigheapBlocks)), report.Count(uint64(bigheapBlocks/2))),
+			func(d string) []string { return []string{filepath.Join(d, "bigheap"), fmt.Sprint(bigheapBlocks)} }, nil, true},
 	}
 }
+
+// bigheapBlocks is how many blocks the bigheap workload allocates.
+var bigheapBlocks int64 = 10000000
 
 // chosen returns the workloads that -only names (all if it is empty).
 func chosen(dir, only string) []workload {
 	var list []workload
 	for _, w := range workloads(dir) {
-		if only == "" || contains(strings.Split(only, ","), w.name) {
+		if (only == "" && !w.optIn) || contains(strings.Split(only, ","), w.name) {
 			list = append(list, w)
 		}
 	}
@@ -148,6 +158,7 @@ func main() {
 		also = append(also, strings.Split(s, ","))
 		return nil
 	})
+	flag.Int64Var(&bigheapBlocks, "bigheap-blocks", bigheapBlocks, "blocks the bigheap workload allocates (half stay live); bigheap runs only when -only names it")
 	flag.Parse()
 	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -158,6 +169,11 @@ func main() {
 func run(runs int, only string, reading, pgo, webUI bool) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
+	}
+	// The program holds an array of them, 8 bytes each: a bound keeps a
+	// typo from asking for more memory than the machine has.
+	if bigheapBlocks < 2 || bigheapBlocks > 1<<30 {
+		return fmt.Errorf("-bigheap-blocks %d: need 2 to %d", bigheapBlocks, 1<<30)
 	}
 	if only != "" {
 		known := []string{"unwind"}
@@ -352,7 +368,7 @@ func build(dir string) (string, error) {
 	if err := writeObjects(filepath.Join(dir, "objects.json")); err != nil {
 		return "", err
 	}
-	for _, w := range []string{"dense", "crossfree", "threads", "deep"} {
+	for _, w := range []string{"dense", "crossfree", "threads", "deep", "bigheap"} {
 		out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, w),
 			filepath.Join("bench", "workloads", w+".c"), "-lpthread").CombinedOutput()
 		if err != nil {
