@@ -21,6 +21,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -140,11 +141,35 @@ func tools(memtrail string) []tool {
 type sample struct {
 	wall, cpu time.Duration
 	rssKiB    int64
-	bytes     int64
+	// The peak RSS of the tool's own process (the one bench started):
+	// for memtrail, the recorder with its live set.
+	toolRSSKiB int64
+	bytes      int64
 	// For memtrail, from its -stats line: how often and how long the
 	// program's threads waited for the recorder to read their rings.
 	waits    int64
 	waitTime time.Duration
+	// How long memtrail's leak scan held the program at its exit, from
+	// the report of the trace (0 without a scan).
+	leakScan time.Duration
+}
+
+// leakScanTime reads how long the leak scan held the program from the
+// report of trace.
+func leakScanTime(memtrail, trace string) (time.Duration, error) {
+	out, err := exec.Command(memtrail, "report", "-json", "-cache=false", trace).Output()
+	if err != nil {
+		return 0, fmt.Errorf("memtrail report %s: %w", trace, err)
+	}
+	var rep struct {
+		Summary struct {
+			LeakScanNS int64 `json:"leak_scan_ns"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return 0, fmt.Errorf("memtrail report -json %s: %w", trace, err)
+	}
+	return time.Duration(rep.Summary.LeakScanNS), nil
 }
 
 func main() {
@@ -224,8 +249,8 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 		}, func(out string) string { return out + ".mtr" }})
 	}
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
-	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event | program waited for the recorder |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | memtrail's own peak RSS | leak scan at exit (program held) | trace bytes/event | program waited for the recorder |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, w := range chosen(dir, only) {
 		args := w.args(dir)
 		events, err := countEvents(memtrail, args, w.env, dir)
@@ -245,16 +270,20 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 		base := median(results[0])
 		for i, t := range ts {
 			m := median(results[i])
-			perEvent, waited := "—", "—"
+			perEvent, waited, own, scan := "—", "—", "—", "—"
 			if t.file != nil && events > 0 {
 				perEvent = fmt.Sprintf("%.3g", float64(m.bytes)/float64(events))
 			}
 			if strings.HasPrefix(t.name, "memtrail") {
 				waited = fmt.Sprintf("%d times, %.3f s", m.waits, m.waitTime.Seconds())
+				own = fmt.Sprintf("%.1f MiB", float64(m.toolRSSKiB)/1024)
+				if m.leakScan > 0 {
+					scan = fmt.Sprintf("%.2f s", m.leakScan.Seconds())
+				}
 			}
-			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s |\n", w.name, t.name,
+			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s | %s | %s |\n", w.name, t.name,
 				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
-				float64(m.rssKiB)/1024, perEvent, waited)
+				float64(m.rssKiB)/1024, own, scan, perEvent, waited)
 		}
 	}
 	fmt.Println()
@@ -414,6 +443,11 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 		}
 		s.bytes = fi.Size()
 	}
+	if strings.HasPrefix(t.name, "memtrail") {
+		if s.leakScan, err = leakScanTime(line[0], t.file(out)); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 
@@ -427,13 +461,17 @@ func runPolled(cmd *exec.Cmd, exe string) (sample, error) {
 	if err := cmd.Start(); err != nil {
 		return sample{}, err
 	}
-	peak := make(chan int64)
+	peak := make(chan [2]int64)
 	stop := make(chan struct{})
-	go func() { peak <- pollPeakRSS(exe, cmd.Process.Pid, stop) }()
+	go func() {
+		program, tool := pollPeakRSS(exe, cmd.Process.Pid, stop)
+		peak <- [2]int64{program, tool}
+	}()
 	err := cmd.Wait()
 	s := sample{wall: time.Since(start)}
 	close(stop)
-	s.rssKiB = <-peak
+	peaks := <-peak
+	s.rssKiB, s.toolRSSKiB = peaks[0], peaks[1]
 	if err != nil {
 		return s, err
 	}
@@ -473,8 +511,9 @@ func countEvents(memtrail string, args, env []string, dir string) (int64, error)
 }
 
 // pollPeakRSS watches the process tree under root for the workload's own
-// process (the one running exe) and returns the highest VmHWM seen.
-func pollPeakRSS(exe string, root int, stop <-chan struct{}) int64 {
+// process (the one running exe) and returns the highest VmHWM seen, and
+// root's own.
+func pollPeakRSS(exe string, root int, stop <-chan struct{}) (program, tool int64) {
 	var peak int64
 	want, _ := exec.LookPath(exe)
 	want, _ = filepath.EvalSymlinks(want)
@@ -486,9 +525,10 @@ func pollPeakRSS(exe string, root int, stop <-chan struct{}) int64 {
 				peak = max(peak, hwm(pid))
 			}
 		}
+		tool = max(tool, hwm(root))
 		select {
 		case <-stop:
-			return peak
+			return peak, tool
 		case <-tick.C:
 		}
 	}
@@ -561,12 +601,14 @@ func median(ss []sample) sample {
 		return v[len(v)/2]
 	}
 	return sample{
-		wall:     time.Duration(pick(func(s sample) int64 { return int64(s.wall) })),
-		cpu:      time.Duration(pick(func(s sample) int64 { return int64(s.cpu) })),
-		rssKiB:   pick(func(s sample) int64 { return s.rssKiB }),
-		bytes:    pick(func(s sample) int64 { return s.bytes }),
-		waits:    pick(func(s sample) int64 { return s.waits }),
-		waitTime: time.Duration(pick(func(s sample) int64 { return int64(s.waitTime) })),
+		wall:       time.Duration(pick(func(s sample) int64 { return int64(s.wall) })),
+		cpu:        time.Duration(pick(func(s sample) int64 { return int64(s.cpu) })),
+		rssKiB:     pick(func(s sample) int64 { return s.rssKiB }),
+		toolRSSKiB: pick(func(s sample) int64 { return s.toolRSSKiB }),
+		bytes:      pick(func(s sample) int64 { return s.bytes }),
+		waits:      pick(func(s sample) int64 { return s.waits }),
+		waitTime:   time.Duration(pick(func(s sample) int64 { return int64(s.waitTime) })),
+		leakScan:   time.Duration(pick(func(s sample) int64 { return int64(s.leakScan) })),
 	}
 }
 
