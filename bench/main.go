@@ -5,6 +5,8 @@
 //	go run ./bench                 # all workloads, 5 runs each
 //	go run ./bench -runs 3 -only dense,sqlite3
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
+//	go run ./bench -only bigheap -also -leak-check=false   # big heap (issue 20): only when -only names it
+//	go run ./bench -only bigheap -bigheap-blocks 1000000   # a smaller big heap
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
