@@ -5,6 +5,8 @@
 //	go run ./bench                 # all workloads, 5 runs each
 //	go run ./bench -runs 3 -only dense,sqlite3
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
+//	go run ./bench -only bigheap -also -leak-check=false   # big heap (issue 20): only when -only names it
+//	go run ./bench -only bigheap -bigheap-blocks 1000000   # a smaller big heap
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
@@ -21,6 +23,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -32,6 +35,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/memtrail/memtrail/internal/report"
 )
 
 // workload is a program to measure.
@@ -40,6 +45,9 @@ type workload struct {
 	about string
 	args  func(dir string) []string // the command line, given the build directory
 	env   []string
+	// optIn workloads run only when -only names them: bigheap takes
+	// minutes and a gigabyte per run under the three tools.
+	optIn bool
 }
 
 func workloads(dir string) []workload {
@@ -48,35 +56,40 @@ func workloads(dir string) []workload {
 		"select count(*), sum(length(b)) from t;"
 	return []workload{
 		{"dense", "malloc-dense loop: 16M random free+malloc of 8-520 bytes among 4,096 slots, one thread",
-			func(d string) []string { return []string{filepath.Join(d, "dense")} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "dense")} }, nil, false},
 		{"crossfree", "4 threads, each freeing the blocks another allocated (2M allocations per thread)",
-			func(d string) []string { return []string{filepath.Join(d, "crossfree"), "4", "2000000"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "crossfree"), "4", "2000000"} }, nil, false},
 		{"threads", "8 threads at once, each running the malloc-dense loop on its own 1,024 slots (1M iterations per thread)",
-			func(d string) []string { return []string{filepath.Join(d, "threads"), "8", "1000000"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "threads"), "8", "1000000"} }, nil, false},
 		{"sqlite3", "sqlite3 building a 200,000-row table in memory",
-			func(d string) []string { return []string{"sqlite3", ":memory:", sql} }, nil},
+			func(d string) []string { return []string{"sqlite3", ":memory:", sql} }, nil, false},
 		{"jq", "jq filtering a 200,000-object JSON file",
 			func(d string) []string {
 				return []string{"jq", "-c", `[.[] | select(.id % 7 == 0) | {id, name: (.name | ascii_upcase), n: (.tags | length)}] | length`,
 					filepath.Join(d, "objects.json")}
-			}, nil},
+			}, nil, false},
 		{"deep", "the unwinder's worst case: 400,000 events (a free and a malloc) alternating between the bottoms of two recursions 300 calls deep (305 frames), each stack unwound whole",
-			func(d string) []string { return []string{filepath.Join(d, "deep"), "300", "100000"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "deep"), "300", "100000"} }, nil, false},
 		{"calls", "naive Fibonacci built with -finstrument-functions: 66M function calls (132M entries and returns), one allocation (gcc drops its malloc-free pairs)",
-			func(d string) []string { return []string{filepath.Join(d, "calls"), "35"} }, nil},
+			func(d string) []string { return []string{filepath.Join(d, "calls"), "35"} }, nil, false},
 		{"python3", "python3 (PYTHONMALLOC=malloc) building 200,000 dicts and a JSON text of them",
 			func(d string) []string {
 				return []string{pythonPath(), "-c", "import json; d = [{'id': i, 'name': 'item %d' % i} for i in range(200000)]; " +
 					"s = json.dumps(d); print(len(json.loads(s)))"}
-			}, []string{"PYTHONMALLOC=malloc"}},
+			}, []string{"PYTHONMALLOC=malloc"}, false},
+		{"bigheap", fmt.Sprintf("a big heap: %s blocks of 16-64 bytes, every other one freed, %s live at exit (-bigheap-blocks)", report.Count(uint64(bigheapBlocks)), report.Count(uint64(bigheapBlocks/2))),
+			func(d string) []string { return []string{filepath.Join(d, "bigheap"), fmt.Sprint(bigheapBlocks)} }, nil, true},
 	}
 }
+
+// bigheapBlocks is how many blocks the bigheap workload allocates.
+var bigheapBlocks int64 = 10000000
 
 // chosen returns the workloads that -only names (all if it is empty).
 func chosen(dir, only string) []workload {
 	var list []workload
 	for _, w := range workloads(dir) {
-		if only == "" || contains(strings.Split(only, ","), w.name) {
+		if (only == "" && !w.optIn) || contains(strings.Split(only, ","), w.name) {
 			list = append(list, w)
 		}
 	}
@@ -130,11 +143,35 @@ func tools(memtrail string) []tool {
 type sample struct {
 	wall, cpu time.Duration
 	rssKiB    int64
-	bytes     int64
+	// The peak RSS of the tool's own process (the one bench started):
+	// for memtrail, the recorder with its live set.
+	toolRSSKiB int64
+	bytes      int64
 	// For memtrail, from its -stats line: how often and how long the
 	// program's threads waited for the recorder to read their rings.
 	waits    int64
 	waitTime time.Duration
+	// How long memtrail's leak scan held the program at its exit, from
+	// the report of the trace (0 without a scan).
+	leakScan time.Duration
+}
+
+// leakScanTime reads how long the leak scan held the program from the
+// report of trace.
+func leakScanTime(memtrail, trace string) (time.Duration, error) {
+	out, err := exec.Command(memtrail, "report", "-json", "-cache=false", trace).Output()
+	if err != nil {
+		return 0, fmt.Errorf("memtrail report %s: %w", trace, err)
+	}
+	var rep struct {
+		Summary struct {
+			LeakScanNS int64 `json:"leak_scan_ns"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return 0, fmt.Errorf("memtrail report -json %s: %w", trace, err)
+	}
+	return time.Duration(rep.Summary.LeakScanNS), nil
 }
 
 func main() {
@@ -148,6 +185,7 @@ func main() {
 		also = append(also, strings.Split(s, ","))
 		return nil
 	})
+	flag.Int64Var(&bigheapBlocks, "bigheap-blocks", bigheapBlocks, "blocks the bigheap workload allocates (half stay live); bigheap runs only when -only names it")
 	flag.Parse()
 	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -158,6 +196,11 @@ func main() {
 func run(runs int, only string, reading, pgo, webUI bool) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
+	}
+	// The program holds an array of them, 8 bytes each: a bound keeps a
+	// typo from asking for more memory than the machine has.
+	if bigheapBlocks < 2 || bigheapBlocks > 1<<30 {
+		return fmt.Errorf("-bigheap-blocks %d: need 2 to %d", bigheapBlocks, 1<<30)
 	}
 	if only != "" {
 		known := []string{"unwind"}
@@ -208,8 +251,8 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 		}, func(out string) string { return out + ".mtr" }})
 	}
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
-	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | trace bytes/event | program waited for the recorder |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | memtrail's own peak RSS | leak scan at exit (program held) | trace bytes/event | program waited for the recorder |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, w := range chosen(dir, only) {
 		args := w.args(dir)
 		events, err := countEvents(memtrail, args, w.env, dir)
@@ -229,16 +272,20 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 		base := median(results[0])
 		for i, t := range ts {
 			m := median(results[i])
-			perEvent, waited := "—", "—"
+			perEvent, waited, own, scan := "—", "—", "—", "—"
 			if t.file != nil && events > 0 {
 				perEvent = fmt.Sprintf("%.3g", float64(m.bytes)/float64(events))
 			}
 			if strings.HasPrefix(t.name, "memtrail") {
 				waited = fmt.Sprintf("%d times, %.3f s", m.waits, m.waitTime.Seconds())
+				own = fmt.Sprintf("%.1f MiB", float64(m.toolRSSKiB)/1024)
+				if m.leakScan > 0 {
+					scan = fmt.Sprintf("%.2f s", m.leakScan.Seconds())
+				}
 			}
-			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s |\n", w.name, t.name,
+			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s | %s | %s |\n", w.name, t.name,
 				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
-				float64(m.rssKiB)/1024, perEvent, waited)
+				float64(m.rssKiB)/1024, own, scan, perEvent, waited)
 		}
 	}
 	fmt.Println()
@@ -352,7 +399,7 @@ func build(dir string) (string, error) {
 	if err := writeObjects(filepath.Join(dir, "objects.json")); err != nil {
 		return "", err
 	}
-	for _, w := range []string{"dense", "crossfree", "threads", "deep"} {
+	for _, w := range []string{"dense", "crossfree", "threads", "deep", "bigheap"} {
 		out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, w),
 			filepath.Join("bench", "workloads", w+".c"), "-lpthread").CombinedOutput()
 		if err != nil {
@@ -398,6 +445,11 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 		}
 		s.bytes = fi.Size()
 	}
+	if strings.HasPrefix(t.name, "memtrail") {
+		if s.leakScan, err = leakScanTime(line[0], t.file(out)); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 
@@ -411,13 +463,17 @@ func runPolled(cmd *exec.Cmd, exe string) (sample, error) {
 	if err := cmd.Start(); err != nil {
 		return sample{}, err
 	}
-	peak := make(chan int64)
+	peak := make(chan [2]int64)
 	stop := make(chan struct{})
-	go func() { peak <- pollPeakRSS(exe, cmd.Process.Pid, stop) }()
+	go func() {
+		program, tool := pollPeakRSS(exe, cmd.Process.Pid, stop)
+		peak <- [2]int64{program, tool}
+	}()
 	err := cmd.Wait()
 	s := sample{wall: time.Since(start)}
 	close(stop)
-	s.rssKiB = <-peak
+	peaks := <-peak
+	s.rssKiB, s.toolRSSKiB = peaks[0], peaks[1]
 	if err != nil {
 		return s, err
 	}
@@ -457,8 +513,9 @@ func countEvents(memtrail string, args, env []string, dir string) (int64, error)
 }
 
 // pollPeakRSS watches the process tree under root for the workload's own
-// process (the one running exe) and returns the highest VmHWM seen.
-func pollPeakRSS(exe string, root int, stop <-chan struct{}) int64 {
+// process (the one running exe) and returns the highest VmHWM seen, and
+// root's own.
+func pollPeakRSS(exe string, root int, stop <-chan struct{}) (program, tool int64) {
 	var peak int64
 	want, _ := exec.LookPath(exe)
 	want, _ = filepath.EvalSymlinks(want)
@@ -470,9 +527,10 @@ func pollPeakRSS(exe string, root int, stop <-chan struct{}) int64 {
 				peak = max(peak, hwm(pid))
 			}
 		}
+		tool = max(tool, hwm(root))
 		select {
 		case <-stop:
-			return peak
+			return peak, tool
 		case <-tick.C:
 		}
 	}
@@ -545,12 +603,14 @@ func median(ss []sample) sample {
 		return v[len(v)/2]
 	}
 	return sample{
-		wall:     time.Duration(pick(func(s sample) int64 { return int64(s.wall) })),
-		cpu:      time.Duration(pick(func(s sample) int64 { return int64(s.cpu) })),
-		rssKiB:   pick(func(s sample) int64 { return s.rssKiB }),
-		bytes:    pick(func(s sample) int64 { return s.bytes }),
-		waits:    pick(func(s sample) int64 { return s.waits }),
-		waitTime: time.Duration(pick(func(s sample) int64 { return int64(s.waitTime) })),
+		wall:       time.Duration(pick(func(s sample) int64 { return int64(s.wall) })),
+		cpu:        time.Duration(pick(func(s sample) int64 { return int64(s.cpu) })),
+		rssKiB:     pick(func(s sample) int64 { return s.rssKiB }),
+		toolRSSKiB: pick(func(s sample) int64 { return s.toolRSSKiB }),
+		bytes:      pick(func(s sample) int64 { return s.bytes }),
+		waits:      pick(func(s sample) int64 { return s.waits }),
+		waitTime:   time.Duration(pick(func(s sample) int64 { return int64(s.waitTime) })),
+		leakScan:   time.Duration(pick(func(s sample) int64 { return int64(s.leakScan) })),
 	}
 }
 
