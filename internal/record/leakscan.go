@@ -146,23 +146,22 @@ const (
 const (
 	scanWindow  = 1 << 20
 	batchRanges = 1024
-	rangeGap    = 256 // bytes between blocks read with them rather than in another range
+	rangeGap    = pageSize // bytes between blocks read with them rather than in another range
 	innerBatch  = 4096
 )
 
 // marker marks the blocks of a blockIndex from the roots (step 2 and 3
 // of scanMemory).
 type marker struct {
-	ix    *blockIndex
-	heur  *heuristics
-	state []uint8      // by block number
-	stack []stackEntry // the blocks whose state rose, to scan
-	big   []uint64     // the addresses of those bigger than a window
-	inner []innerPtr
-	batch []scanItem
-	mem   *processMemory // for batches of blocks
-	wmem  *processMemory // for windows of roots and big blocks
-	err   error
+	ix      *blockIndex
+	heur    *heuristics
+	state   []uint8      // by block number
+	stack   []stackEntry // the blocks whose state rose, to scan
+	big     []uint64     // the addresses of those bigger than a window
+	inner   []innerPtr
+	batches [2]blockBatch  // one read while the other's words are noted
+	wmem    *processMemory // for windows of roots and big blocks
+	err     error
 }
 
 // stackEntry is a block to scan: its address, number and size, up to
@@ -235,17 +234,29 @@ func (m *marker) drain() {
 }
 
 // drainSmall scans the blocks whose state rose, but for those bigger than
-// a window, which it leaves in m.big.
+// a window, which it leaves in m.big. While it notes the words of one
+// batch, the next is read: the scan holds the program, so both CPUs are
+// the recorder's, and either order of batches gives the same outcome.
 func (m *marker) drainSmall() {
+	var inflight *blockBatch
 	for m.err == nil {
-		switch {
-		case len(m.stack) > 0:
-			m.scanBatch()
-		case len(m.inner) > 0:
-			m.resolveInner()
-		default:
+		var next *blockBatch
+		if len(m.stack) > 0 {
+			next = m.startBatch(inflight)
+		}
+		if inflight != nil {
+			m.finishBatch(inflight)
+		}
+		if inflight = next; inflight != nil || len(m.stack) > 0 {
+			continue
+		}
+		if len(m.inner) == 0 {
 			return
 		}
+		m.resolveInner()
+	}
+	if inflight != nil {
+		<-inflight.done
 	}
 }
 
@@ -261,11 +272,16 @@ func (m *marker) scanRange(lo, hi uint64, definite bool) {
 	}
 }
 
-// scanBatch takes blocks off the stack and notes their words.
-func (m *marker) scanBatch() {
-	m.batch = m.batch[:0]
+// startBatch takes blocks off the stack and starts reading them, in the
+// batch that busy is not.
+func (m *marker) startBatch(busy *blockBatch) *blockBatch {
+	bb := &m.batches[0]
+	if bb == busy {
+		bb = &m.batches[1]
+	}
+	bb.items = bb.items[:0]
 	var bytes uint64
-	for len(m.stack) > 0 && len(m.batch) < batchRanges && bytes < scanWindow {
+	for len(m.stack) > 0 && len(bb.items) < batchRanges && bytes < scanWindow {
 		e := m.stack[len(m.stack)-1]
 		m.stack = m.stack[:len(m.stack)-1]
 		size := uint64(e.size)
@@ -273,55 +289,85 @@ func (m *marker) scanBatch() {
 			m.big = append(m.big, e.addr)
 			continue
 		}
-		m.batch = append(m.batch, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
+		bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
 		bytes += size
 	}
-	slices.SortFunc(m.batch, func(a, b scanItem) int { return cmp.Compare(a.addr, b.addr) })
+	slices.SortFunc(bb.items, func(a, b scanItem) int { return cmp.Compare(a.addr, b.addr) })
+	bb.plan()
+	bb.done = make(chan struct{})
+	go func() {
+		bb.read()
+		close(bb.done)
+	}()
+	return bb
+}
+
+// finishBatch waits for bb's blocks and notes their words.
+func (m *marker) finishBatch(bb *blockBatch) {
+	<-bb.done
 	lo, span := m.ix.lo, m.ix.hi-m.ix.lo
-	if err := m.mem.eachBlock(m.batch, func(k int, b []byte) {
+	err := bb.each(func(k int, b []byte) {
+		definite := bb.items[k].definite
 		for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
 			if v := wordAt(b, w); v-lo < span {
-				m.note(v, m.batch[k].definite)
+				m.note(v, definite)
 			}
 		}
-	}); err != nil {
+	})
+	if err != nil {
 		m.err = err
 	}
 }
 
-// eachBlock reads the whole words of blocks (in increasing order of
-// address, not overlapping), those close to each other as one range, and
-// calls f with each block's. A batch that cannot be read in one call is
-// read block by block, skipping the pages that cannot be read.
-func (mem *processMemory) eachBlock(blocks []scanItem, f func(k int, b []byte)) error {
-	var los, his []uint64
-	for _, b := range blocks {
+// blockBatch is blocks (in increasing order of address, not overlapping)
+// to read at once: those close to each other are read as one range.
+type blockBatch struct {
+	items           []scanItem
+	mem             *processMemory
+	los, his, sizes []uint64 // the ranges
+	buf             []byte   // the ranges' bytes, one after the other
+	ok              bool     // all of them could be read
+	done            chan struct{}
+}
+
+func (bb *blockBatch) plan() {
+	bb.los, bb.his, bb.sizes = bb.los[:0], bb.his[:0], bb.sizes[:0]
+	for _, b := range bb.items {
 		end := b.addr + b.size&^7
-		if n := len(los); n > 0 && b.addr <= his[n-1]+rangeGap {
-			his[n-1] = max(his[n-1], end)
+		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap {
+			bb.his[n-1] = max(bb.his[n-1], end)
 			continue
 		}
-		los, his = append(los, b.addr), append(his, end)
+		bb.los, bb.his = append(bb.los, b.addr), append(bb.his, end)
 	}
-	sizes := make([]uint64, len(los))
-	for i := range los {
-		sizes[i] = his[i] - los[i]
+	for i := range bb.los {
+		bb.sizes = append(bb.sizes, bb.his[i]-bb.los[i])
 	}
-	if buf, ok := mem.readBlocks(los, sizes); ok {
+}
+
+func (bb *blockBatch) read() {
+	bb.buf, bb.ok = bb.mem.readBlocks(bb.los, bb.sizes)
+}
+
+// each calls f with the whole words of each block. A batch that could
+// not be read in one call is read block by block, skipping the pages that
+// cannot be read.
+func (bb *blockBatch) each(f func(k int, b []byte)) error {
+	if bb.ok {
 		r, off := 0, uint64(0) // the range of block k, and where it starts in buf
-		for k, b := range blocks {
-			for b.addr > his[r] {
-				off += sizes[r]
+		for k, b := range bb.items {
+			for b.addr > bb.his[r] {
+				off += bb.sizes[r]
 				r++
 			}
-			at := off + b.addr - los[r]
-			f(k, buf[at:at+b.size&^7])
+			at := off + b.addr - bb.los[r]
+			f(k, bb.buf[at:at+b.size&^7])
 		}
 		return nil
 	}
-	for k, b := range blocks {
+	for k, b := range bb.items {
 		var words []byte
-		err := mem.words(b.addr, b.addr+b.size&^7, func(v uint64) {
+		err := bb.mem.words(b.addr, b.addr+b.size&^7, func(v uint64) {
 			words = binary.LittleEndian.AppendUint64(words, v)
 		})
 		if err != nil {
@@ -370,9 +416,9 @@ func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanR
 		ix:    ix,
 		heur:  &heuristics{mem: &processMemory{pid: pid}, maps: ms, vtables: map[uint64]bool{}},
 		state: make([]uint8, ix.count()),
-		mem:   mem,
 		wmem:  &processMemory{pid: pid},
 	}
+	m.batches[0].mem, m.batches[1].mem = &processMemory{pid: pid}, &processMemory{pid: pid}
 	for i := range m.state {
 		m.state[i] = unreached
 	}
@@ -413,7 +459,10 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 			bytes += lost[j].size
 			j++
 		}
-		err := mem.eachBlock(lost[i:j], func(_ int, b []byte) {
+		bb := &blockBatch{items: lost[i:j], mem: mem}
+		bb.plan()
+		bb.read()
+		err := bb.each(func(_ int, b []byte) {
 			edgeStart = append(edgeStart, uint32(len(edges)))
 			for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
 				if num, start, _, ok := ix.find(wordAt(b, w)); ok && state[num] == unreached {
