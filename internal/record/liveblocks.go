@@ -49,6 +49,7 @@ const (
 type tablePage struct {
 	key    uint64 // page number + 1; 0 for a page on the free list
 	starts [tablePageSlots / 64]uint64
+	before [tablePageSlots / 64]uint16 // blocks in the words of starts before each
 	sizes  []uint16
 	shared bool // sizes may be another table's too (see clone)
 }
@@ -147,11 +148,15 @@ func slotIn(addr uint64) uint { return uint(addr>>tableSlotBits) & (tablePageSlo
 // rank returns how many blocks of pg start before slot s.
 func (pg *tablePage) rank(s uint) int {
 	w := s / 64
-	r := bits.OnesCount64(pg.starts[w] & (1<<(s%64) - 1))
-	for i := range w {
-		r += bits.OnesCount64(pg.starts[i])
+	return int(pg.before[w]) + bits.OnesCount64(pg.starts[w]&(1<<(s%64)-1))
+}
+
+// count adds d to the blocks that start in slot s's word of pg, for the
+// words after it.
+func (pg *tablePage) count(s uint, d uint16) {
+	for w := s/64 + 1; w < uint(len(pg.before)); w++ {
+		pg.before[w] += d
 	}
-	return r
 }
 
 func (pg *tablePage) has(s uint) bool { return pg.starts[s/64]&(1<<(s%64)) != 0 }
@@ -195,6 +200,7 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 		pg.sizes[r] = small
 	} else {
 		pg.starts[s/64] |= 1 << (s % 64)
+		pg.count(s, 1)
 		if len(pg.sizes) == cap(pg.sizes) {
 			// Grow by more than append would from nothing: a page of
 			// small blocks holds dozens, and each growth is a copy.
@@ -202,7 +208,11 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 			copy(grown, pg.sizes)
 			pg.sizes = grown
 		}
-		pg.sizes = slices.Insert(pg.sizes, r, small)
+		if r == len(pg.sizes) { // blocks carved one after the other
+			pg.sizes = append(pg.sizes, small)
+		} else {
+			pg.sizes = slices.Insert(pg.sizes, r, small)
+		}
 		t.n++
 	}
 	if small == bigBlock {
@@ -241,12 +251,15 @@ func (t *blockTable) remove(addr uint64) (size uint64, existed bool) {
 	}
 	pg.own()
 	r := pg.rank(s)
-	size = t.sizeAt(pg, r, addr)
-	if pg.sizes[r] == bigBlock {
+	size = uint64(pg.sizes[r])
+	if size == bigBlock {
+		size = t.big[addr]
 		delete(t.big, addr)
 	}
 	pg.starts[s/64] &^= 1 << (s % 64)
-	pg.sizes = slices.Delete(pg.sizes, r, r+1)
+	pg.count(s, ^uint16(0))
+	copy(pg.sizes[r:], pg.sizes[r+1:])
+	pg.sizes = pg.sizes[:len(pg.sizes)-1]
 	t.n--
 	if len(pg.sizes) == 0 {
 		t.freePage(key, p)
