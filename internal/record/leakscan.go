@@ -147,7 +147,11 @@ const (
 	scanWindow  = 1 << 20
 	batchRanges = 1024
 	rangeGap    = pageSize // bytes between blocks read with them rather than in another range
-	innerBatch  = 4096
+	// A batch of one block reads from minReadAhead to maxReadAhead bytes
+	// (see marker.startBatch).
+	minReadAhead = 4 << 10
+	maxReadAhead = 256 << 10
+	innerBatch   = 4096
 )
 
 // marker marks the blocks of a blockIndex from the roots (step 2 and 3
@@ -159,9 +163,14 @@ type marker struct {
 	stack   []stackEntry // the blocks whose state rose, to scan
 	big     []uint64     // the addresses of those bigger than a window
 	inner   []innerPtr
-	batches [2]blockBatch  // one read while the other's words are noted
-	wmem    *processMemory // for windows of roots and big blocks
-	err     error
+	batches [2]blockBatch // one read while the other's words are noted
+	// ahead is how much a batch of one block reads from its start, and
+	// aheadHits how many batches its last such read served.
+	ahead     uint64
+	aheadHits int
+	aheadLast uint64         // the block the last read ahead was for
+	wmem      *processMemory // for windows of roots and big blocks
+	err       error
 }
 
 // stackEntry is a block to scan: its address, number and size, up to
@@ -273,7 +282,7 @@ func (m *marker) scanRange(lo, hi uint64, definite bool) {
 }
 
 // startBatch takes blocks off the stack and starts reading them, in the
-// batch that busy is not.
+// batch that busy is not; nil if they were all bigger than a window.
 func (m *marker) startBatch(busy *blockBatch) *blockBatch {
 	bb := &m.batches[0]
 	if bb == busy {
@@ -292,11 +301,40 @@ func (m *marker) startBatch(busy *blockBatch) *blockBatch {
 		bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
 		bytes += size
 	}
+	if len(bb.items) == 0 {
+		return nil // all big
+	}
 	slices.SortFunc(bb.items, func(a, b scanItem) int { return cmp.Compare(a.addr, b.addr) })
-	bb.plan()
 	bb.done = make(chan struct{})
+	if bb.fromCache() {
+		m.aheadHits++
+		close(bb.done)
+		return bb
+	}
+	if len(bb.items) > 1 {
+		bb.plan()
+		go func() {
+			bb.read()
+			close(bb.done)
+		}()
+		return bb
+	}
+	// One block, as when following a list: read the memory after it
+	// too, where the next often is, as much more as the last such read
+	// was of use.
+	if m.aheadHits > 0 {
+		m.ahead = min(2*m.ahead, maxReadAhead)
+	} else {
+		m.ahead = max(m.ahead/2, minReadAhead)
+	}
+	m.aheadHits = 0
+	// A list may run down in memory as well as up (a list built by
+	// pushing at its head, from blocks carved one after the other).
+	at := bb.items[0].addr
+	ahead, back := m.ahead, at < m.aheadLast
+	m.aheadLast = at
 	go func() {
-		bb.read()
+		bb.readAhead(ahead, back)
 		close(bb.done)
 	}()
 	return bb
@@ -328,6 +366,60 @@ type blockBatch struct {
 	buf             []byte   // the ranges' bytes, one after the other
 	ok              bool     // all of them could be read
 	done            chan struct{}
+	// cache is what the batch's last read ahead got, the memory at
+	// cacheAt on (in mem's buffer, until it reads again).
+	cache   []byte
+	cacheAt uint64
+}
+
+// fromCache reports whether the blocks of bb are all in its cache, and
+// makes them bb's if so.
+func (bb *blockBatch) fromCache() bool {
+	if bb.cache == nil {
+		return false
+	}
+	end := bb.cacheAt + uint64(len(bb.cache))
+	for _, b := range bb.items {
+		if b.addr < bb.cacheAt || b.addr+b.size&^7 > end {
+			return false
+		}
+	}
+	bb.los, bb.his, bb.sizes = append(bb.los[:0], bb.cacheAt), append(bb.his[:0], end), append(bb.sizes[:0], end-bb.cacheAt)
+	bb.buf, bb.ok = bb.cache, true
+	return true
+}
+
+// readAhead reads bb's one block and ahead bytes from its start (back:
+// up to its end), as much as can be read, into its cache.
+func (bb *blockBatch) readAhead(ahead uint64, back bool) {
+	b := bb.items[0]
+	words := b.size &^ 7
+	n := max(words, ahead)
+	if uint64(cap(bb.mem.buf)) < n {
+		bb.mem.buf = make([]byte, n)
+	}
+	at := b.addr
+	if back && b.addr+words >= n {
+		at = b.addr + words - n
+	}
+	if bb.readCache(at, n) || at != b.addr && bb.readCache(b.addr, n) {
+		bb.fromCache()
+		return
+	}
+	bb.cache, bb.ok = nil, false
+}
+
+// readCache reads n bytes at addr, or as many as can be read, into bb's
+// cache, and reports whether they hold its one block.
+func (bb *blockBatch) readCache(addr, n uint64) bool {
+	b := bb.items[0]
+	buf := bb.mem.buf[:n]
+	got, err := unix.ProcessVMReadv(bb.mem.pid, []unix.Iovec{{Base: &buf[0], Len: n}}, []unix.RemoteIovec{{Base: uintptr(addr), Len: int(n)}}, 0)
+	if err != nil || addr+uint64(got) < b.addr+b.size&^7 {
+		return false
+	}
+	bb.cache, bb.cacheAt = buf[:got], addr
+	return true
 }
 
 func (bb *blockBatch) plan() {
@@ -346,6 +438,7 @@ func (bb *blockBatch) plan() {
 }
 
 func (bb *blockBatch) read() {
+	bb.cache = nil // its bytes are overwritten
 	bb.buf, bb.ok = bb.mem.readBlocks(bb.los, bb.sizes)
 }
 
