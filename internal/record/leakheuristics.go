@@ -58,23 +58,25 @@ const vtableWords, vtableFns = 21, 2
 // heuristics accept, in the process mem, whose mappings are maps (in
 // address order).
 type heuristics struct {
-	g       *heapGraph
 	mem     *processMemory
 	maps    []mapping
 	vtables map[uint64]bool // the answers of isVtable so far
 }
 
-// innerPtr is a pointer v into the interior of a block; edge is its index
-// in the graph's edges when a block holds it.
+// innerPtr is a pointer v into the interior of the block of size bytes at
+// start, numbered num, held by a root or a reachable block (definite) or
+// by a possibly lost one.
 type innerPtr struct {
-	v     uint64
-	block uint32
-	edge  uint32
+	v, start, size uint64
+	num            uint32
+	definite       bool
 }
 
 // startLike reports, for each of ps, whether a heuristic takes it for a
 // pointer to its block's start.
 //
+// The first two words of each block are read first, all at once (0 past
+// its end), and with them the three heuristics of a block's head decide.
 // multipleinheritance: an object of a class with several polymorphic
 // bases, seen as one of its bases after the first, is a pointer at that
 // base's vtable pointer inside the block; the block itself starts with
@@ -83,13 +85,23 @@ type innerPtr struct {
 // words at the pointers are read, all at once, only for blocks whose
 // first word is one: the others fail anyway.
 func (h *heuristics) startLike(ps []innerPtr) []bool {
+	var at []uint64
+	for _, p := range ps {
+		at = append(at, p.start, p.start+8)
+	}
+	words := h.mem.wordsAt(at)
 	out := make([]bool, len(ps))
 	var mi []int
 	for k, p := range ps {
-		size, head := h.g.sizes[p.block], h.g.heads[p.block]
-		off := p.v - h.g.addrs[p.block]
+		head := [2]uint64{words[2*k], words[2*k+1]}
+		for i := range head {
+			if p.size&^7 < uint64(i+1)*8 {
+				head[i] = 0
+			}
+		}
+		off := p.v - p.start
 		switch {
-		case stdString(off, size, head), length64(off, size, head), newArray(off, size, head):
+		case stdString(off, p.size, head), length64(off, p.size, head), newArray(off, p.size, head):
 			out[k] = true
 		case p.v%8 == 0 && h.isVtable(head[0]):
 			mi = append(mi, k)
@@ -164,16 +176,4 @@ func (h *heuristics) mapAt(a uint64) *mapping {
 		return nil
 	}
 	return &h.maps[i]
-}
-
-// acceptEdges clears the interior bit of the graph's edges that a
-// heuristic takes for start pointers.
-func (h *heuristics) acceptEdges() {
-	g := h.g
-	for k, start := range h.startLike(g.inner) {
-		if start {
-			g.edges[g.inner[k].edge] &^= 1
-		}
-	}
-	g.inner = nil
 }

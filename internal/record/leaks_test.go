@@ -29,6 +29,8 @@ var leakCases = []struct {
 	{"interior", fixture.LeakSummary{PossiblyLostBytes: 188, PossiblyLostBlocks: 2}},
 	{"stack", fixture.LeakSummary{StillReachableBytes: 272, StillReachableBlocks: 2}},
 	{"tree", fixture.LeakSummary{StillReachableBytes: 336, StillReachableBlocks: 5}},
+	{"windows", fixture.LeakSummary{DefinitelyLostBytes: 2 << 20, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 3200, IndirectlyLostBlocks: 100,
+		PossiblyLostBytes: 20000 + 64<<10, PossiblyLostBlocks: 501, StillReachableBytes: 3<<20 + 48000, StillReachableBlocks: 2001}},
 	{"mix", fixture.LeakSummary{DefinitelyLostBytes: 240, DefinitelyLostBlocks: 3, IndirectlyLostBytes: 176,
 		IndirectlyLostBlocks: 4, PossiblyLostBytes: 188, PossiblyLostBlocks: 2, StillReachableBytes: 616,
 		StillReachableBlocks: 8}},

@@ -43,12 +43,12 @@ package record
 import (
 	"bufio"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -137,44 +137,338 @@ const (
 	reachable = 4
 )
 
-// heapGraph is the live blocks in address order and the pointers between
-// them: edges[edgeStart[i]:edgeStart[i+1]] are block i's, each a target
-// block's index << 1, | 1 when it points into the target's interior.
-type heapGraph struct {
-	addrs, sizes []uint64
-	end          uint64 // the end of the highest block
-	edgeStart    []uint32
-	edges        []uint32
-	// heads are the first two words of each block (0 past its end), and
-	// inner the edges into interiors with their pointers: what the
-	// heuristics (leakheuristics.go) look at, kept while the blocks are
-	// read so that none is read twice.
-	heads [][2]uint64
-	inner []innerPtr
+// How much of the program's memory the scan reads at once: blocks are
+// read a batch at a time, sorted by address, those close to each other as
+// one range, in one process_vm_readv of up to batchRanges ranges (one
+// call a block made the scan of a million blocks several times slower);
+// roots and blocks bigger than a window are read a window at a time. So
+// what the scan holds follows the window, not the heap.
+const (
+	scanWindow  = 1 << 20
+	batchRanges = 1024
+	rangeGap    = pageSize // bytes between blocks read with them rather than in another range
+	// A batch of one block reads from minReadAhead to maxReadAhead bytes
+	// (see marker.startBatch).
+	minReadAhead = 4 << 10
+	maxReadAhead = 256 << 10
+	innerBatch   = 4096
+)
+
+// marker marks the blocks of a blockIndex from the roots (step 2 and 3
+// of scanMemory).
+type marker struct {
+	ix      *blockIndex
+	heur    *heuristics
+	state   []uint8      // by block number
+	stack   []stackEntry // the blocks whose state rose, to scan
+	big     []uint64     // the addresses of those bigger than a window
+	inner   []innerPtr
+	batches [2]blockBatch // one read while the other's words are noted
+	// ahead is how much a batch of one block reads from its start, and
+	// aheadHits how many batches its last such read served.
+	ahead     uint64
+	aheadHits int
+	aheadLast uint64         // the block the last read ahead was for
+	wmem      *processMemory // for windows of roots and big blocks
+	err       error
 }
 
-// find returns the index of the block holding address v, or -1. A
-// pointer to a block of size 0 must point at its start.
-//
-// glibc's malloc keeps pointers to its chunk headers in its own state
-// (main_arena's top chunk, bins and last remainder, in libc's .data, a
-// root). A chunk's header starts 16 bytes before its block, and with
-// 16-byte chunks the header of the chunk after a block of 8 mod 16 bytes
-// lies in the block's last 8 bytes: such a pointer would keep the block
-// possibly lost. memcheck, whose allocator is its own, never sees them;
-// so a pointer to exactly that place is not taken for one to the block.
-func (g *heapGraph) find(v uint64) int {
-	if len(g.addrs) == 0 || v < g.addrs[0] || v >= g.end {
-		return -1
+// stackEntry is a block to scan: its address, number and size, up to
+// math.MaxUint32 (a bigger one is bigger than a window anyway).
+type stackEntry struct {
+	addr      uint64
+	num, size uint32
+}
+
+// scanItem is a block of a batch.
+type scanItem struct {
+	addr, size uint64
+	definite   bool
+}
+
+// push raises block num's state, for a pointer to it from a reachable
+// block or a root (definite) or from a possibly lost one: a start pointer
+// makes it reachable, any other pointer possibly lost.
+func (m *marker) push(num uint32, addr, size uint64, start, definite bool) {
+	switch st := m.state[num]; {
+	case st == reachable:
+		return
+	case start && definite:
+		m.state[num] = reachable
+	case st == unreached:
+		m.state[num] = possible
+	default:
+		return
 	}
-	i := sort.Search(len(g.addrs), func(i int) bool { return g.addrs[i] > v }) - 1
-	if i < 0 || !(v < g.addrs[i]+g.sizes[i] || v == g.addrs[i]) {
-		return -1
+	m.stack = append(m.stack, stackEntry{addr: addr, num: num, size: uint32(min(size, math.MaxUint32))})
+}
+
+// note handles a word v of a root or of a block.
+func (m *marker) note(v uint64, definite bool) {
+	num, start, size, ok := m.ix.find(v)
+	if !ok {
+		return
 	}
-	if v != g.addrs[i] && v == g.addrs[i]+(g.sizes[i]+8+15)&^15-16 {
-		return -1 // the next chunk's header
+	if v == start {
+		m.push(num, start, size, true, definite)
+		return
 	}
-	return i
+	if st := m.state[num]; st == reachable || st == possible && !definite {
+		return // no pointer of this kind can raise it
+	}
+	m.inner = append(m.inner, innerPtr{v: v, start: start, size: size, num: num, definite: definite})
+	if len(m.inner) >= innerBatch {
+		m.resolveInner()
+	}
+}
+
+// resolveInner pushes the blocks of the pointers into interiors noted so
+// far, as start pointers where a heuristic takes them for ones.
+func (m *marker) resolveInner() {
+	for k, start := range m.heur.startLike(m.inner) {
+		p := m.inner[k]
+		m.push(p.num, p.start, p.size, start, p.definite)
+	}
+	m.inner = m.inner[:0]
+}
+
+// drain scans the blocks whose state rose until there are none.
+func (m *marker) drain() {
+	for m.drainSmall(); len(m.big) > 0 && m.err == nil; m.drainSmall() {
+		a := m.big[len(m.big)-1]
+		m.big = m.big[:len(m.big)-1]
+		num, _, size, _ := m.ix.find(a)
+		m.scanRange(a, a+size&^7, m.state[num] != possible)
+	}
+}
+
+// drainSmall scans the blocks whose state rose, but for those bigger than
+// a window, which it leaves in m.big. While it notes the words of one
+// batch, the next is read: the scan holds the program, so both CPUs are
+// the recorder's, and either order of batches gives the same outcome.
+func (m *marker) drainSmall() {
+	var inflight *blockBatch
+	for m.err == nil {
+		var next *blockBatch
+		if len(m.stack) > 0 {
+			next = m.startBatch(inflight)
+		}
+		if inflight != nil {
+			m.finishBatch(inflight)
+		}
+		if inflight = next; inflight != nil || len(m.stack) > 0 {
+			continue
+		}
+		if len(m.inner) == 0 {
+			return
+		}
+		m.resolveInner()
+	}
+	if inflight != nil {
+		<-inflight.done
+	}
+}
+
+// scanRange notes the words of [lo, hi) a window at a time, scanning
+// what each window raises before reading the next (but the big blocks).
+func (m *marker) scanRange(lo, hi uint64, definite bool) {
+	for w := lo; w < hi && m.err == nil; w += scanWindow {
+		if err := m.wmem.words(w, min(w+scanWindow, hi), func(v uint64) { m.note(v, definite) }); err != nil {
+			m.err = err
+			return
+		}
+		m.drainSmall()
+	}
+}
+
+// startBatch takes blocks off the stack and starts reading them, in the
+// batch that busy is not; nil if they were all bigger than a window.
+func (m *marker) startBatch(busy *blockBatch) *blockBatch {
+	bb := &m.batches[0]
+	if bb == busy {
+		bb = &m.batches[1]
+	}
+	bb.items = bb.items[:0]
+	var bytes uint64
+	for len(m.stack) > 0 && len(bb.items) < batchRanges && bytes < scanWindow {
+		e := m.stack[len(m.stack)-1]
+		m.stack = m.stack[:len(m.stack)-1]
+		size := uint64(e.size)
+		if size > scanWindow {
+			m.big = append(m.big, e.addr)
+			continue
+		}
+		bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
+		bytes += size
+	}
+	if len(bb.items) == 0 {
+		return nil // all big
+	}
+	slices.SortFunc(bb.items, func(a, b scanItem) int { return cmp.Compare(a.addr, b.addr) })
+	bb.done = make(chan struct{})
+	if bb.fromCache() {
+		m.aheadHits++
+		close(bb.done)
+		return bb
+	}
+	if len(bb.items) > 1 {
+		bb.plan()
+		go func() {
+			bb.read()
+			close(bb.done)
+		}()
+		return bb
+	}
+	// One block, as when following a list: read the memory after it
+	// too, where the next often is, as much more as the last such read
+	// was of use.
+	if m.aheadHits > 0 {
+		m.ahead = min(2*m.ahead, maxReadAhead)
+	} else {
+		m.ahead = max(m.ahead/2, minReadAhead)
+	}
+	m.aheadHits = 0
+	// A list may run down in memory as well as up (a list built by
+	// pushing at its head, from blocks carved one after the other).
+	at := bb.items[0].addr
+	ahead, back := m.ahead, at < m.aheadLast
+	m.aheadLast = at
+	go func() {
+		bb.readAhead(ahead, back)
+		close(bb.done)
+	}()
+	return bb
+}
+
+// finishBatch waits for bb's blocks and notes their words.
+func (m *marker) finishBatch(bb *blockBatch) {
+	<-bb.done
+	lo, span := m.ix.lo, m.ix.hi-m.ix.lo
+	err := bb.each(func(k int, b []byte) {
+		definite := bb.items[k].definite
+		for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
+			if v := wordAt(b, w); v-lo < span {
+				m.note(v, definite)
+			}
+		}
+	})
+	if err != nil {
+		m.err = err
+	}
+}
+
+// blockBatch is blocks (in increasing order of address, not overlapping)
+// to read at once: those close to each other are read as one range.
+type blockBatch struct {
+	items           []scanItem
+	mem             *processMemory
+	los, his, sizes []uint64 // the ranges
+	buf             []byte   // the ranges' bytes, one after the other
+	ok              bool     // all of them could be read
+	done            chan struct{}
+	// cache is what the batch's last read ahead got, the memory at
+	// cacheAt on (in mem's buffer, until it reads again).
+	cache   []byte
+	cacheAt uint64
+}
+
+// fromCache reports whether the blocks of bb are all in its cache, and
+// makes them bb's if so.
+func (bb *blockBatch) fromCache() bool {
+	if bb.cache == nil {
+		return false
+	}
+	end := bb.cacheAt + uint64(len(bb.cache))
+	for _, b := range bb.items {
+		if b.addr < bb.cacheAt || b.addr+b.size&^7 > end {
+			return false
+		}
+	}
+	bb.los, bb.his, bb.sizes = append(bb.los[:0], bb.cacheAt), append(bb.his[:0], end), append(bb.sizes[:0], end-bb.cacheAt)
+	bb.buf, bb.ok = bb.cache, true
+	return true
+}
+
+// readAhead reads bb's one block and ahead bytes from its start (back:
+// up to its end), as much as can be read, into its cache.
+func (bb *blockBatch) readAhead(ahead uint64, back bool) {
+	b := bb.items[0]
+	words := b.size &^ 7
+	n := max(words, ahead)
+	if uint64(cap(bb.mem.buf)) < n {
+		bb.mem.buf = make([]byte, n)
+	}
+	at := b.addr
+	if back && b.addr+words >= n {
+		at = b.addr + words - n
+	}
+	if bb.readCache(at, n) || at != b.addr && bb.readCache(b.addr, n) {
+		bb.fromCache()
+		return
+	}
+	bb.cache, bb.ok = nil, false
+}
+
+// readCache reads n bytes at addr, or as many as can be read, into bb's
+// cache, and reports whether they hold its one block.
+func (bb *blockBatch) readCache(addr, n uint64) bool {
+	b := bb.items[0]
+	buf := bb.mem.buf[:n]
+	got, err := unix.ProcessVMReadv(bb.mem.pid, []unix.Iovec{{Base: &buf[0], Len: n}}, []unix.RemoteIovec{{Base: uintptr(addr), Len: int(n)}}, 0)
+	if err != nil || addr+uint64(got) < b.addr+b.size&^7 {
+		return false
+	}
+	bb.cache, bb.cacheAt = buf[:got], addr
+	return true
+}
+
+func (bb *blockBatch) plan() {
+	bb.los, bb.his, bb.sizes = bb.los[:0], bb.his[:0], bb.sizes[:0]
+	for _, b := range bb.items {
+		end := b.addr + b.size&^7
+		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap {
+			bb.his[n-1] = max(bb.his[n-1], end)
+			continue
+		}
+		bb.los, bb.his = append(bb.los, b.addr), append(bb.his, end)
+	}
+	for i := range bb.los {
+		bb.sizes = append(bb.sizes, bb.his[i]-bb.los[i])
+	}
+}
+
+func (bb *blockBatch) read() {
+	bb.cache = nil // its bytes are overwritten
+	bb.buf, bb.ok = bb.mem.readBlocks(bb.los, bb.sizes)
+}
+
+// each calls f with the whole words of each block. A batch that could
+// not be read in one call is read block by block, skipping the pages that
+// cannot be read.
+func (bb *blockBatch) each(f func(k int, b []byte)) error {
+	if bb.ok {
+		r, off := 0, uint64(0) // the range of block k, and where it starts in buf
+		for k, b := range bb.items {
+			for b.addr > bb.his[r] {
+				off += bb.sizes[r]
+				r++
+			}
+			at := off + b.addr - bb.los[r]
+			f(k, bb.buf[at:at+b.size&^7])
+		}
+		return nil
+	}
+	for k, b := range bb.items {
+		var words []byte
+		err := bb.mem.words(b.addr, b.addr+b.size&^7, func(v uint64) {
+			words = binary.LittleEndian.AppendUint64(words, v)
+		})
+		if err != nil {
+			return err
+		}
+		f(k, words)
+	}
+	return nil
 }
 
 // scanMemory classifies the blocks of live in process pid, as its SCAN
@@ -182,8 +476,8 @@ func (g *heapGraph) find(v uint64) int {
 // pointers up (the exiting thread's and those stopped for the scan), and
 // the agent's own mappings are no roots.
 //
-//  1. Read every live block and note the pointers it holds to blocks
-//     (start or interior): the heap graph.
+//  1. Number the live blocks in address order (blockIndex), for a state
+//     of a byte each.
 //  2. Scan the roots: a pointer to a block's start makes it reachable,
 //     one into its interior possibly lost.
 //  3. Mark from there, as memcheck does: a start pointer from a reachable
@@ -191,103 +485,126 @@ func (g *heapGraph) find(v uint64) int {
 //     possibly lost (a start pointer from a possibly lost block too).
 //     In 2 and 3, a pointer into a block's interior that one of
 //     memcheck's heuristics accepts (a C++ array, string or base object,
-//     leakheuristics.go) counts as a start pointer.
+//     leakheuristics.go) counts as a start pointer. The outcome is the
+//     same in whatever order blocks are scanned (a block is scanned again
+//     when its state rises), so they are read in batches by address.
 //  4. What is left unreached is lost. In address order, each block still
 //     unreached leads a group: the unreached blocks it reaches, by any
 //     pointer, are indirectly lost and hang from it; a leader reached from
 //     a later group joins that group, with its own. So in a lost cycle
 //     the block of lowest address is definitely lost and the rest
-//     indirectly.
+//     indirectly. Only the lost blocks are read again for this, and only
+//     their pointers to each other kept.
 func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanResult, error) {
-	mem := &processMemory{pid: pid}
-	g := &heapGraph{}
-	g.addrs, g.sizes = live.sorted()
-	for i, a := range g.addrs {
-		g.end = max(g.end, a+max(g.sizes[i], 1))
-	}
-	if err := g.readEdges(mem); err != nil {
-		return nil, err
+	ix := newBlockIndex(&live.blocks)
+	if ix.count() >= math.MaxUint32 {
+		return nil, fmt.Errorf("%d live blocks: more than the scan can number", ix.count())
 	}
 	ms, err := readMaps(pid)
 	if err != nil {
 		return nil, err
 	}
-	heur := &heuristics{g: g, mem: mem, maps: ms, vtables: map[uint64]bool{}}
-	heur.acceptEdges()
-	roots := rootRanges(ms, g, mem, sr, agentPath)
-	state := make([]uint8, len(g.addrs))
-	for i := range state {
-		state[i] = unreached
+	mem := &processMemory{pid: pid}
+	m := &marker{
+		ix:    ix,
+		heur:  &heuristics{mem: &processMemory{pid: pid}, maps: ms, vtables: map[uint64]bool{}},
+		state: make([]uint8, ix.count()),
+		wmem:  &processMemory{pid: pid},
 	}
-	var stack []int
-	push := func(i int, start, definite bool) {
-		switch {
-		case state[i] == reachable:
-		case start && definite:
-			state[i] = reachable
-			stack = append(stack, i)
-		case state[i] == unreached:
-			state[i] = possible
-			stack = append(stack, i)
+	m.batches[0].mem, m.batches[1].mem = &processMemory{pid: pid}, &processMemory{pid: pid}
+	for i := range m.state {
+		m.state[i] = unreached
+	}
+	for _, rg := range rootRanges(ms, ix, mem, sr, agentPath) {
+		m.scanRange(rg[0], rg[1], true)
+	}
+	m.drain()
+	if m.err != nil {
+		return nil, m.err
+	}
+	return classify(ix, m.state, mem)
+}
+
+// classify groups the lost blocks (step 4 of scanMemory) and counts the
+// classes.
+func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, error) {
+	res := &scanResult{}
+	var notReached []scanItem // the blocks not reachable, in increasing order of address; definite if lost
+	var lost []scanItem
+	ix.each(0, math.MaxUint64, func(num uint32, addr, size uint64) {
+		switch state[num] {
+		case reachable:
+			res.bytes[trace.StillReachable] += size
+			res.blocks[trace.StillReachable]++
+		case unreached:
+			lost = append(lost, scanItem{addr: addr, size: size})
+			notReached = append(notReached, scanItem{addr: addr, size: size, definite: true})
+		default:
+			notReached = append(notReached, scanItem{addr: addr, size: size})
 		}
-	}
-	var inner []innerPtr // the roots' pointers into interiors
-	for _, rg := range roots {
-		err := mem.words(rg[0], rg[1], func(v uint64) {
-			if i := g.find(v); i >= 0 && v == g.addrs[i] {
-				push(i, true, true)
-			} else if i >= 0 {
-				inner = append(inner, innerPtr{v: v, block: uint32(i)})
+	})
+	// The pointers of lost blocks to lost blocks, by their index in lost.
+	edgeStart := make([]uint32, 0, len(lost)+1)
+	var edges []uint32
+	for i := 0; i < len(lost); {
+		j, bytes := i, uint64(0)
+		for j < len(lost) && j-i < batchRanges && (j == i || bytes+lost[j].size <= scanWindow) {
+			bytes += lost[j].size
+			j++
+		}
+		bb := &blockBatch{items: lost[i:j], mem: mem}
+		bb.plan()
+		bb.read()
+		err := bb.each(func(_ int, b []byte) {
+			edgeStart = append(edgeStart, uint32(len(edges)))
+			for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
+				if num, start, _, ok := ix.find(wordAt(b, w)); ok && state[num] == unreached {
+					t, _ := slices.BinarySearchFunc(lost, start, func(s scanItem, a uint64) int { return cmp.Compare(s.addr, a) })
+					edges = append(edges, uint32(t))
+				}
 			}
 		})
 		if err != nil {
 			return nil, err
 		}
+		i = j
 	}
-	for k, start := range heur.startLike(inner) {
-		push(int(inner[k].block), start, true)
+	edgeStart = append(edgeStart, uint32(len(edges)))
+	lostState := make([]uint8, len(lost))
+	for i := range lostState {
+		lostState[i] = unreached
 	}
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		definite := state[i] != possible
-		for _, e := range g.edges[g.edgeStart[i]:g.edgeStart[i+1]] {
-			push(int(e>>1), e&1 == 0, definite)
-		}
-	}
-	leader := make([]int32, len(g.addrs))
-	for l := range state {
-		if state[l] != unreached {
+	leader := make([]int32, len(lost))
+	var stack []int
+	for l := range lostState {
+		if lostState[l] != unreached {
 			continue
 		}
 		stack = append(stack[:0], l)
 		for len(stack) > 0 {
 			i := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			for _, e := range g.edges[g.edgeStart[i]:g.edgeStart[i+1]] {
-				if t := int(e >> 1); state[t] == unreached && t != l {
-					state[t], leader[t] = indirect, int32(l)
-					stack = append(stack, t)
+			for _, t := range edges[edgeStart[i]:edgeStart[i+1]] {
+				if lostState[t] == unreached && int(t) != l {
+					lostState[t], leader[t] = indirect, int32(l)
+					stack = append(stack, int(t))
 				}
 			}
 		}
 	}
-	res := &scanResult{}
-	for i, s := range state {
-		class := trace.LeakClass(s)
-		if s == reachable {
-			class = trace.StillReachable
+	k := 0 // the next of lost
+	for _, b := range notReached {
+		class, lb := trace.PossiblyLost, trace.LeakBlock{Addr: b.addr}
+		if b.definite {
+			if class = trace.LeakClass(lostState[k]); class == trace.IndirectlyLost {
+				lb.Leader = lost[finalLeader(leader, lostState, k)].addr
+			}
+			k++
 		}
-		res.bytes[class] += g.sizes[i]
+		lb.Class = class
+		res.bytes[class] += b.size
 		res.blocks[class]++
-		if class == trace.StillReachable {
-			continue
-		}
-		b := trace.LeakBlock{Addr: g.addrs[i], Class: class}
-		if class == trace.IndirectlyLost {
-			b.Leader = g.addrs[finalLeader(leader, state, i)]
-		}
-		res.lost = append(res.lost, b)
+		res.lost = append(res.lost, lb)
 	}
 	return res, nil
 }
@@ -305,68 +622,6 @@ func finalLeader(leader []int32, state []uint8, i int) int {
 		j = next
 	}
 	return l
-}
-
-// readEdges reads every block and notes the pointers it holds. Blocks
-// are read up to a thousand at a time, in one process_vm_readv: one call
-// per block made the scan of a million blocks several times slower.
-func (g *heapGraph) readEdges(mem *processMemory) error {
-	g.edgeStart = make([]uint32, 0, len(g.addrs)+1)
-	g.heads = make([][2]uint64, len(g.addrs))
-	note := func(v uint64) {
-		if t := g.find(v); t >= 0 {
-			e := uint32(t) << 1
-			if v != g.addrs[t] {
-				e |= 1
-				g.inner = append(g.inner, innerPtr{v: v, block: uint32(t), edge: uint32(len(g.edges))})
-			}
-			g.edges = append(g.edges, e)
-		}
-	}
-	const batchBlocks, batchBytes = 1024, 1 << 20
-	for i := 0; i < len(g.addrs); {
-		j, bytes := i, uint64(0)
-		for j < len(g.addrs) && j-i < batchBlocks && (j == i || bytes+g.sizes[j] <= batchBytes) {
-			bytes += g.sizes[j] &^ 7
-			j++
-		}
-		if b, ok := mem.readBlocks(g.addrs[i:j], g.sizes[i:j]); ok {
-			for k := i; k < j; k++ {
-				g.edgeStart = append(g.edgeStart, uint32(len(g.edges)))
-				n := g.sizes[k] &^ 7
-				g.heads[k] = headOf(b[:n])
-				for w := uint64(0); w < n; w += 8 {
-					note(wordAt(b, w))
-				}
-				b = b[n:]
-			}
-		} else {
-			for k := i; k < j; k++ { // one at a time, skipping pages that cannot be read
-				g.edgeStart = append(g.edgeStart, uint32(len(g.edges)))
-				if n := min(g.sizes[k]&^7, 16); n > 0 {
-					if b, err := mem.read(g.addrs[k], n); err == nil {
-						g.heads[k] = headOf(b)
-					}
-				}
-				if err := mem.words(g.addrs[k], g.addrs[k]+g.sizes[k], note); err != nil {
-					return err
-				}
-			}
-		}
-		i = j
-	}
-	g.edgeStart = append(g.edgeStart, uint32(len(g.edges)))
-	return nil
-}
-
-// headOf returns the first two words of b (0 for those past its end).
-func headOf(b []byte) (head [2]uint64) {
-	for i := range head {
-		if uint64(len(b)) >= uint64(i+1)*8 {
-			head[i] = wordAt(b, uint64(i)*8)
-		}
-	}
-	return head
 }
 
 // wordAt returns the 64-bit word at offset off of b.
@@ -432,12 +687,12 @@ func (m *processMemory) wordsAt(addrs []uint64) []uint64 {
 	return out
 }
 
-// readBlocks reads the whole words of blocks (8-byte aligned, as malloc's
-// are) one after the other, in one call; false if not all could be read.
+// readBlocks reads ranges of memory (addresses and sizes) one after the
+// other, in one call; false if not all could be read.
 func (m *processMemory) readBlocks(addrs, sizes []uint64) ([]byte, bool) {
 	var total uint64
 	for _, s := range sizes {
-		total += s &^ 7
+		total += s
 	}
 	if total == 0 {
 		return nil, true
@@ -448,8 +703,8 @@ func (m *processMemory) readBlocks(addrs, sizes []uint64) ([]byte, bool) {
 	b := m.buf[:total]
 	remote := m.remote[:0]
 	for k, a := range addrs {
-		if n := sizes[k] &^ 7; n > 0 {
-			remote = append(remote, unix.RemoteIovec{Base: uintptr(a), Len: int(n)})
+		if sizes[k] > 0 {
+			remote = append(remote, unix.RemoteIovec{Base: uintptr(a), Len: int(sizes[k])})
 		}
 	}
 	m.remote = remote
@@ -501,8 +756,8 @@ func readMaps(pid int) ([]mapping, error) {
 
 // rootRanges returns the ranges of memory of mappings ms to scan for
 // roots (see the top of this file).
-func rootRanges(ms []mapping, g *heapGraph, mem *processMemory, sr scanRecord, agentPath string) [][2]uint64 {
-	skip := mergeRanges(append(mallocRanges(g, mem, ms), sr.own...))
+func rootRanges(ms []mapping, ix *blockIndex, mem *processMemory, sr scanRecord, agentPath string) [][2]uint64 {
+	skip := mergeRanges(append(mallocRanges(ix, mem, ms), sr.own...))
 	var out [][2]uint64
 	for _, m := range ms {
 		if !m.read || !m.write || m.path == "[heap]" || m.path == agentPath || strings.HasPrefix(m.path, "/memfd:memtrail") {

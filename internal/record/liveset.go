@@ -2,21 +2,17 @@ package record
 
 import (
 	"maps"
-	"slices"
 
-	"github.com/memtrail/memtrail/internal/addrmap"
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // liveSet is the blocks a process has allocated, address to size, kept
 // for its leak scan at exit (see leakscan.go). The recorder updates it at
-// every event, so it is laid out by address (addrmap): a Go map keyed by
-// address cost the recorder about 110 ns an event on python3, whose
-// million live blocks it spread over the cache, and made recording the
-// dense loop 1.5 times slower.
+// every event, so it is laid out by address (blockTable): a Go map keyed
+// by address spread a program's live blocks over the cache, and would
+// cost several times the bytes a block.
 type liveSet struct {
-	sizes addrmap.Map
-	big   map[uint64]uint64 // sizes of bigSize and more
+	blocks blockTable
 
 	// origins holds, with Options.LeakOrigins, for live blocks that a
 	// freed block pointed to (at their start), the last such free.
@@ -31,10 +27,6 @@ func newLiveSet(origins bool) *liveSet {
 	return l
 }
 
-// bigSize is the greatest size sizes holds; a block this big or bigger
-// has its size in big.
-const bigSize = 1<<32 - 2
-
 func (l *liveSet) apply(ev *trace.Event) {
 	switch ev.Kind {
 	case trace.KindAlloc:
@@ -47,18 +39,11 @@ func (l *liveSet) apply(ev *trace.Event) {
 	}
 }
 
+// add notes a new block; one already at addr (whose free the recorder
+// never saw) is replaced.
 func (l *liveSet) add(addr, size uint64) {
-	if addr == 0 {
-		return
-	}
-	if old, had := l.sizes.Put(addr, uint32(min(size, bigSize))); had && old == bigSize {
-		delete(l.big, addr) // a free the recorder never saw: the block is new
-	}
-	if size >= bigSize {
-		if l.big == nil {
-			l.big = make(map[uint64]uint64)
-		}
-		l.big[addr] = size
+	if addr != 0 {
+		l.blocks.put(addr, size)
 	}
 }
 
@@ -66,9 +51,7 @@ func (l *liveSet) remove(addr uint64) {
 	if addr == 0 {
 		return
 	}
-	if s, _ := l.sizes.Remove(addr); s == bigSize {
-		delete(l.big, addr)
-	}
+	l.blocks.remove(addr)
 	if l.origins != nil {
 		delete(l.origins, addr)
 	}
@@ -76,31 +59,12 @@ func (l *liveSet) remove(addr uint64) {
 
 // size returns the size of the block at addr, if it is live.
 func (l *liveSet) size(addr uint64) (uint64, bool) {
-	s, ok := l.sizes.Find(addr)
-	if ok && s == bigSize {
-		return l.big[addr], true
-	}
-	return uint64(s), ok
-}
-
-// sorted returns the live blocks' addresses, in increasing order, and
-// their sizes.
-func (l *liveSet) sorted() (addrs, sizes []uint64) {
-	addrs = make([]uint64, 0, l.sizes.Len())
-	l.sizes.Each(func(addr uint64, _ uint32) { addrs = append(addrs, addr) })
-	slices.Sort(addrs)
-	sizes = make([]uint64, len(addrs))
-	for i, a := range addrs {
-		sizes[i], _ = l.size(a)
-	}
-	return addrs, sizes
+	return l.blocks.find(addr)
 }
 
 // clone returns a copy of l: a fork child's heap is its parent's.
 func (l *liveSet) clone() *liveSet {
-	c := &liveSet{sizes: l.sizes.Clone()}
-	c.big, c.origins = maps.Clone(l.big), maps.Clone(l.origins)
-	return c
+	return &liveSet{blocks: *l.blocks.clone(), origins: maps.Clone(l.origins)}
 }
 
 // freeing notes what block o.Parent, about to be freed by the free that o
@@ -118,7 +82,7 @@ func (l *liveSet) freeing(o trace.LeakOrigin, words []uint64) {
 		if index*8+8 > size && index != 0xffff || v == o.Parent {
 			continue
 		}
-		if _, live := l.sizes.Find(v); live {
+		if _, live := l.blocks.find(v); live {
 			o.Addr = v
 			l.origins[v] = o
 		}

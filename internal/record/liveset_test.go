@@ -11,27 +11,31 @@ import (
 
 // TestLiveSetModel checks the live set against a map, through
 // allocations, frees and reallocs of blocks from 0 bytes to more than 4
-// GiB (whose sizes do not fit the address map's values), at aligned and
-// unaligned addresses, and a fork child's clone, which must not see its
-// parent's later changes.
+// GiB (around the greatest size a page holds itself), at addresses
+// 16-byte, 8-byte and not even 8-byte aligned, and a fork child's clone,
+// which must not see its parent's later changes nor change its parent.
 func TestLiveSetModel(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	addr := func() uint64 {
 		a := 0x5555_0000_0000 + uint64(r.Intn(4096))*16
-		if r.Intn(8) == 0 {
+		switch r.Intn(16) {
+		case 0, 1:
 			a += 8
+		case 2:
+			a += 3
 		}
 		return a
 	}
 	size := func() uint64 {
 		if r.Intn(16) == 0 {
-			return bigSize + uint64(r.Intn(3))<<32 + uint64(r.Intn(2))
+			return bigBlock - 1 + uint64(r.Intn(3))<<32 + uint64(r.Intn(3))
 		}
 		return uint64(r.Intn(600))
 	}
 	check := func(what string, l *liveSet, want map[uint64]uint64) {
 		t.Helper()
-		addrs, sizes := l.sorted()
+		var addrs, sizes []uint64
+		l.blocks.each(func(a, s uint64) { addrs, sizes = append(addrs, a), append(sizes, s) })
 		if !slices.Equal(addrs, slices.Sorted(maps.Keys(want))) {
 			t.Fatalf("%s: %d blocks, want %d (or other addresses)", what, len(addrs), len(want))
 		}
@@ -44,7 +48,7 @@ func TestLiveSetModel(t *testing.T) {
 	l, want := &liveSet{}, map[uint64]uint64{}
 	var forked *liveSet
 	var forkedWant map[uint64]uint64
-	for i := range 200_000 {
+	for i := range 300_000 {
 		ev := trace.Event{Addr: addr(), Size: size()}
 		switch r.Intn(3) {
 		case 0:
@@ -64,6 +68,13 @@ func TestLiveSetModel(t *testing.T) {
 		}
 		if i == 100_000 {
 			forked, forkedWant = l.clone(), maps.Clone(want)
+		}
+		if i > 100_000 && i < 200_000 { // the child changes its heap too
+			ev.Addr = addr()
+			forked.remove(ev.Addr)
+			delete(forkedWant, ev.Addr)
+			forked.add(ev.Addr+16, 40)
+			forkedWant[ev.Addr+16] = 40
 		}
 	}
 	check("parent", l, want)

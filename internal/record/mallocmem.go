@@ -35,20 +35,14 @@ const (
 
 // mallocRanges returns the ranges of memory, outside [heap], that are
 // malloc's, in increasing order and not overlapping.
-func mallocRanges(g *heapGraph, mem *processMemory, ms []mapping) [][2]uint64 {
-	// The blocks outside [heap], and the words before them.
-	var outside []int
-	for _, m := range ms {
-		if m.path == "[heap]" {
-			continue
+func mallocRanges(ix *blockIndex, mem *processMemory, ms []mapping) [][2]uint64 {
+	// outside calls f with each block outside [heap], in address order.
+	outside := func(f func(addr, size uint64)) {
+		for _, m := range ms {
+			if m.path != "[heap]" {
+				ix.each(m.start, m.end, func(_ uint32, addr, size uint64) { f(addr, size) })
+			}
 		}
-		i := sort.Search(len(g.addrs), func(i int) bool { return g.addrs[i] >= m.start })
-		for ; i < len(g.addrs) && g.addrs[i] < m.end; i++ {
-			outside = append(outside, i)
-		}
-	}
-	if len(outside) == 0 {
-		return nil
 	}
 	// A thread arena's heap takes in its whole 64 MiB window: read the
 	// header of the first block of each window first, and then only those
@@ -56,28 +50,35 @@ func mallocRanges(g *heapGraph, mem *processMemory, ms []mapping) [][2]uint64 {
 	// than read every block's header, which a program whose threads
 	// allocate has millions of.
 	var out [][2]uint64
-	classify := func(blocks []int) {
+	classify := func(blocks [][2]uint64) {
 		words := make([]uint64, 0, 2*len(blocks))
-		for _, i := range blocks {
-			words = append(words, g.addrs[i]-16, g.addrs[i]-8) // prev_size, size
+		for _, b := range blocks {
+			words = append(words, b[0]-16, b[0]-8) // prev_size, size
 		}
 		header := mem.wordsAt(words)
-		for k, i := range blocks {
-			out = append(out, chunkRange(ms, g.addrs[i], g.sizes[i], header[2*k], header[2*k+1]))
+		for k, b := range blocks {
+			out = append(out, chunkRange(ms, b[0], b[1], header[2*k], header[2*k+1]))
 		}
 	}
-	var firsts, rest []int
+	var firsts [][2]uint64
 	window := ^uint64(0)
-	for _, i := range outside {
-		if w := g.addrs[i] &^ (threadHeapSize - 1); w != window {
-			firsts, window = append(firsts, i), w
-		} else {
-			rest = append(rest, i)
+	outside(func(addr, size uint64) {
+		if w := addr &^ (threadHeapSize - 1); w != window {
+			firsts, window = append(firsts, [2]uint64{addr, size}), w
 		}
+	})
+	if len(firsts) == 0 {
+		return nil
 	}
 	classify(firsts)
 	found := mergeRanges(slices.Clone(out))
-	classify(slices.DeleteFunc(rest, func(i int) bool { return inRanges(found, g.addrs[i]) }))
+	var rest [][2]uint64
+	outside(func(addr, size uint64) {
+		if !inRanges(found, addr) {
+			rest = append(rest, [2]uint64{addr, size})
+		}
+	})
+	classify(rest)
 	return mergeRanges(out)
 }
 

@@ -119,6 +119,31 @@ static void many(int n)
 	tree_root = list(n, 16);
 }
 
+void **kept_array;
+
+/* Blocks bigger than the scan reads at once: a reachable array of 3 MiB
+ * holding start pointers to 2000 blocks, pointers 8 bytes into 500 more
+ * (zeroed, so no heuristic takes them: possibly lost) and one 20000 bytes
+ * into a block of 64 KiB, far past its first page (possibly lost); and a
+ * lost block of 2 MiB holding the only pointers to 100 blocks (indirectly
+ * lost). */
+static void windows(void)
+{
+	size_t n = (3 << 20) / sizeof(void *);
+	kept_array = calloc(n, sizeof(void *));
+	for (size_t i = 0; i < 2000; i++)
+		kept_array[i * 100] = malloc(24);
+	for (size_t i = 0; i < 500; i++)
+		kept_array[n - 1 - i * 50] = (char *)calloc(1, 40) + 8;
+	kept_array[n / 2] = (char *)malloc(64 << 10) + 20000;
+	void **lost = calloc((2 << 20) / sizeof(void *), sizeof(void *));
+	for (size_t i = 0; i < 100; i++)
+		lost[i * 2000] = malloc(32);
+	void *volatile l = lost;
+	lost = NULL;
+	lose(&l);
+}
+
 void *kept_big;
 
 /* A block kept only by a pointer in an anonymous mapping of the program's
@@ -242,6 +267,8 @@ int main(int argc, char **argv)
 		local = list(2, 136);
 	else if (strcmp(how, "tree") == 0)
 		tree();
+	else if (strcmp(how, "windows") == 0)
+		windows();
 	else if (strcmp(how, "many") == 0)
 		many(argc > 2 ? atoi(argv[2]) : 1000000);
 	else if (strcmp(how, "none") == 0)

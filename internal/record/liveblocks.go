@@ -1,0 +1,362 @@
+package record
+
+import (
+	"maps"
+	"math/bits"
+	"slices"
+)
+
+// blockTable is a set of blocks, address to size, laid out by address so
+// that it costs a few bytes a block and finds any address's block in a
+// constant number of steps (the leak scan looks up every word it reads).
+//
+// A 4 KiB page of address space with blocks starting in it has a bitmap
+// of the 8-byte slots where one starts (so 8-byte aligned blocks, as
+// allocators other than glibc's give, fit as well as 16-byte ones) and the
+// sizes of its blocks packed in address order: a block's rank among the
+// page's set bits is its place in sizes. An insert or a delete shifts the
+// sizes after it in its page, a few dozen bytes. Sizes are 16-bit; bigger
+// ones are in a map, as are the rare blocks at addresses not 8-byte
+// aligned. Pages are found through a directory of 2 MiB chunks of address
+// space, or the two found last: allocators carve blocks one after the
+// other and programs free in runs.
+type blockTable struct {
+	runs      [][]tablePage // pages, in runs of 1<<pageRunBits so that adding one copies none
+	npages    uint32
+	freePages []uint32
+	dir       map[uint64]*tableChunk // chunk number → its pages
+	big       map[uint64]uint64      // sizes of bigBlock bytes and more, by address
+	odd       map[uint64]uint64      // blocks at addresses not 8-byte aligned
+	n         int
+
+	lastKey [2]uint64 // page number + 1 of the pages found last (0: none), the latest first
+	lastIdx [2]uint32
+	near    [nearChunks]*tableChunk // a cache of dir, at the chunk number's low bits
+}
+
+const (
+	tablePageBits  = 12
+	tableSlotBits  = 3 // 8-byte slots
+	tablePageSlots = 1 << (tablePageBits - tableSlotBits)
+	tableChunkBits = 9 // 512 pages, 2 MiB of address space a chunk
+	pageRunBits    = 8
+	nearChunks     = 64
+
+	// bigBlock marks, in a page's sizes, a block whose size is in big.
+	bigBlock = 1<<16 - 1
+)
+
+type tablePage struct {
+	key    uint64 // page number + 1; 0 for a page on the free list
+	starts [tablePageSlots / 64]uint64
+	before [tablePageSlots / 64]uint16 // blocks in the words of starts before each
+	sizes  []uint16
+	shared bool // sizes may be another table's too (see clone)
+}
+
+type tableChunk struct {
+	key   uint64 // chunk number
+	pages [1 << tableChunkBits]uint32
+	live  uint32 // how many of pages are set
+}
+
+func (t *blockTable) len() int { return t.n }
+
+// at returns page p.
+func (t *blockTable) at(p uint32) *tablePage {
+	return &t.runs[p>>pageRunBits][p&(1<<pageRunBits-1)]
+}
+
+// page returns the index of the page of number key, and false if no block
+// starts in it.
+func (t *blockTable) page(key uint64) (uint32, bool) {
+	if key+1 == t.lastKey[0] {
+		return t.lastIdx[0], true
+	}
+	if key+1 == t.lastKey[1] {
+		t.lastKey[0], t.lastKey[1] = t.lastKey[1], t.lastKey[0]
+		t.lastIdx[0], t.lastIdx[1] = t.lastIdx[1], t.lastIdx[0]
+		return t.lastIdx[0], true
+	}
+	c := t.chunk(key >> tableChunkBits)
+	if c == nil {
+		return 0, false
+	}
+	p := c.pages[key&(1<<tableChunkBits-1)]
+	if p == 0 {
+		return 0, false
+	}
+	t.lastKey[1], t.lastIdx[1] = t.lastKey[0], t.lastIdx[0]
+	t.lastKey[0], t.lastIdx[0] = key+1, p-1
+	return p - 1, true
+}
+
+func (t *blockTable) chunk(ck uint64) *tableChunk {
+	n := &t.near[ck%nearChunks]
+	if *n != nil && (*n).key == ck {
+		return *n
+	}
+	c := t.dir[ck]
+	if c != nil {
+		*n = c
+	}
+	return c
+}
+
+func (t *blockTable) newPage(key uint64) uint32 {
+	ck := key >> tableChunkBits
+	c := t.chunk(ck)
+	if c == nil {
+		if t.dir == nil {
+			t.dir = make(map[uint64]*tableChunk)
+		}
+		c = &tableChunk{key: ck}
+		t.dir[ck] = c
+		t.near[ck%nearChunks] = c
+	}
+	var p uint32
+	if n := len(t.freePages); n > 0 {
+		p, t.freePages = t.freePages[n-1], t.freePages[:n-1]
+	} else {
+		if t.npages&(1<<pageRunBits-1) == 0 {
+			t.runs = append(t.runs, make([]tablePage, 1<<pageRunBits))
+		}
+		p = t.npages
+		t.npages++
+	}
+	*t.at(p) = tablePage{key: key + 1}
+	c.pages[key&(1<<tableChunkBits-1)] = p + 1
+	c.live++
+	return p
+}
+
+func (t *blockTable) freePage(key uint64, p uint32) {
+	*t.at(p) = tablePage{}
+	t.freePages = append(t.freePages, p)
+	ck := key >> tableChunkBits
+	c := t.chunk(ck)
+	c.pages[key&(1<<tableChunkBits-1)] = 0
+	if c.live--; c.live == 0 {
+		delete(t.dir, ck)
+		t.near[ck%nearChunks] = nil
+	}
+	t.lastKey = [2]uint64{}
+}
+
+func slotIn(addr uint64) uint { return uint(addr>>tableSlotBits) & (tablePageSlots - 1) }
+
+// rank returns how many blocks of pg start before slot s.
+func (pg *tablePage) rank(s uint) int {
+	w := s / 64
+	return int(pg.before[w]) + bits.OnesCount64(pg.starts[w]&(1<<(s%64)-1))
+}
+
+// count adds d to the blocks that start in slot s's word of pg, for the
+// words after it.
+func (pg *tablePage) count(s uint, d uint16) {
+	for w := s/64 + 1; w < uint(len(pg.before)); w++ {
+		pg.before[w] += d
+	}
+}
+
+func (pg *tablePage) has(s uint) bool { return pg.starts[s/64]&(1<<(s%64)) != 0 }
+
+// own makes pg's sizes its own, if they may be shared.
+func (pg *tablePage) own() {
+	if pg.shared {
+		pg.sizes = slices.Clone(pg.sizes)
+		pg.shared = false
+	}
+}
+
+// put makes size the size of the block at addr, and returns the size it
+// had, if it had one.
+func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
+	if addr&(1<<tableSlotBits-1) != 0 {
+		if t.odd == nil {
+			t.odd = make(map[uint64]uint64)
+		}
+		old, existed = t.odd[addr]
+		t.odd[addr] = size
+		if !existed {
+			t.n++
+		}
+		return old, existed
+	}
+	key := addr >> tablePageBits
+	p, ok := t.page(key)
+	if !ok {
+		p = t.newPage(key)
+	}
+	pg, s := t.at(p), slotIn(addr)
+	pg.own()
+	r := pg.rank(s)
+	small := uint16(min(size, bigBlock))
+	if pg.has(s) {
+		old, existed = t.sizeAt(pg, r, addr), true
+		if pg.sizes[r] == bigBlock {
+			delete(t.big, addr)
+		}
+		pg.sizes[r] = small
+	} else {
+		pg.starts[s/64] |= 1 << (s % 64)
+		pg.count(s, 1)
+		if len(pg.sizes) == cap(pg.sizes) {
+			// Grow by more than append would from nothing: a page of
+			// small blocks holds dozens, and each growth is a copy.
+			grown := make([]uint16, len(pg.sizes), max(16, 2*len(pg.sizes)))
+			copy(grown, pg.sizes)
+			pg.sizes = grown
+		}
+		if r == len(pg.sizes) { // blocks carved one after the other
+			pg.sizes = append(pg.sizes, small)
+		} else {
+			pg.sizes = slices.Insert(pg.sizes, r, small)
+		}
+		t.n++
+	}
+	if small == bigBlock {
+		if t.big == nil {
+			t.big = make(map[uint64]uint64)
+		}
+		t.big[addr] = size
+	}
+	return old, existed
+}
+
+func (t *blockTable) sizeAt(pg *tablePage, r int, addr uint64) uint64 {
+	if s := pg.sizes[r]; s != bigBlock {
+		return uint64(s)
+	}
+	return t.big[addr]
+}
+
+// remove takes the block at addr out, and returns its size, if it was in.
+func (t *blockTable) remove(addr uint64) (size uint64, existed bool) {
+	if addr&(1<<tableSlotBits-1) != 0 {
+		if size, existed = t.odd[addr]; existed {
+			delete(t.odd, addr)
+			t.n--
+		}
+		return size, existed
+	}
+	key := addr >> tablePageBits
+	p, ok := t.page(key)
+	if !ok {
+		return 0, false
+	}
+	pg, s := t.at(p), slotIn(addr)
+	if !pg.has(s) {
+		return 0, false
+	}
+	pg.own()
+	r := pg.rank(s)
+	size = uint64(pg.sizes[r])
+	if size == bigBlock {
+		size = t.big[addr]
+		delete(t.big, addr)
+	}
+	pg.starts[s/64] &^= 1 << (s % 64)
+	pg.count(s, ^uint16(0))
+	copy(pg.sizes[r:], pg.sizes[r+1:])
+	pg.sizes = pg.sizes[:len(pg.sizes)-1]
+	t.n--
+	if len(pg.sizes) == 0 {
+		t.freePage(key, p)
+	} else if cap(pg.sizes) >= 64 && len(pg.sizes) < cap(pg.sizes)/4 {
+		pg.sizes = slices.Clip(slices.Clone(pg.sizes)) // give back what a page that emptied no longer needs
+	}
+	return size, true
+}
+
+// find returns the size of the block that starts at addr, if there is one.
+func (t *blockTable) find(addr uint64) (uint64, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	if addr&(1<<tableSlotBits-1) != 0 {
+		size, ok := t.odd[addr]
+		return size, ok
+	}
+	p, ok := t.page(addr >> tablePageBits)
+	if !ok {
+		return 0, false
+	}
+	pg, s := t.at(p), slotIn(addr)
+	if !pg.has(s) {
+		return 0, false
+	}
+	return t.sizeAt(pg, pg.rank(s), addr), true
+}
+
+// clone returns a copy of t. The pages' sizes are shared until either
+// side changes a page: a fork child's heap is its parent's, and most of
+// it is never freed in the child.
+func (t *blockTable) clone() *blockTable {
+	c := &blockTable{npages: t.npages, n: t.n}
+	c.freePages = slices.Clone(t.freePages)
+	c.big, c.odd = maps.Clone(t.big), maps.Clone(t.odd)
+	for _, run := range t.runs {
+		for i := range run {
+			run[i].shared = run[i].sizes != nil
+		}
+		c.runs = append(c.runs, slices.Clone(run))
+	}
+	if t.dir != nil {
+		c.dir = make(map[uint64]*tableChunk, len(t.dir))
+		for k, ch := range t.dir {
+			cc := *ch
+			c.dir[k] = &cc
+		}
+	}
+	return c
+}
+
+// sortedPages returns the indexes of the pages with blocks, in increasing
+// order of address.
+func (t *blockTable) sortedPages() []uint32 {
+	chunks := slices.Sorted(maps.Keys(t.dir))
+	out := make([]uint32, 0, t.npages-uint32(len(t.freePages)))
+	for _, ck := range chunks {
+		for _, p := range t.dir[ck].pages {
+			if p != 0 {
+				out = append(out, p-1)
+			}
+		}
+	}
+	return out
+}
+
+// eachInPage calls f with the address and size of each block of page p,
+// in increasing order, and its rank in the page.
+func (t *blockTable) eachInPage(p uint32, f func(rank int, addr, size uint64)) {
+	pg := t.at(p)
+	base := (pg.key - 1) << tablePageBits
+	r := 0
+	for w, word := range pg.starts {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &= word - 1
+			addr := base + uint64(w*64+b)<<tableSlotBits
+			f(r, addr, t.sizeAt(pg, r, addr))
+			r++
+		}
+	}
+}
+
+// each calls f with each block, in increasing order of address.
+func (t *blockTable) each(f func(addr, size uint64)) {
+	odd := slices.Sorted(maps.Keys(t.odd))
+	for _, p := range t.sortedPages() {
+		t.eachInPage(p, func(_ int, addr, size uint64) {
+			for len(odd) > 0 && odd[0] < addr {
+				f(odd[0], t.odd[odd[0]])
+				odd = odd[1:]
+			}
+			f(addr, size)
+		})
+	}
+	for _, a := range odd {
+		f(a, t.odd[a])
+	}
+}

@@ -1,0 +1,206 @@
+package record
+
+import (
+	"maps"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
+
+// TestBlockTableModel checks the block table and its index against a Go
+// map, through puts (new blocks and blocks replaced), removes and finds of
+// blocks that do not overlap, from 0 bytes to more than 4 GiB, in a few
+// pages and spread over 64 MiB, at addresses 16-byte, 8-byte and not
+// 8-byte aligned. After every few thousand changes, the index must number
+// the blocks in address order and find, for any address, the block that
+// holds it, as a search of every block does.
+func TestBlockTableModel(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	const base = 0x5555_0000_0000
+	var tb blockTable
+	want := map[uint64]uint64{}
+	overlaps := func(a, size uint64) bool {
+		for b, s := range want {
+			if b != a && a < b+max(s, 1) && b < a+max(size, 1) {
+				return true
+			}
+		}
+		return false
+	}
+	randAddr := func() uint64 {
+		var a uint64
+		if r.Intn(2) == 0 {
+			a = base + uint64(r.Intn(3*pageSize))&^15 // a few pages, crowded
+		} else {
+			a = base + uint64(r.Intn(64<<20))&^15
+		}
+		switch r.Intn(8) {
+		case 0:
+			a += 8
+		case 1:
+			a += 1 + uint64(r.Intn(7))
+		}
+		return a
+	}
+	randSize := func() uint64 {
+		switch r.Intn(20) {
+		case 0:
+			return bigBlock - 1 + uint64(r.Intn(3))
+		case 1:
+			return pageSize - 8 + uint64(r.Intn(3*pageSize))
+		case 2:
+			return 5 << 30
+		case 3:
+			return 0
+		}
+		return uint64(1 + r.Intn(120))
+	}
+	check := func(step int) {
+		t.Helper()
+		ix := newBlockIndex(&tb)
+		if ix.count() != len(want) || tb.len() != len(want) {
+			t.Fatalf("step %d: %d blocks numbered, %d in the table, want %d", step, ix.count(), tb.len(), len(want))
+		}
+		var addrs []uint64
+		nums := map[uint32]uint64{}
+		ix.each(0, ^uint64(0), func(num uint32, a, size uint64) {
+			addrs = append(addrs, a)
+			if size != want[a] {
+				t.Fatalf("step %d: block %#x of %d bytes, want %d", step, a, size, want[a])
+			}
+			if _, dup := nums[num]; dup || int(num) >= len(want) {
+				t.Fatalf("step %d: block %#x numbered %d twice or past the count", step, a, num)
+			}
+			nums[num] = a
+		})
+		sorted := slices.Sorted(maps.Keys(want))
+		if !slices.Equal(addrs, sorted) {
+			t.Fatalf("step %d: blocks out of order or missing", step)
+		}
+		for range 3000 {
+			v := randAddr() + uint64(r.Intn(64))
+			if len(sorted) > 0 && r.Intn(2) == 0 { // near or in a block
+				a := sorted[r.Intn(len(sorted))]
+				v = a + uint64(r.Intn(int(min(want[a], 1<<20))+16))
+			}
+			var wantAddr uint64
+			found := false
+			for a, s := range want {
+				if holds(a, s, v) {
+					wantAddr, found = a, true
+				}
+			}
+			num, start, size, ok := ix.find(v)
+			if ok != found || ok && (start != wantAddr || size != want[start] || nums[num] != start) {
+				t.Fatalf("step %d: find(%#x) = block %d at %#x, %d bytes, %v; want %#x, %v", step, v, num, start, size, ok, wantAddr, found)
+			}
+		}
+		sub := sorted[len(sorted)/3:]
+		lo, hi := sub[0], sub[len(sub)/2]
+		var in []uint64
+		ix.each(lo, hi, func(_ uint32, a, _ uint64) { in = append(in, a) })
+		if !slices.Equal(in, sub[:len(sub)/2]) {
+			t.Fatalf("step %d: %d blocks in [%#x, %#x), want %d", step, len(in), lo, hi, len(sub)/2)
+		}
+	}
+	for step := range 40_000 {
+		a := randAddr()
+		switch r.Intn(5) {
+		case 0, 1, 2:
+			size := randSize()
+			if overlaps(a, size) {
+				continue
+			}
+			old, had := tb.put(a, size)
+			if wantOld, wantHad := want[a]; had != (wantHad || false) || had && old != wantOld {
+				t.Fatalf("step %d: put(%#x) found %d, %v; want %d, %v", step, a, old, had, wantOld, wantHad)
+			}
+			want[a] = size
+		case 3:
+			if len(want) > 0 && r.Intn(2) == 0 {
+				for a = range want {
+					break
+				}
+			}
+			size, had := tb.remove(a)
+			wantSize, wantHad := want[a]
+			if had != wantHad || size != wantSize {
+				t.Fatalf("step %d: remove(%#x) = %d, %v; want %d, %v", step, a, size, had, wantSize, wantHad)
+			}
+			delete(want, a)
+		case 4:
+			size, had := tb.find(a)
+			wantSize, wantHad := want[a]
+			if had != wantHad || size != wantSize {
+				t.Fatalf("step %d: find(%#x) = %d, %v; want %d, %v", step, a, size, had, wantSize, wantHad)
+			}
+		}
+		if step%4000 == 3999 {
+			check(step)
+		}
+	}
+	for a := range want { // and empty again
+		tb.remove(a)
+	}
+	if tb.len() != 0 || len(tb.dir) != 0 || len(tb.freePages) != int(tb.npages) {
+		t.Fatalf("emptied: %d blocks, %d chunks, %d of %d pages free", tb.len(), len(tb.dir), len(tb.freePages), tb.npages)
+	}
+	if _, _, _, ok := newBlockIndex(&tb).find(base); ok {
+		t.Fatalf("emptied: find found a block")
+	}
+}
+
+// TestBlockIndexHeaderWord checks that a pointer to where glibc puts the
+// next chunk's header, inside a block of 8 mod 16 bytes, is not taken for
+// one to the block, and that any other pointer into it is.
+func TestBlockIndexHeaderWord(t *testing.T) {
+	var tb blockTable
+	tb.put(0x10000, 24) // chunk of 32 bytes: the next header is at 0x10000+16
+	ix := newBlockIndex(&tb)
+	for v, want := range map[uint64]bool{0x10000: true, 0x10008: true, 0x10010: false, 0x10017: true, 0x10018: false} {
+		if _, _, _, ok := ix.find(v); ok != want {
+			t.Errorf("find(%#x) = %v, want %v", v, ok, want)
+		}
+	}
+}
+
+// BenchmarkLiveSetEvents measures what keeping the live set costs the
+// recorder an event, on the events of bench/workloads/bigheap.c (blocks
+// one after the other, every other one freed) and on frees in a random
+// order, as a program that has held its blocks a while makes them.
+func BenchmarkLiveSetEvents(b *testing.B) {
+	const n = 1 << 20
+	addrs := make([]uint64, n)
+	a := uint64(0x5555_0000_0000)
+	for i := range addrs {
+		size := 16 + uint64(i*5%7)*8
+		addrs[i] = a
+		a += (size + 8 + 15) &^ 15
+	}
+	run := func(b *testing.B, frees []uint64) {
+		for range b.N {
+			l := newLiveSet(false)
+			for i, a := range addrs {
+				l.apply(&trace.Event{Kind: trace.KindAlloc, Addr: a, Size: 16 + uint64(i*5%7)*8})
+			}
+			for _, a := range frees {
+				l.apply(&trace.Event{Kind: trace.KindFree, Addr: a})
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(n+len(frees))), "ns/event")
+	}
+	b.Run("bigheap", func(b *testing.B) {
+		var frees []uint64
+		for i := 0; i < n; i += 2 {
+			frees = append(frees, addrs[i])
+		}
+		run(b, frees)
+	})
+	b.Run("random-frees", func(b *testing.B) {
+		frees := slices.Clone(addrs)
+		rand.New(rand.NewSource(1)).Shuffle(n, func(i, j int) { frees[i], frees[j] = frees[j], frees[i] })
+		run(b, frees)
+	})
+}
