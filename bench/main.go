@@ -10,6 +10,7 @@
 //	go run ./bench -runs 1 -only bigheap -bigheap-blocks 100000000 -tools native,memtrail   # the scale run: 100M blocks
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
+//	go run ./bench -web -only bigheap   # memtrail view on bigheap's trace with no analysis cache: the first timeline, time windows
 //	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
 //	go run ./bench -also -stack-calls -only calls   # also memtrail run -stack-calls (exact stack)
 //	go run ./bench -also -leak-check=false -also -leak-origins   # two more rows: without the leak scan, with leak origins
@@ -287,7 +288,7 @@ func main() {
 	runs := flag.Int("runs", 5, "runs of each workload under each tool")
 	only := flag.String("only", "", "comma-separated workloads to run (default all)")
 	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
-	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3)")
+	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3; bigheap's, with no analysis cache, when -only names it)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
 	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
 	flag.Func("also", "also record with memtrail run and these `flags` (e.g. -stack-calls, -leak-check=false), separated by commas; may be repeated", func(s string) error {
@@ -341,7 +342,7 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 	}
 	if webUI {
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
-		return webBench(memtrail, dir, runs)
+		return webBench(memtrail, dir, runs, only)
 	}
 	if reading {
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
