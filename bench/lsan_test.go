@@ -122,3 +122,18 @@ func TestScanCells(t *testing.T) {
 		}
 	}
 }
+
+// TestLeakScanOf reads leak_scan_ns from memtrail report -json's summary,
+// and refuses what is not JSON.
+func TestLeakScanOf(t *testing.T) {
+	scan, err := leakScanOf([]byte(`{"summary": {"leak_scan": "done", "leak_scan_ns": 2880000000}}`))
+	if err != nil || scan != 2880*time.Millisecond {
+		t.Errorf("%v, %v; want 2.88s", scan, err)
+	}
+	if scan, err := leakScanOf([]byte(`{"summary": {}}`)); err != nil || scan != 0 {
+		t.Errorf("no scan: %v, %v; want 0", scan, err)
+	}
+	if _, err := leakScanOf([]byte("memtrail: not a trace")); err == nil {
+		t.Error("not JSON: no error")
+	}
+}

@@ -7,7 +7,7 @@
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
 //	go run ./bench -only bigheap -also -leak-check=false   # big heap (issue 20): only when -only names it
 //	go run ./bench -only bigheap -bigheap-blocks 1000000   # a smaller big heap
-//	go run ./bench -runs 1 -only bigheap -bigheap-blocks 100000000 -tools native,memtrail   # the scale run: 100M blocks
+//	go run ./bench -scale -bigheap-blocks 100000000   # the scale run: 100M blocks recorded, scanned, reported, viewed, each once
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //	go run ./bench -web -only bigheap   # memtrail view on bigheap's trace with no analysis cache: the first timeline, time windows
@@ -28,7 +28,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -273,15 +272,11 @@ func leakScanTime(memtrail, trace string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("memtrail report %s: %w", trace, err)
 	}
-	var rep struct {
-		Summary struct {
-			LeakScanNS int64 `json:"leak_scan_ns"`
-		} `json:"summary"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
+	scan, err := leakScanOf(out)
+	if err != nil {
 		return 0, fmt.Errorf("memtrail report -json %s: %w", trace, err)
 	}
-	return time.Duration(rep.Summary.LeakScanNS), nil
+	return scan, nil
 }
 
 func main() {
@@ -290,6 +285,7 @@ func main() {
 	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
 	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3; bigheap's, with no analysis cache, when -only names it)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
+	scale := flag.Bool("scale", false, "the scale run: each step of memtrail once on bigheap (record, report, view; no heaptrack), for -bigheap-blocks 100000000")
 	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
 	flag.Func("also", "also record with memtrail run and these `flags` (e.g. -stack-calls, -leak-check=false), separated by commas; may be repeated", func(s string) error {
 		also = append(also, strings.Split(s, ","))
@@ -302,13 +298,13 @@ func main() {
 	})
 	flag.Int64Var(&bigheapBlocks, "bigheap-blocks", bigheapBlocks, "blocks the bigheap workload allocates (half stay live); bigheap runs only when -only names it")
 	flag.Parse()
-	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
+	if err := run(*runs, *only, *reading, *pgo, *webUI, *scale); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs int, only string, reading, pgo, webUI bool) error {
+func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
 	}
@@ -339,6 +335,10 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 	}
 	if pgo {
 		return writePGO(memtrail, dir, runs, only)
+	}
+	if scale {
+		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
+		return scaleBench(memtrail, dir)
 	}
 	if webUI {
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())

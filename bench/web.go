@@ -128,6 +128,7 @@ func webRuns(w io.Writer, memtrail, trace, name string, analysis time.Duration, 
 	}
 	times := make([][]time.Duration, len(steps))
 	var ready, timeline, warm []time.Duration
+	var rss []int64 // memtrail view's peak RSS, KiB
 	for r := range uint64(runs) {
 		if cold {
 			if err := os.Remove(trace + ".cache"); err != nil && !os.IsNotExist(err) {
@@ -145,6 +146,7 @@ func webRuns(w io.Writer, memtrail, trace, name string, analysis time.Duration, 
 		}
 		err = func() error {
 			defer func() {
+				rss = append(rss, hwm(view.Process.Pid))
 				view.Process.Kill()
 				view.Wait()
 			}()
@@ -199,12 +201,14 @@ func webRuns(w io.Writer, memtrail, trace, name string, analysis time.Duration, 
 	if cold {
 		fmt.Fprintf(w, "\n%s, no analysis cache beside the trace at the start of each run: memtrail view was serving %s after it started; "+
 			"the first timeline had arrived %s after it started (the page and its first requests, the last /api/view?view=timeline); "+
-			"done with its background work (frames, checkpoints, stretches) %s after it started; every step after the first was asked for then.\n\n",
-			name, ms(medianOf(ready)), ms(medianOf(timeline)), ms(medianOf(warm)))
+			"done with its background work (frames, checkpoints, stretches) %s after it started; every step after the first was asked for then. "+
+			"Its peak RSS: %s.\n\n",
+			name, ms(medianOf(ready)), ms(medianOf(timeline)), ms(medianOf(warm)), mib(medianKiB(rss)))
 	} else {
 		fmt.Fprintf(w, "\n%s: the first analysis (memtrail report) took %.2f s; memtrail view was serving %s after it started, "+
-			"and done with its background work (frames, checkpoints, stretches) %s after it started; every step after the first was asked for then.\n\n",
-			name, analysis.Seconds(), ms(medianOf(ready)), ms(medianOf(warm)))
+			"and done with its background work (frames, checkpoints, stretches) %s after it started; every step after the first was asked for then. "+
+			"Its peak RSS: %s.\n\n",
+			name, analysis.Seconds(), ms(medianOf(ready)), ms(medianOf(warm)), mib(medianKiB(rss)))
 	}
 	fmt.Fprintln(w, "| step | requests | time |")
 	fmt.Fprintln(w, "|---|---|---|")
@@ -318,6 +322,12 @@ func get(client *http.Client, url string) error {
 		return fmt.Errorf("status %s", resp.Status)
 	}
 	return nil
+}
+
+func medianKiB(kib []int64) int64 {
+	s := slices.Clone(kib)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func medianOf(ds []time.Duration) time.Duration {
