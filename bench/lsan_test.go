@@ -100,8 +100,8 @@ func TestToolsChosen(t *testing.T) {
 }
 
 func TestScanCells(t *testing.T) {
-	on := sample{wall: 1500 * time.Millisecond}
-	off := sample{wall: 1000 * time.Millisecond}
+	on := sample{wall: 900 * time.Millisecond, cpu: 1500 * time.Millisecond}
+	off := sample{wall: 1000 * time.Millisecond, cpu: 1000 * time.Millisecond}
 	if got := lsanScan(on, off); got != 500*time.Millisecond {
 		t.Errorf("LSan's scan %v, want 500ms", got)
 	}
