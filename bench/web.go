@@ -269,10 +269,14 @@ func runTime(client *http.Client, url string) (uint64, error) {
 	return sum.Summary.RunTimeNS, nil
 }
 
+// readyWait bounds how long waitReady waits: the background work on the
+// scale run's trace of 100M blocks takes minutes on a small machine.
+const readyWait = 15 * time.Minute
+
 // waitReady waits until memtrail view at url says its background work is
 // done.
 func waitReady(client *http.Client, url string) error {
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(readyWait)
 	for time.Now().Before(deadline) {
 		resp, err := client.Get(url + "/api/status")
 		if err != nil {
@@ -289,7 +293,7 @@ func waitReady(client *http.Client, url string) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("memtrail view not ready after 2 minutes")
+	return fmt.Errorf("memtrail view not ready after %v", readyWait)
 }
 
 // servedAt reads the address memtrail view prints, and returns the
