@@ -42,3 +42,12 @@ func TestBigheapBlocksBound(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleOnlyBigheap refuses -scale with other workloads before it
+// builds anything.
+func TestScaleOnlyBigheap(t *testing.T) {
+	err := run(1, "dense", false, false, false, true)
+	if err == nil || !strings.Contains(err.Error(), "-scale") {
+		t.Errorf("-scale -only dense: error %v, want one naming -scale", err)
+	}
+}

@@ -316,6 +316,9 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 	if bigheapBlocks < 2 || bigheapBlocks > 1<<30 {
 		return fmt.Errorf("-bigheap-blocks %d: need 2 to %d", bigheapBlocks, 1<<30)
 	}
+	if scale && only != "" && only != "bigheap" {
+		return fmt.Errorf("-scale runs bigheap alone, not -only %s", only)
+	}
 	if only != "" {
 		known := []string{"unwind"}
 		for _, w := range workloads("") {
