@@ -116,6 +116,8 @@ func TestScanCells(t *testing.T) {
 		{0, time.Second, "—"},
 		{2880 * time.Millisecond, 0, "2.88 s"},
 		{2880 * time.Millisecond, 720 * time.Millisecond, "2.88 s, 4.00× LSan's"},
+		{2 * time.Millisecond, 0, "2 ms"},
+		{400 * time.Millisecond, 800 * time.Millisecond, "400 ms, 0.50× LSan's"},
 	} {
 		if got := scanCell(c.scan, c.lsan); got != c.want {
 			t.Errorf("scanCell(%v, %v) = %q, want %q", c.scan, c.lsan, got, c.want)

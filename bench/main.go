@@ -246,9 +246,9 @@ func scanCell(scan, lsan time.Duration) string {
 		return "—"
 	}
 	if lsan <= 0 {
-		return fmt.Sprintf("%.2f s", scan.Seconds())
+		return ms(scan)
 	}
-	return fmt.Sprintf("%.2f s, %.2f× LSan's", scan.Seconds(), ratio(scan, lsan))
+	return fmt.Sprintf("%s, %.2f× LSan's", ms(scan), ratio(scan, lsan))
 }
 
 // sample is one measured run.
@@ -421,7 +421,7 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 				scan = scanCell(m.leakScan, lsan)
 			}
 			if t.name == lsanOn && okOff {
-				scan = fmt.Sprintf("%.2f s (LSan's; of the wall times: %.2f s)", lsan.Seconds(), (on.wall - off.wall).Seconds())
+				scan = fmt.Sprintf("%s (LSan's; of the wall times: %s)", ms(lsan), ms(on.wall-off.wall))
 			}
 			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s | %s | %s |\n", w.name, t.name,
 				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
