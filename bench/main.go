@@ -330,6 +330,13 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 			}
 		}
 	}
+	if webUI {
+		// Refused before the builds: the web benchmark has traces of
+		// fewer workloads than -only knows.
+		if _, err := webTraces("", only); err != nil {
+			return err
+		}
+	}
 	dir, err := os.MkdirTemp("", "memtrail-bench-")
 	if err != nil {
 		return err
