@@ -27,7 +27,7 @@ func analysisBench(memtrail, dir string, runs int, only string) error {
 		}
 		ht := filepath.Join(dir, "analysis-ht")
 		mt := filepath.Join(dir, "analysis.mtr")
-		for _, t := range tools(memtrail)[1:] {
+		for _, t := range tools(memtrail, []string{"heaptrack", "memtrail"}) {
 			out := ht
 			if t.name == "memtrail" {
 				out = strings.TrimSuffix(mt, ".mtr")

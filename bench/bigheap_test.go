@@ -36,9 +36,18 @@ func TestBigheapBlocksBound(t *testing.T) {
 	defer func(n int64) { bigheapBlocks = n }(bigheapBlocks)
 	for _, n := range []int64{-1, 1, 1<<30 + 1} {
 		bigheapBlocks = n
-		err := run(1, "bigheap", false, false, false)
+		err := run(1, "bigheap", false, false, false, false)
 		if err == nil || !strings.Contains(err.Error(), "-bigheap-blocks") {
 			t.Errorf("-bigheap-blocks %d: error %v, want one naming -bigheap-blocks", n, err)
 		}
+	}
+}
+
+// TestScaleOnlyBigheap refuses -scale with other workloads before it
+// builds anything.
+func TestScaleOnlyBigheap(t *testing.T) {
+	err := run(1, "dense", false, false, false, true)
+	if err == nil || !strings.Contains(err.Error(), "-scale") {
+		t.Errorf("-scale -only dense: error %v, want one naming -scale", err)
 	}
 }

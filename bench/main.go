@@ -7,8 +7,10 @@
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
 //	go run ./bench -only bigheap -also -leak-check=false   # big heap (issue 20): only when -only names it
 //	go run ./bench -only bigheap -bigheap-blocks 1000000   # a smaller big heap
+//	go run ./bench -scale -bigheap-blocks 100000000   # the scale run: 100M blocks recorded, scanned, reported, viewed, each once
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
+//	go run ./bench -web -only bigheap   # memtrail view on bigheap's trace with no analysis cache: the first timeline, time windows
 //	go run ./bench -baseline REV   # also memtrail as of git revision REV, to measure a change
 //	go run ./bench -also -stack-calls -only calls   # also memtrail run -stack-calls (exact stack)
 //	go run ./bench -also -leak-check=false -also -leak-origins   # two more rows: without the leak scan, with leak origins
@@ -18,12 +20,14 @@
 // For each workload and tool it measures the wall time and the CPU time
 // (user+sys of the tool and everything it started), the peak resident set
 // of the workload's own process (polled from /proc: what the tool adds to
-// the program), and the trace's size per event. Runs of the three tools are
-// interleaved so that a noisy neighbour hurts them alike.
+// the program), and the trace's size per event. The workloads bench
+// compiles itself are also built with -fsanitize=leak and run with
+// LeakSanitizer's scan at exit on and off, to set memtrail's leak scan
+// beside LSan's on the same program. Runs of the tools are interleaved so
+// that a noisy neighbour hurts them alike.
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -124,19 +128,127 @@ func writeObjects(path string) error {
 // tool runs a workload under a profiler (or none).
 type tool struct {
 	name string
-	cmd  func(w []string, out string) []string // the command line; out is a path prefix for the trace
-	file func(out string) string               // the trace it wrote
+	// The command line, or nil if the tool cannot run this workload;
+	// out is a path prefix for the trace.
+	cmd  func(w []string, out string) []string
+	file func(out string) string // the trace it wrote
+	env  []string
+	// ownBuild: the command runs a build of the workload of the tool's
+	// own (line[0]), not the workload's program.
+	ownBuild bool
 }
 
-func tools(memtrail string) []tool {
-	return []tool{
-		{"native", func(w []string, out string) []string { return w }, nil},
-		{"heaptrack", func(w []string, out string) []string { return append([]string{"heaptrack", "-o", out}, w...) },
-			func(out string) string { return out + ".zst" }},
-		{"memtrail", func(w []string, out string) []string {
-			return append([]string{memtrail, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
-		}, func(out string) string { return out + ".mtr" }},
+// toolNames are the tools -tools chooses from, in the table's order.
+var toolNames = []string{"native", "heaptrack", "memtrail", "lsan"}
+
+// Names of the LeakSanitizer rows: the scan's time is the difference of
+// their medians.
+const (
+	lsanOn  = "LSan, detect_leaks=1"
+	lsanOff = "LSan, detect_leaks=0"
+)
+
+// compiled are the workloads bench builds from bench/workloads with the
+// same flags, and so can build again with -fsanitize=leak.
+var compiled = []string{"dense", "crossfree", "threads", "deep", "bigheap"}
+
+// lsanSuffix names a workload's build with -fsanitize=leak beside its own.
+const lsanSuffix = "-lsan"
+
+// lsanOptions runs a program built with -fsanitize=leak with its scan at
+// exit on or off. exitcode=0: a leak it finds is no failure of the run;
+// symbolize=0: its report's stacks stay addresses, as memtrail's scan
+// symbolizes nothing either.
+func lsanOptions(detect bool) string {
+	on := 0
+	if detect {
+		on = 1
 	}
+	return fmt.Sprintf("LSAN_OPTIONS=detect_leaks=%d:exitcode=0:symbolize=0", on)
+}
+
+// lsanArgs returns the command line of w's build with -fsanitize=leak, or
+// nil if w is not one bench compiled or that build is missing.
+func lsanArgs(w []string) []string {
+	if !contains(compiled, filepath.Base(w[0])) {
+		return nil
+	}
+	if _, err := os.Stat(w[0] + lsanSuffix); err != nil {
+		return nil
+	}
+	return append([]string{w[0] + lsanSuffix}, w[1:]...)
+}
+
+// tools returns the tools named in chosen (all of toolNames if empty)
+// but LSan, which lsanTools gives.
+func tools(memtrail string, chosen []string) []tool {
+	all := []tool{
+		{name: "native", cmd: func(w []string, out string) []string { return w }},
+		{name: "heaptrack", cmd: func(w []string, out string) []string { return append([]string{"heaptrack", "-o", out}, w...) },
+			file: func(out string) string { return out + ".zst" }},
+		{name: "memtrail", cmd: func(w []string, out string) []string {
+			return append([]string{memtrail, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
+		}, file: func(out string) string { return out + ".mtr" }},
+	}
+	var ts []tool
+	for _, t := range all {
+		if len(chosen) == 0 || contains(chosen, t.name) {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// lsanTools returns LeakSanitizer's two rows, the scan on and off, unless
+// chosen (-tools) leaves LSan out.
+func lsanTools(chosen []string) []tool {
+	if len(chosen) > 0 && !contains(chosen, "lsan") {
+		return nil
+	}
+	return []tool{
+		{name: lsanOn, cmd: func(w []string, out string) []string { return lsanArgs(w) }, env: []string{lsanOptions(true)}, ownBuild: true},
+		{name: lsanOff, cmd: func(w []string, out string) []string { return lsanArgs(w) }, env: []string{lsanOptions(false)}, ownBuild: true},
+	}
+}
+
+// parseTools reads -tools: names from toolNames, native among them (the
+// base of the ratios).
+func parseTools(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	names := strings.Split(s, ",")
+	for _, n := range names {
+		if !contains(toolNames, n) {
+			return nil, fmt.Errorf("-tools: no tool %q (there are %s)", n, strings.Join(toolNames, ", "))
+		}
+	}
+	if !contains(names, "native") {
+		return nil, fmt.Errorf("-tools %s: native must be one, the base of the ratios", s)
+	}
+	return names, nil
+}
+
+// lsanScan is LeakSanitizer's scan at exit: the median CPU time of the
+// program with the scan less that without it, or 0 if the difference is
+// lost in the noise (not positive). CPU, not wall: the scan is one
+// thread's work while the program waits, so on an idle machine the two
+// are the same, and on a shared one the wall times of runs of a few
+// seconds differ by more than the scan.
+func lsanScan(on, off sample) time.Duration {
+	return max(on.cpu-off.cpu, 0)
+}
+
+// scanCell writes the leak scan column of a row: memtrail's scan, and its
+// ratio to LSan's when bench measured LSan on the workload.
+func scanCell(scan, lsan time.Duration) string {
+	if scan <= 0 {
+		return "—"
+	}
+	if lsan <= 0 {
+		return ms(scan)
+	}
+	return fmt.Sprintf("%s, %.2f× LSan's", ms(scan), ratio(scan, lsan))
 }
 
 // sample is one measured run.
@@ -163,37 +275,39 @@ func leakScanTime(memtrail, trace string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("memtrail report %s: %w", trace, err)
 	}
-	var rep struct {
-		Summary struct {
-			LeakScanNS int64 `json:"leak_scan_ns"`
-		} `json:"summary"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
+	scan, err := leakScanOf(out)
+	if err != nil {
 		return 0, fmt.Errorf("memtrail report -json %s: %w", trace, err)
 	}
-	return time.Duration(rep.Summary.LeakScanNS), nil
+	return scan, nil
 }
 
 func main() {
 	runs := flag.Int("runs", 5, "runs of each workload under each tool")
 	only := flag.String("only", "", "comma-separated workloads to run (default all)")
 	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
-	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3)")
+	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3; bigheap's, with no analysis cache, when -only names it)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
+	scale := flag.Bool("scale", false, "the scale run: each step of memtrail once on bigheap (record, report, view; no heaptrack), for -bigheap-blocks 100000000")
 	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
 	flag.Func("also", "also record with memtrail run and these `flags` (e.g. -stack-calls, -leak-check=false), separated by commas; may be repeated", func(s string) error {
 		also = append(also, strings.Split(s, ","))
 		return nil
 	})
+	flag.Func("tools", "record only with these `tools`, separated by commas: "+strings.Join(toolNames, ", ")+" (default all; native must be one)", func(s string) error {
+		var err error
+		chosenTools, err = parseTools(s)
+		return err
+	})
 	flag.Int64Var(&bigheapBlocks, "bigheap-blocks", bigheapBlocks, "blocks the bigheap workload allocates (half stay live); bigheap runs only when -only names it")
 	flag.Parse()
-	if err := run(*runs, *only, *reading, *pgo, *webUI); err != nil {
+	if err := run(*runs, *only, *reading, *pgo, *webUI, *scale); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs int, only string, reading, pgo, webUI bool) error {
+func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
 	}
@@ -201,6 +315,9 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 	// typo from asking for more memory than the machine has.
 	if bigheapBlocks < 2 || bigheapBlocks > 1<<30 {
 		return fmt.Errorf("-bigheap-blocks %d: need 2 to %d", bigheapBlocks, 1<<30)
+	}
+	if scale && only != "" && only != "bigheap" {
+		return fmt.Errorf("-scale runs bigheap alone, not -only %s", only)
 	}
 	if only != "" {
 		known := []string{"unwind"}
@@ -211,6 +328,13 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 			if !contains(known, name) {
 				return fmt.Errorf("-only: no workload %q (there are %s)", name, strings.Join(known, ", "))
 			}
+		}
+	}
+	if webUI {
+		// Refused before the builds: the web benchmark has traces of
+		// fewer workloads than -only knows.
+		if _, err := webTraces("", only); err != nil {
+			return err
 		}
 	}
 	dir, err := os.MkdirTemp("", "memtrail-bench-")
@@ -225,31 +349,35 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 	if pgo {
 		return writePGO(memtrail, dir, runs, only)
 	}
+	if scale {
+		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
+		return scaleBench(memtrail, dir)
+	}
 	if webUI {
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
-		return webBench(memtrail, dir, runs)
+		return webBench(memtrail, dir, runs, only)
 	}
 	if reading {
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
 		return analysisBench(memtrail, dir, runs, only)
 	}
-	ts := tools(memtrail)
+	ts := tools(memtrail, chosenTools)
 	if baseline != "" {
 		old, err := buildRevision(dir, baseline)
 		if err != nil {
 			return err
 		}
-		t := ts[len(ts)-1]
-		ts = append(ts, tool{"memtrail " + baseline, func(w []string, out string) []string {
+		ts = append(ts, tool{name: "memtrail " + baseline, cmd: func(w []string, out string) []string {
 			return append([]string{old, "run", "-q", "-stats", "-o", out + ".mtr", "--"}, w...)
-		}, t.file})
+		}, file: func(out string) string { return out + ".mtr" }})
 	}
 	for _, flags := range also {
-		ts = append(ts, tool{"memtrail " + strings.Join(flags, " "), func(w []string, out string) []string {
+		ts = append(ts, tool{name: "memtrail " + strings.Join(flags, " "), cmd: func(w []string, out string) []string {
 			args := append([]string{memtrail, "run", "-q", "-stats"}, flags...)
 			return append(append(args, "-o", out+".mtr", "--"), w...)
-		}, func(out string) string { return out + ".mtr" }})
+		}, file: func(out string) string { return out + ".mtr" }})
 	}
+	ts = append(ts, lsanTools(chosenTools)...)
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
 	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | memtrail's own peak RSS | leak scan at exit (program held) | trace bytes/event | program waited for the recorder |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -262,6 +390,9 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 		results := make([][]sample, len(ts))
 		for r := 0; r < runs; r++ {
 			for i, t := range ts {
+				if t.cmd(args, "") == nil {
+					continue
+				}
 				s, err := measure(t, args, w.env, dir)
 				if err != nil {
 					return fmt.Errorf("%s under %s: %w", w.name, t.name, err)
@@ -269,9 +400,24 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 				results[i] = append(results[i], s)
 			}
 		}
-		base := median(results[0])
+		medians := map[string]sample{}
 		for i, t := range ts {
-			m := median(results[i])
+			if len(results[i]) > 0 {
+				medians[t.name] = median(results[i])
+			}
+		}
+		var lsan time.Duration
+		on, okOn := medians[lsanOn]
+		off, okOff := medians[lsanOff]
+		if okOn && okOff {
+			lsan = lsanScan(on, off)
+		}
+		base := medians["native"]
+		for i, t := range ts {
+			if len(results[i]) == 0 {
+				continue
+			}
+			m := medians[t.name]
 			perEvent, waited, own, scan := "—", "—", "—", "—"
 			if t.file != nil && events > 0 {
 				perEvent = fmt.Sprintf("%.3g", float64(m.bytes)/float64(events))
@@ -279,15 +425,18 @@ func run(runs int, only string, reading, pgo, webUI bool) error {
 			if strings.HasPrefix(t.name, "memtrail") {
 				waited = fmt.Sprintf("%d times, %.3f s", m.waits, m.waitTime.Seconds())
 				own = fmt.Sprintf("%.1f MiB", float64(m.toolRSSKiB)/1024)
-				if m.leakScan > 0 {
-					scan = fmt.Sprintf("%.2f s", m.leakScan.Seconds())
-				}
+				scan = scanCell(m.leakScan, lsan)
+			}
+			if t.name == lsanOn && okOff {
+				scan = fmt.Sprintf("%s (LSan's; of the wall times: %s)", ms(lsan), ms(on.wall-off.wall))
 			}
 			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s | %s | %s |\n", w.name, t.name,
 				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
 				float64(m.rssKiB)/1024, own, scan, perEvent, waited)
 		}
 	}
+	fmt.Println()
+	fmt.Println(scanLegend())
 	fmt.Println()
 	for _, w := range workloads(dir) {
 		fmt.Printf("- %s: %s\n", w.name, w.about)
@@ -357,6 +506,18 @@ var baseline string
 // also is the flags of memtrail run to measure as more tools, one each.
 var also [][]string
 
+// chosenTools are the tools -tools names (nil: all).
+var chosenTools []string
+
+// scanLegend says what the leak scan column holds.
+func scanLegend() string {
+	return `"leak scan at exit" is, for memtrail, the leak_scan_ns of the trace's ` + "`memtrail report -json`" +
+		` (how long the scan held the program at its exit), and its ratio to LeakSanitizer's scan (at most 1: as fast as LSan). ` +
+		`LSan's scan is the difference of two medians: the CPU time (the scan is one thread's work while the program waits; the difference of the wall times, beside it, is as good only on an idle machine) of the workload built with -fsanitize=leak (gcc) and run with ` +
+		"`" + lsanOptions(true) + "`" + ` less that with detect_leaks=0, the allocator's own cost the same in both; 0 when the difference is lost in the noise. ` +
+		`LSan runs only the workloads bench compiles (` + strings.Join(compiled, ", ") + `).`
+}
+
 // buildRevision builds memtrail as of git revision rev into dir.
 func buildRevision(dir, rev string) (string, error) {
 	src := filepath.Join(dir, "baseline-src")
@@ -399,11 +560,18 @@ func build(dir string) (string, error) {
 	if err := writeObjects(filepath.Join(dir, "objects.json")); err != nil {
 		return "", err
 	}
-	for _, w := range []string{"dense", "crossfree", "threads", "deep", "bigheap"} {
-		out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, w),
-			filepath.Join("bench", "workloads", w+".c"), "-lpthread").CombinedOutput()
+	for _, w := range compiled {
+		src := filepath.Join("bench", "workloads", w+".c")
+		out, err := exec.Command("cc", "-O2", "-g", "-o", filepath.Join(dir, w), src, "-lpthread").CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("building %s: %v\n%s", w, err, out)
+		}
+		// LeakSanitizer is gcc's (liblsan0, which gcc's libgcc-dev
+		// brings); without it the table has no LSan rows, and says why
+		// on stderr.
+		out, err = exec.Command("gcc", "-O2", "-g", "-fsanitize=leak", "-o", filepath.Join(dir, w+lsanSuffix), src, "-lpthread").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: no LSan rows for %s: building it with -fsanitize=leak: %v\n%s", w, err, out)
 		}
 	}
 	calls := filepath.Join("bench", "workloads", "calls.c")
@@ -429,11 +597,15 @@ func measure(t tool, args, env []string, dir string) (sample, error) {
 	}
 	line := t.cmd(args, out)
 	cmd := exec.Command(line[0], line[1:]...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), env...), t.env...)
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	s, err := runPolled(cmd, args[0])
+	program := args[0]
+	if t.ownBuild {
+		program = line[0]
+	}
+	s, err := runPolled(cmd, program)
 	if err != nil {
 		return s, err
 	}
