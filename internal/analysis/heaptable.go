@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/memtrail/memtrail/internal/addrmap"
@@ -26,23 +27,34 @@ import (
 // that finds no live block (a double or invalid free: rare), and a Bloom
 // filter of the ring's addresses spares most of those searches.
 type heapTable struct {
-	// arena holds the live blocks, in chunks so that it grows without
-	// copying, and refs to them are stable while they live; a released
-	// ref goes on the free list (refs + 1; 0 ends it, linked through
-	// liveBlock.next) and is given out again first, so that the arena's
-	// hot part stays small.
+	// arena holds the live blocks, packed, in chunks so that it grows
+	// without copying, and refs to them are stable while they live; a
+	// released ref goes on the free list (refs + 1; 0 ends it, linked
+	// through liveBlock.size) and is given out again first, so that the
+	// arena's hot part stays small.
 	arena    [][]liveBlock
 	shared   []bool // by chunk: the chunk may be another table's too (see clone)
 	refs     uint32 // refs given out so far
 	freeRefs uint32
-	replaced block // the block the latest put replaced
+	// big holds, by ref, the blocks whose fields do not fit a liveBlock
+	// (see pack): rare, so a map.
+	big map[uint32]block
+	// replaced and taken are the blocks the latest put replaced and the
+	// latest take ended, unpacked.
+	replaced, taken block
 	// index holds the blocks of earlier trace blocks by address.
 	index addrmap.Map
 	// handles maps the handles of trace block inBlock (ref + 1 by handle):
 	// a free that names its block by handle finds it there, without
-	// looking its address up.
-	handles []uint32
-	inBlock uint32
+	// looking its address up; handleAddrs has their addresses, which the
+	// arena does not keep (the index has those of the others).
+	handles     []uint32
+	handleAddrs []uint64
+	inBlock     uint32
+	// strays are the blocks whose handle a later allocation of their trace
+	// block was given too (only a damaged trace does that): live, but
+	// found neither by handle nor by address.
+	strays []stray
 	// ring holds the latest frees, the newest at ring[(next-1) % maxFreed]
 	// once it is full; addrs their addresses, for the search.
 	ring  []freedBlock
@@ -54,15 +66,35 @@ type heapTable struct {
 	seen bloom
 }
 
-// liveBlock is a live block in the arena; a released one has live unset,
-// and next is then the next free ref + 1.
+// liveBlock is a block in the arena, packed into 24 bytes: the arena holds
+// every live block, and the table's memory follows its size. Its address
+// is not there: the index or handleAddrs has it.
 type liveBlock struct {
-	block
-	addr    uint64
-	next    uint32
-	live    bool
-	indexed bool // in the address index
+	born uint64
+	size uint32 // when released: the next free ref + 1
+	site int32
+	// bits holds bornClock, thread, reallocs and api in the widths below,
+	// and the flags.
+	bits uint64
 }
+
+// The fields of liveBlock.bits. A block whose fields do not fit (a size of
+// 4 GiB or more, a thread index past 1,023, more than 62 reallocs, ...) is
+// kept whole in heapTable.big, with bitBig set.
+const (
+	clockBits    = 40
+	threadBits   = 10
+	reallocsBits = 6
+	apiBits      = 5
+
+	threadShift   = clockBits
+	reallocsShift = threadShift + threadBits
+	apiShift      = reallocsShift + reallocsBits
+
+	bitLive    = 1 << 61
+	bitIndexed = 1 << 62 // in the address index
+	bitBig     = 1 << 63 // the block is in heapTable.big
+)
 
 // maxFreed is how many frees are remembered.
 const maxFreed = 1 << 16
@@ -77,6 +109,12 @@ type freedBlock struct {
 	freeStack uint64
 	site      int32
 	api       trace.API
+}
+
+// stray is a live block that neither the index nor the handle table has.
+type stray struct {
+	ref  uint32
+	addr uint64
 }
 
 // put makes b the live block at addr, with handle h of trace block blk
@@ -97,25 +135,67 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 	if t.index.Len() > 0 {
 		if ref, ok := t.index.Find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
-			t.replaced, replaced = t.at(ref).block, true
+			t.replaced, replaced = t.unpack(ref), true
 			old = &t.replaced
-			t.unlink(ref)
+			t.unlink(ref, addr)
 		}
 	}
 	ref := t.newRef()
-	lb := t.atw(ref)
-	lb.size, lb.born, lb.bornClock, lb.reallocs = b.size, b.born, b.bornClock, b.reallocs
-	lb.site, lb.thread, lb.api = b.site, b.thread, b.api
-	lb.addr, lb.live, lb.indexed = addr, true, false
+	t.pack(ref, b, bitLive)
 	if h != 0 && h < maxHandle {
 		if int(h) >= len(t.handles) {
-			t.handles = append(t.handles, make([]uint32, int(h)+1-len(t.handles)+len(t.handles)/2)...)
+			grow := int(h) + 1 - len(t.handles) + len(t.handles)/2
+			t.handles = append(t.handles, make([]uint32, grow)...)
+			t.handleAddrs = append(t.handleAddrs, make([]uint64, grow)...)
 		}
-		t.handles[h] = ref + 1
+		if r := t.handles[h]; r != 0 {
+			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+				t.strays = append(t.strays, stray{r - 1, t.handleAddrs[h]})
+			}
+		}
+		t.handles[h], t.handleAddrs[h] = ref+1, addr
 	} else {
-		t.addToIndex(ref)
+		t.addToIndex(ref, addr)
 	}
 	return old, replaced
+}
+
+// pack writes b, with flags, into the arena at ref.
+func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
+	lb := t.atw(ref)
+	if lb.bits&bitBig != 0 {
+		delete(t.big, ref)
+	}
+	lb.born, lb.site = b.born, b.site
+	if b.size>>32 != 0 || b.bornClock>>clockBits != 0 || b.thread>>threadBits != 0 ||
+		b.reallocs>>reallocsBits != 0 || uint64(b.api)>>apiBits != 0 {
+		if t.big == nil {
+			t.big = make(map[uint32]block)
+		}
+		t.big[ref] = *b
+		lb.bits = flags | bitBig
+		return
+	}
+	lb.size = uint32(b.size)
+	lb.bits = flags | b.bornClock | uint64(b.thread)<<threadShift |
+		uint64(b.reallocs)<<reallocsShift | uint64(b.api)<<apiShift
+}
+
+// unpack returns the block at ref.
+func (t *heapTable) unpack(ref uint32) block {
+	lb := t.at(ref)
+	if lb.bits&bitBig != 0 {
+		return t.big[ref]
+	}
+	return block{
+		size:      uint64(lb.size),
+		born:      lb.born,
+		bornClock: lb.bits & (1<<clockBits - 1),
+		reallocs:  uint32(lb.bits >> reallocsShift & (1<<reallocsBits - 1)),
+		site:      lb.site,
+		thread:    uint32(lb.bits >> threadShift & (1<<threadBits - 1)),
+		api:       trace.API(lb.bits >> apiShift & (1<<apiBits - 1)),
+	}
 }
 
 // enter makes blk the trace block whose handles the handle table holds.
@@ -127,8 +207,8 @@ func (t *heapTable) enter(blk uint32) {
 	}
 	for h, r := range t.handles {
 		if r != 0 {
-			if lb := t.at(r - 1); lb.live && !lb.indexed {
-				t.addToIndex(r - 1)
+			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+				t.addToIndex(r-1, t.handleAddrs[h])
 			}
 			t.handles[h] = 0
 		}
@@ -136,25 +216,22 @@ func (t *heapTable) enter(blk uint32) {
 	t.inBlock = blk
 }
 
-// addToIndex puts the live block of ref into the address index.
-func (t *heapTable) addToIndex(ref uint32) {
-	lb := t.atw(ref)
-	lb.indexed = true
-	if old, had := t.index.Put(lb.addr, ref); had {
+// addToIndex puts the live block of ref, at addr, into the address index.
+func (t *heapTable) addToIndex(ref uint32, addr uint64) {
+	t.atw(ref).bits |= bitIndexed
+	if old, had := t.index.Put(addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
-		t.atw(old).indexed = false
+		t.atw(old).bits &^= bitIndexed
 		t.dropRef(old)
 	}
 }
 
-// unlink takes the live block of ref out of the table.
-func (t *heapTable) unlink(ref uint32) {
-	lb := t.atw(ref)
-	if lb.indexed {
-		t.index.Remove(lb.addr)
-		lb.indexed = false
+// unlink takes the live block of ref, at addr, out of the table.
+func (t *heapTable) unlink(ref uint32, addr uint64) {
+	if t.at(ref).bits&bitIndexed != 0 {
+		t.index.Remove(addr)
 	}
 	t.dropRef(ref)
 }
@@ -184,7 +261,7 @@ func (t *heapTable) own(i int) {
 func (t *heapTable) newRef() uint32 {
 	if t.freeRefs != 0 {
 		ref := t.freeRefs - 1
-		t.freeRefs = t.at(ref).next
+		t.freeRefs = t.at(ref).size
 		return ref
 	}
 	if t.refs>>chunkBits == uint32(len(t.arena)) {
@@ -201,14 +278,18 @@ func (t *heapTable) share() { addrmap.MarkShared(&t.shared, len(t.arena)) }
 
 func (t *heapTable) dropRef(ref uint32) {
 	lb := t.atw(ref)
-	lb.live, lb.next = false, t.freeRefs
+	if lb.bits&bitBig != 0 {
+		delete(t.big, ref)
+	}
+	lb.bits, lb.size = 0, t.freeRefs
 	t.freeRefs = ref + 1
 }
 
 // free ends the block live at addr, with handle h of trace block blk (h
 // 0: the trace does not name it by handle), freed by a call from
-// freeStack, and returns it, valid until the next put. If none is live
-// there, it returns false: lookup tells what it remembers of the address.
+// freeStack, and returns it, valid until the next take or free. If none
+// is live there, it returns false: lookup tells what it remembers of the
+// address.
 func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block, live bool) {
 	if b, live = t.take(addr, h, blk); live {
 		t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
@@ -227,9 +308,9 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	if !found {
 		return nil, false
 	}
-	b := &t.at(ref).block
-	t.unlink(ref)
-	return b, true
+	t.taken = t.unpack(ref)
+	t.unlink(ref, addr)
+	return &t.taken, true
 }
 
 // byHandle returns the ref of the live block at addr that has handle h
@@ -239,7 +320,7 @@ func (t *heapTable) byHandle(addr uint64, h uint32) (uint32, bool) {
 		return 0, false
 	}
 	ref := t.handles[h] - 1
-	if lb := t.at(ref); !lb.live || lb.addr != addr {
+	if t.at(ref).bits&bitLive == 0 || t.handleAddrs[h] != addr {
 		// Not the block the handle was given to (a damaged trace): the
 		// handle keeps it, so that it goes into the index in time.
 		return 0, false
@@ -296,16 +377,22 @@ func (t *heapTable) liveAt(addr uint64) (block, bool) {
 	if !ok {
 		return block{}, false
 	}
-	return t.at(ref).block, true
+	return t.unpack(ref), true
 }
 
 // each calls f for every live block, in no particular order.
 func (t *heapTable) each(f func(addr uint64, b block)) {
-	for _, chunk := range t.arena {
-		for i := range chunk {
-			if lb := &chunk[i]; lb.live {
-				f(lb.addr, lb.block)
+	t.index.Each(func(addr uint64, ref uint32) { f(addr, t.unpack(ref)) })
+	for h, r := range t.handles {
+		if r != 0 {
+			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+				f(t.handleAddrs[h], t.unpack(r-1))
 			}
+		}
+	}
+	for _, s := range t.strays {
+		if lb := t.at(s.ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			f(s.addr, t.unpack(s.ref))
 		}
 	}
 }
@@ -316,8 +403,11 @@ func (t *heapTable) update(f func(*block)) {
 		t.own(c)
 		chunk := t.arena[c]
 		for i := range chunk {
-			if lb := &chunk[i]; lb.live {
-				f(&lb.block)
+			if lb := &chunk[i]; lb.bits&bitLive != 0 {
+				ref := uint32(c<<chunkBits | i)
+				b := t.unpack(ref)
+				f(&b)
+				t.pack(ref, &b, lb.bits&(bitLive|bitIndexed))
 			}
 		}
 	}
@@ -335,10 +425,12 @@ func (t *heapTable) clone() heapTable {
 	t.share()
 	c := *t
 	c.arena, c.shared = slices.Clone(t.arena), slices.Clone(t.shared)
+	c.big = maps.Clone(t.big)
 	c.index = t.index.Clone()
-	c.handles = slices.Clone(t.handles)
+	c.handles, c.handleAddrs = slices.Clone(t.handles), slices.Clone(t.handleAddrs)
+	c.strays = slices.Clone(t.strays)
 	c.enter(0)
-	c.handles = nil
+	c.handles, c.handleAddrs = nil, nil
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
 	c.seen = t.seen.clone()

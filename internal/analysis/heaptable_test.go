@@ -167,7 +167,7 @@ func TestHeapTableClones(t *testing.T) {
 			t.Fatalf("%s: %d live blocks, want %d", name, n, len(tb.want))
 		}
 		for addr, size := range tb.want {
-			if ref, ok := tb.h.index.Find(addr); !ok || tb.h.at(ref).size != size {
+			if ref, ok := tb.h.index.Find(addr); !ok || tb.h.unpack(ref).size != size {
 				t.Fatalf("%s: %#x not found by address", name, addr)
 			}
 		}
