@@ -3,6 +3,7 @@ package analysis
 import (
 	"maps"
 	"slices"
+	"unsafe"
 
 	"github.com/memtrail/memtrail/internal/addrmap"
 	"github.com/memtrail/memtrail/internal/trace"
@@ -476,3 +477,21 @@ func (f *bloom) reset(addrs []uint64) {
 }
 
 func (f *bloom) clone() bloom { return bloom{bits: slices.Clone(f.bits)} }
+
+// heldBytes returns about how many bytes t holds that counted does not
+// have yet, and adds them to it: the chunks of its arena and the runs of
+// its index that clones share count once over all of them.
+func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
+	n := uint64(cap(t.handles))*4 + uint64(cap(t.handleAddrs))*8 +
+		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedBlock{})) + uint64(cap(t.addrs))*8 +
+		uint64(len(t.seen.bits))*8 + uint64(len(t.big))*uint64(unsafe.Sizeof(block{})+8) +
+		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{}))
+	for _, chunk := range t.arena {
+		key := unsafe.Pointer(unsafe.SliceData(chunk))
+		if !counted[key] {
+			counted[key] = true
+			n += uint64(cap(chunk)) * uint64(unsafe.Sizeof(liveBlock{}))
+		}
+	}
+	return n + t.index.HeldBytes(counted)
+}

@@ -180,15 +180,20 @@ func open(path string) (*Server, *analysis.Model, error) {
 // Windows: a window of the run needs the state of the replay where it
 // begins, and its analysis would cost what the window costs to replay.
 // The server reads the trace twice more in the background: once to keep
-// that state every so often (about 32 times in a run, within a bound on
-// the live blocks kept, about 100 bytes each), and once to analyze each
-// stretch between two of those checkpoints. A window is then put together
-// from the stretches it takes in and the two parts at its ends, or
-// replayed from the latest checkpoint before it (see analysis.Windows).
+// that state every so often (about 32 times in a run, within
+// maxCheckpointBytes of memory held), and once to analyze each stretch
+// between two of those checkpoints. A window is then put together from
+// the stretches it takes in and the two parts at its ends, or replayed
+// from the latest checkpoint before it (see analysis.Windows).
+//
+// The checkpoints' memory is mostly their heap tables, about 30 bytes a
+// live block, which share what the replay did not change between them:
+// 256 MiB keeps several checkpoints of a heap of millions of blocks, and
+// is bounded whatever the trace.
 const (
 	checkpointsPerRun   = 32
 	minCheckpointEvents = 1 << 17
-	maxCheckpointBlocks = 2_000_000
+	maxCheckpointBytes  = 256 << 20
 )
 
 // makeWindows prepares the analysis of windows of the trace of model m.
@@ -198,7 +203,7 @@ func (s *Server) makeWindows(m *analysis.Model) {
 	for _, p := range m.Processes {
 		events += p.Summary.Allocations + p.Summary.Frees + p.Summary.InvalidFrees
 	}
-	w, err := analysis.NewWindows(s.path, m, max(events/checkpointsPerRun, minCheckpointEvents), maxCheckpointBlocks)
+	w, err := analysis.NewWindows(s.path, m, max(events/checkpointsPerRun, minCheckpointEvents), maxCheckpointBytes)
 	if err != nil {
 		return // windows are analyzed from the start of the trace
 	}
