@@ -45,13 +45,11 @@ type heapTable struct {
 	replaced, taken block
 	// index holds the blocks of earlier trace blocks by address.
 	index addrmap.Map
-	// handles maps the handles of trace block inBlock (ref + 1 by handle):
+	// handles maps the handles of trace block inBlock to their blocks:
 	// a free that names its block by handle finds it there, without
-	// looking its address up; handleAddrs has their addresses, which the
-	// arena does not keep (the index has those of the others).
-	handles     []uint32
-	handleAddrs []uint64
-	inBlock     uint32
+	// looking its address up.
+	handles handleTable
+	inBlock uint32
 	// strays are the blocks whose handle a later allocation of their trace
 	// block was given too (only a damaged trace does that): live, but
 	// found neither by handle nor by address.
@@ -69,7 +67,7 @@ type heapTable struct {
 
 // liveBlock is a block in the arena, packed into 24 bytes: the arena holds
 // every live block, and the table's memory follows its size. Its address
-// is not there: the index or handleAddrs has it.
+// is not there: the index or the handle table has it.
 type liveBlock struct {
 	born uint64
 	size uint32 // when released: the next free ref + 1
@@ -144,17 +142,12 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 	ref := t.newRef()
 	t.pack(ref, b, bitLive)
 	if h != 0 && h < maxHandle {
-		if int(h) >= len(t.handles) {
-			grow := int(h) + 1 - len(t.handles) + len(t.handles)/2
-			t.handles = append(t.handles, make([]uint32, grow)...)
-			t.handleAddrs = append(t.handleAddrs, make([]uint64, grow)...)
-		}
-		if r := t.handles[h]; r != 0 {
+		if r, was := t.handles.get(h); r != 0 {
 			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-				t.strays = append(t.strays, stray{r - 1, t.handleAddrs[h]})
+				t.strays = append(t.strays, stray{r - 1, was})
 			}
 		}
-		t.handles[h], t.handleAddrs[h] = ref+1, addr
+		t.handles.set(h, ref+1, addr)
 	} else {
 		t.addToIndex(ref, addr)
 	}
@@ -206,14 +199,12 @@ func (t *heapTable) enter(blk uint32) {
 	if blk == t.inBlock {
 		return
 	}
-	for h, r := range t.handles {
-		if r != 0 {
-			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-				t.addToIndex(r-1, t.handleAddrs[h])
-			}
-			t.handles[h] = 0
+	t.handles.each(func(r uint32, addr uint64) {
+		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			t.addToIndex(r-1, addr)
 		}
-	}
+	})
+	t.handles.clear()
 	t.inBlock = blk
 }
 
@@ -317,16 +308,17 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 // byHandle returns the ref of the live block at addr that has handle h
 // of the current trace block, if the handle table has it.
 func (t *heapTable) byHandle(addr uint64, h uint32) (uint32, bool) {
-	if h == 0 || int(h) >= len(t.handles) || t.handles[h] == 0 {
+	r, was := t.handles.get(h)
+	if r == 0 {
 		return 0, false
 	}
-	ref := t.handles[h] - 1
-	if t.at(ref).bits&bitLive == 0 || t.handleAddrs[h] != addr {
+	ref := r - 1
+	if t.at(ref).bits&bitLive == 0 || was != addr {
 		// Not the block the handle was given to (a damaged trace): the
 		// handle keeps it, so that it goes into the index in time.
 		return 0, false
 	}
-	t.handles[h] = 0
+	t.handles.set(h, 0, 0)
 	return ref, true
 }
 
@@ -384,13 +376,11 @@ func (t *heapTable) liveAt(addr uint64) (block, bool) {
 // each calls f for every live block, in no particular order.
 func (t *heapTable) each(f func(addr uint64, b block)) {
 	t.index.Each(func(addr uint64, ref uint32) { f(addr, t.unpack(ref)) })
-	for h, r := range t.handles {
-		if r != 0 {
-			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-				f(t.handleAddrs[h], t.unpack(r-1))
-			}
+	t.handles.each(func(r uint32, addr uint64) {
+		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			f(addr, t.unpack(r-1))
 		}
-	}
+	})
 	for _, s := range t.strays {
 		if lb := t.at(s.ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
 			f(s.addr, t.unpack(s.ref))
@@ -428,10 +418,16 @@ func (t *heapTable) clone() heapTable {
 	c.arena, c.shared = slices.Clone(t.arena), slices.Clone(t.shared)
 	c.big = maps.Clone(t.big)
 	c.index = t.index.Clone()
-	c.handles, c.handleAddrs = slices.Clone(t.handles), slices.Clone(t.handleAddrs)
 	c.strays = slices.Clone(t.strays)
-	c.enter(0)
-	c.handles, c.handleAddrs = nil, nil
+	// The blocks of the handle table go into the copy's index; the
+	// table itself stays t's.
+	c.handles = handleTable{}
+	t.handles.each(func(r uint32, addr uint64) {
+		if lb := c.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			c.addToIndex(r-1, addr)
+		}
+	})
+	c.inBlock = 0
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
 	c.seen = t.seen.clone()
@@ -482,7 +478,7 @@ func (f *bloom) clone() bloom { return bloom{bits: slices.Clone(f.bits)} }
 // have yet, and adds them to it: the chunks of its arena and the runs of
 // its index that clones share count once over all of them.
 func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
-	n := uint64(cap(t.handles))*4 + uint64(cap(t.handleAddrs))*8 +
+	n := uint64(len(t.handles.chunks))*uint64(unsafe.Sizeof(handleChunk{})) +
 		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedBlock{})) + uint64(cap(t.addrs))*8 +
 		uint64(len(t.seen.bits))*8 + uint64(len(t.big))*uint64(unsafe.Sizeof(block{})+8) +
 		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{}))
@@ -494,4 +490,73 @@ func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 		}
 	}
 	return n + t.index.HeldBytes(counted)
+}
+
+// handleTable holds the ref + 1 (0: none) and the address of the block of
+// each handle of a trace block. It grows by chunks, as the handles of the
+// trace blocks go higher, so that a trace block of millions of
+// allocations costs no copies of what it holds already.
+type handleTable struct {
+	chunks []*handleChunk
+}
+
+const handleChunkBits = 14
+
+type handleChunk struct {
+	refs  [1 << handleChunkBits]uint32
+	addrs [1 << handleChunkBits]uint64
+	used  int // how many of refs are not 0
+}
+
+// get returns the ref + 1 and address of handle h; 0 if it has none.
+func (ht *handleTable) get(h uint32) (uint32, uint64) {
+	i := int(h >> handleChunkBits)
+	if i >= len(ht.chunks) {
+		return 0, 0
+	}
+	c, j := ht.chunks[i], h&(1<<handleChunkBits-1)
+	return c.refs[j], c.addrs[j]
+}
+
+// set makes ref1 (ref + 1; 0: none) and addr those of handle h.
+func (ht *handleTable) set(h, ref1 uint32, addr uint64) {
+	i := int(h >> handleChunkBits)
+	for i >= len(ht.chunks) {
+		if ref1 == 0 {
+			return
+		}
+		ht.chunks = append(ht.chunks, new(handleChunk))
+	}
+	c, j := ht.chunks[i], h&(1<<handleChunkBits-1)
+	switch {
+	case c.refs[j] == 0 && ref1 != 0:
+		c.used++
+	case c.refs[j] != 0 && ref1 == 0:
+		c.used--
+	}
+	c.refs[j], c.addrs[j] = ref1, addr
+}
+
+// each calls f with the ref + 1 and address of every handle that has one.
+func (ht *handleTable) each(f func(ref1 uint32, addr uint64)) {
+	for _, c := range ht.chunks {
+		if c.used == 0 {
+			continue
+		}
+		for j, r := range c.refs {
+			if r != 0 {
+				f(r, c.addrs[j])
+			}
+		}
+	}
+}
+
+// clear drops every handle, keeping the chunks for the next trace block.
+func (ht *handleTable) clear() {
+	for _, c := range ht.chunks {
+		if c.used != 0 {
+			clear(c.refs[:])
+			c.used = 0
+		}
+	}
 }
