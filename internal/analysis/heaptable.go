@@ -134,7 +134,8 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 	if t.index.Len() > 0 {
 		if ref, ok := t.index.Find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
-			t.replaced, replaced = t.unpack(ref), true
+			t.unpackTo(&t.replaced, ref)
+			replaced = true
 			old = &t.replaced
 			t.unlink(ref, addr)
 		}
@@ -157,39 +158,54 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 // pack writes b, with flags, into the arena at ref.
 func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
 	lb := t.atw(ref)
-	if lb.bits&bitBig != 0 {
-		delete(t.big, ref)
-	}
-	lb.born, lb.site = b.born, b.site
-	if b.size>>32 != 0 || b.bornClock>>clockBits != 0 || b.thread>>threadBits != 0 ||
-		b.reallocs>>reallocsBits != 0 || uint64(b.api)>>apiBits != 0 {
-		if t.big == nil {
-			t.big = make(map[uint32]block)
-		}
-		t.big[ref] = *b
-		lb.bits = flags | bitBig
+	if lb.bits&bitBig != 0 || (b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits)) != 0 {
+		t.packBig(ref, lb, b, flags)
 		return
 	}
-	lb.size = uint32(b.size)
+	lb.born, lb.site, lb.size = b.born, b.site, uint32(b.size)
 	lb.bits = flags | b.bornClock | uint64(b.thread)<<threadShift |
 		uint64(b.reallocs)<<reallocsShift | uint64(b.api)<<apiShift
 }
 
+// packBig is pack for a block whose fields do not fit a liveBlock, or
+// over one that did not.
+func (t *heapTable) packBig(ref uint32, lb *liveBlock, b *block, flags uint64) {
+	delete(t.big, ref)
+	lb.bits = 0
+	if (b.size>>32 | b.bornClock>>clockBits | uint64(b.thread>>threadBits|b.reallocs>>reallocsBits) | uint64(b.api>>apiBits)) == 0 {
+		t.pack(ref, b, flags)
+		return
+	}
+	if t.big == nil {
+		t.big = make(map[uint32]block)
+	}
+	t.big[ref] = *b
+	lb.born, lb.site, lb.size = b.born, b.site, 0
+	lb.bits = flags | bitBig
+}
+
 // unpack returns the block at ref.
 func (t *heapTable) unpack(ref uint32) block {
+	var b block
+	t.unpackTo(&b, ref)
+	return b
+}
+
+// unpackTo writes the block at ref to b, field by field: a block built
+// apart and copied whole is written 8 bytes at a time and read back 16 at
+// a time, and the CPU waits for the writes.
+func (t *heapTable) unpackTo(b *block, ref uint32) {
 	lb := t.at(ref)
 	if lb.bits&bitBig != 0 {
-		return t.big[ref]
+		*b = t.big[ref]
+		return
 	}
-	return block{
-		size:      uint64(lb.size),
-		born:      lb.born,
-		bornClock: lb.bits & (1<<clockBits - 1),
-		reallocs:  uint32(lb.bits >> reallocsShift & (1<<reallocsBits - 1)),
-		site:      lb.site,
-		thread:    uint32(lb.bits >> threadShift & (1<<threadBits - 1)),
-		api:       trace.API(lb.bits >> apiShift & (1<<apiBits - 1)),
-	}
+	bits := lb.bits
+	b.size, b.born, b.site = uint64(lb.size), lb.born, lb.site
+	b.bornClock = bits & (1<<clockBits - 1)
+	b.thread = uint32(bits >> threadShift & (1<<threadBits - 1))
+	b.reallocs = uint32(bits >> reallocsShift & (1<<reallocsBits - 1))
+	b.api = trace.API(bits >> apiShift & (1<<apiBits - 1))
 }
 
 // enter makes blk the trace block whose handles the handle table holds.
@@ -222,10 +238,15 @@ func (t *heapTable) addToIndex(ref uint32, addr uint64) {
 
 // unlink takes the live block of ref, at addr, out of the table.
 func (t *heapTable) unlink(ref uint32, addr uint64) {
-	if t.at(ref).bits&bitIndexed != 0 {
-		t.index.Remove(addr)
+	lb := t.atw(ref)
+	if lb.bits&(bitIndexed|bitBig) != 0 {
+		if lb.bits&bitIndexed != 0 {
+			t.index.Remove(addr)
+		}
+		delete(t.big, ref)
 	}
-	t.dropRef(ref)
+	lb.bits, lb.size = 0, t.freeRefs
+	t.freeRefs = ref + 1
 }
 
 // chunkBits sets the size of the arena's chunks: 4,096 blocks.
@@ -300,7 +321,7 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	if !found {
 		return nil, false
 	}
-	t.taken = t.unpack(ref)
+	t.unpackTo(&t.taken, ref)
 	t.unlink(ref, addr)
 	return &t.taken, true
 }
@@ -502,10 +523,14 @@ type handleTable struct {
 
 const handleChunkBits = 14
 
+// handleChunk holds the blocks of 1<<handleChunkBits handles, each ref
+// beside its address: a free by handle reads one cache line of it.
 type handleChunk struct {
-	refs  [1 << handleChunkBits]uint32
-	addrs [1 << handleChunkBits]uint64
-	used  int // how many of refs are not 0
+	entries [1 << handleChunkBits]struct {
+		addr uint64
+		ref1 uint32
+	}
+	used int // how many of entries have a ref
 }
 
 // get returns the ref + 1 and address of handle h; 0 if it has none.
@@ -514,8 +539,8 @@ func (ht *handleTable) get(h uint32) (uint32, uint64) {
 	if i >= len(ht.chunks) {
 		return 0, 0
 	}
-	c, j := ht.chunks[i], h&(1<<handleChunkBits-1)
-	return c.refs[j], c.addrs[j]
+	e := &ht.chunks[i].entries[h&(1<<handleChunkBits-1)]
+	return e.ref1, e.addr
 }
 
 // set makes ref1 (ref + 1; 0: none) and addr those of handle h.
@@ -527,14 +552,15 @@ func (ht *handleTable) set(h, ref1 uint32, addr uint64) {
 		}
 		ht.chunks = append(ht.chunks, new(handleChunk))
 	}
-	c, j := ht.chunks[i], h&(1<<handleChunkBits-1)
+	c := ht.chunks[i]
+	e := &c.entries[h&(1<<handleChunkBits-1)]
 	switch {
-	case c.refs[j] == 0 && ref1 != 0:
+	case e.ref1 == 0 && ref1 != 0:
 		c.used++
-	case c.refs[j] != 0 && ref1 == 0:
+	case e.ref1 != 0 && ref1 == 0:
 		c.used--
 	}
-	c.refs[j], c.addrs[j] = ref1, addr
+	e.ref1, e.addr = ref1, addr
 }
 
 // each calls f with the ref + 1 and address of every handle that has one.
@@ -543,9 +569,9 @@ func (ht *handleTable) each(f func(ref1 uint32, addr uint64)) {
 		if c.used == 0 {
 			continue
 		}
-		for j, r := range c.refs {
-			if r != 0 {
-				f(r, c.addrs[j])
+		for i := range c.entries {
+			if e := &c.entries[i]; e.ref1 != 0 {
+				f(e.ref1, e.addr)
 			}
 		}
 	}
@@ -555,7 +581,9 @@ func (ht *handleTable) each(f func(ref1 uint32, addr uint64)) {
 func (ht *handleTable) clear() {
 	for _, c := range ht.chunks {
 		if c.used != 0 {
-			clear(c.refs[:])
+			for i := range c.entries {
+				c.entries[i].ref1 = 0
+			}
 			c.used = 0
 		}
 	}
