@@ -41,11 +41,12 @@ func Checkpoints(r *trace.Reader, every uint64, maxBytes uint64) ([]*Checkpoint,
 	for {
 		batch, rec, err := r.NextBatch()
 		if at, ok := r.BlockStart(); ok && events >= next && a.resumable() {
-			cp := &Checkpoint{at: at, a: a.clone()}
-			for len(cps) > 0 && heldBytes(append(slices.Clip(cps), cp)) > maxBytes {
-				cps, every = thin(cps), 2*every
-			}
-			if heldBytes([]*Checkpoint{cp}) <= maxBytes {
+			// One that does not fit alone is left out, and the others
+			// stay: the replay may hold fewer blocks later.
+			if cp := (&Checkpoint{at: at, a: a.clone()}); heldBytes([]*Checkpoint{cp}) <= maxBytes {
+				for len(cps) > 0 && heldBytes(append(slices.Clip(cps), cp)) > maxBytes {
+					cps, every = thin(cps), 2*every
+				}
 				cps = append(cps, cp)
 			}
 			next = (events/every + 1) * every

@@ -135,4 +135,15 @@ func TestCheckpointsThinned(t *testing.T) {
 	if last, end := few[len(few)-1].Position().Offset, all[len(all)-1].Position().Offset; last < end*2/3 {
 		t.Errorf("the last checkpoint within the bound is at %d, the last unbounded at %d: not spread over the trace", last, end)
 	}
+
+	// The heap grows: within what the middle checkpoint holds alone, the
+	// later ones do not fit, and the earlier ones stay.
+	bound = analysis.HeldBytes(all[len(all)/2 : len(all)/2+1])
+	early := checkpoints(bound)
+	if len(early) == 0 || analysis.HeldBytes(early) > bound {
+		t.Fatalf("%d checkpoints within %d bytes, holding %d; want some, within the bound", len(early), bound, analysis.HeldBytes(early))
+	}
+	if last := early[len(early)-1].Position().Offset; last > all[len(all)/2].Position().Offset {
+		t.Errorf("a checkpoint at %d, after the middle one at %d, fits within what the middle one holds alone", last, all[len(all)/2].Position().Offset)
+	}
 }
