@@ -20,7 +20,7 @@ import (
 // need not scan it and costs little, while the default of 100 lets the
 // heap grow to twice what is live before one. Then memory follows the
 // live blocks more closely.
-const analysisGCPercent = 25
+const analysisGCPercent = 50
 
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if os.Getenv("GOGC") == "" {
