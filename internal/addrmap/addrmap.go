@@ -6,28 +6,30 @@
 // sizes of a process's live blocks in one, for its leak scan at exit.
 //
 // It is indexed by address, not by hash: a 4 KiB page of address space
-// has the values of the 256 blocks that may start in it 16-byte aligned,
-// as glibc's do, in 1 KiB. Allocators carve blocks one after the other and
-// programs free in runs, so consecutive events touch one page: a hash
-// table spread python3's two million long-lived blocks over 64 MiB that
-// every insert and lookup missed in the cache, and grew by rehashing all
-// of them. Here nothing moves once placed, and a page is found through a
-// directory of 2 MiB chunks of address space, or the one found last.
+// has a bitmap of the 512 places where a block may start, 8-byte aligned,
+// and the values of the blocks that do start there, in address order.
+// Allocators carve blocks one after the other and programs free in runs,
+// so consecutive events touch one page: a hash table spread python3's two
+// million long-lived blocks over 64 MiB that every insert and lookup
+// missed in the cache, and grew by rehashing all of them. A page is found
+// through a directory of 2 MiB chunks of address space, or the one found
+// last.
 //
-// A page costs 1 KiB while a block starts in it, against 16 bytes a block
-// in a hash table: it wins when pages hold many blocks, and a page with a
-// single block costs a quarter of the memory that page spans in the
-// traced program, which is live. Emptied pages and chunks are given out
-// again, so the map holds as many as there are with live blocks.
-// Addresses that are not 16-byte aligned go to a Go map. (The trace
-// Writer's addrTable is laid out the same way for the same reason; it
+// A page costs 88 bytes and 4 bytes (and the slack of its slice) a block
+// that starts in it: a heap of small blocks costs about 6 bytes a block,
+// where a value for each possible start cost 16. Emptied pages and chunks
+// are given out again, so the map holds as many as there are with live
+// blocks. Addresses that are not 8-byte aligned go to a Go map. (The
+// trace Writer's addrTable is laid out by address for the same reason; it
 // also marks listed addresses and empties itself every trace block, in
 // memory outside the Go heap.)
 package addrmap
 
 import (
 	"maps"
+	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // Map is a map from addresses to values. The zero Map is empty and ready.
@@ -36,13 +38,13 @@ type Map struct {
 	pages      [][]indexPage
 	shared     []bool // by run: the run may be another map's too (see Clone)
 	npages     uint32
-	pageLive   []uint16 // by page: how many of its values are set
 	freePages  []uint32
 	chunks     []indexChunk
 	freeChunks []uint32
 	dir        map[uint64]uint32 // chunk number → index in chunks
-	odd        map[uint64]uint32 // addresses not aligned to 16 bytes → value
+	odd        map[uint64]uint32 // addresses not aligned to 8 bytes → value
 	n          int               // blocks indexed
+	lastFill   int               // how many values the page inserted into last has
 
 	// lastKey holds the page numbers + 1 (0: none) of the two pages
 	// found last, the latest first, and lastIdx their indexes: the
@@ -63,15 +65,30 @@ const nearChunks = 64
 
 const (
 	idxPageBits  = 12 // 4 KiB pages of address space
-	idxAlignBits = 4  // blocks 16-byte aligned
+	idxAlignBits = 3  // blocks 8-byte aligned
 	idxPageSlots = 1 << (idxPageBits - idxAlignBits)
 	idxChunkBits = 9 // 512 pages: 2 MiB of address space a chunk
-	pageRunBits  = 8 // 256 pages, 256 KiB, a run
+	pageRunBits  = 8 // 256 pages a run
 )
 
-// indexPage holds value + 1 of the block that starts at each 16-byte slot
-// of a page; 0 where none does.
-type indexPage [idxPageSlots]uint32
+// indexPage holds the blocks that start in a page: starts has a bit set
+// for each 8-byte slot where one does, and vals their values, in the
+// order of their slots.
+type indexPage struct {
+	starts [idxPageSlots / 64]uint64
+	vals   []uint32
+}
+
+// rank returns where the value of slot is in vals (or would go), and
+// whether the page has it.
+func (pg *indexPage) rank(slot uint64) (int, bool) {
+	w, bit := slot/64, uint64(1)<<(slot%64)
+	r := bits.OnesCount64(pg.starts[w] & (bit - 1))
+	for _, s := range pg.starts[:w] {
+		r += bits.OnesCount64(s)
+	}
+	return r, pg.starts[w]&bit != 0
+}
 
 // indexChunk holds index + 1 in Map.pages of each page of a chunk
 // that has blocks; 0 for the others.
@@ -118,11 +135,15 @@ func (x *Map) at(p uint32) *indexPage {
 	return &x.pages[p>>pageRunBits][p&(1<<pageRunBits-1)]
 }
 
-// atw returns page p, to change: its run is x's own, copied if it may be
-// shared.
+// atw returns page p, to change: its run is x's own, copied with the
+// values of its pages if it may be shared.
 func (x *Map) atw(p uint32) *indexPage {
 	if run := p >> pageRunBits; int(run) < len(x.shared) && x.shared[run] {
-		x.pages[run] = slices.Clone(x.pages[run])
+		pages := slices.Clone(x.pages[run])
+		for i := range pages {
+			pages[i].vals = slices.Clone(pages[i].vals)
+		}
+		x.pages[run] = pages
 		x.shared[run] = false
 	}
 	return &x.pages[p>>pageRunBits][p&(1<<pageRunBits-1)]
@@ -143,8 +164,11 @@ func (x *Map) Find(addr uint64) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	r := x.at(p)[slotOf(addr)]
-	return r - 1, r != 0
+	pg := x.at(p)
+	if r, ok := pg.rank(slotOf(addr)); ok {
+		return pg.vals[r], true
+	}
+	return 0, false
 }
 
 // Put makes v the value of addr. If addr had one already, it returns
@@ -162,17 +186,41 @@ func (x *Map) Put(addr uint64, v uint32) (old uint32, existed bool) {
 		if !ok {
 			p = x.newPage(key)
 		}
-		r := &x.atw(p)[slotOf(addr)]
-		old, existed = *r-1, *r != 0
-		if !existed {
-			x.pageLive[p]++
+		pg := x.atw(p)
+		slot := slotOf(addr)
+		r, had := pg.rank(slot)
+		if had {
+			old, existed = pg.vals[r], true
+			pg.vals[r] = v
+		} else {
+			pg.starts[slot/64] |= 1 << (slot % 64)
+			if pg.vals == nil {
+				// The page will most likely fill as the one before did:
+				// the allocator carves its blocks alike.
+				pg.vals = make([]uint32, 0, max(x.lastFill, 4))
+			}
+			pg.vals = insertVal(pg.vals, r, v)
+			x.lastFill = len(pg.vals)
 		}
-		*r = v + 1
 	}
 	if !existed {
 		x.n++
 	}
 	return old, existed
+}
+
+// insertVal inserts v at vals[r]. It grows vals by half, not double as
+// append does: the slack of every page is memory per block.
+func insertVal(vals []uint32, r int, v uint32) []uint32 {
+	if len(vals) == cap(vals) {
+		grown := make([]uint32, len(vals), len(vals)+len(vals)/2+4)
+		copy(grown, vals)
+		vals = grown
+	}
+	vals = vals[:len(vals)+1]
+	copy(vals[r+1:], vals[r:])
+	vals[r] = v
+	return vals
 }
 
 // Remove takes addr out of x, if it is there, and returns its value.
@@ -186,13 +234,20 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 	}
 	key := addr >> idxPageBits
 	p, ok := x.page(key)
-	if !ok || x.at(p)[slotOf(addr)] == 0 {
+	if !ok {
 		return 0, false
 	}
-	r := &x.atw(p)[slotOf(addr)]
-	old, *r = *r-1, 0
+	slot := slotOf(addr)
+	if _, had := x.at(p).rank(slot); !had {
+		return 0, false
+	}
+	pg := x.atw(p)
+	r, _ := pg.rank(slot)
+	old = pg.vals[r]
+	pg.starts[slot/64] &^= 1 << (slot % 64)
+	pg.vals = slices.Delete(pg.vals, r, r+1)
 	x.n--
-	if x.pageLive[p]--; x.pageLive[p] == 0 {
+	if len(pg.vals) == 0 {
 		x.freePage(key, p)
 	}
 	return old, true
@@ -210,7 +265,6 @@ func (x *Map) newPage(key uint64) uint32 {
 			x.pages = append(x.pages, make([]indexPage, 1<<pageRunBits))
 		}
 		x.npages++
-		x.pageLive = append(x.pageLive, 0)
 	}
 	if x.dir == nil {
 		x.dir = make(map[uint64]uint32)
@@ -231,8 +285,9 @@ func (x *Map) newPage(key uint64) uint32 {
 	return p
 }
 
-// freePage gives back page p, of number key, which holds no block now
-// (all its values are 0), and its chunk if that has no other page.
+// freePage gives back page p, of number key, which holds no block now,
+// and its chunk if that has no other page. The page keeps its values'
+// memory for the next page it is given out as.
 func (x *Map) freePage(key uint64, p uint32) {
 	x.freePages = append(x.freePages, p)
 	ck := key >> idxChunkBits
@@ -258,7 +313,7 @@ func (x *Map) Clone() Map {
 	x.Share()
 	c := *x
 	c.pages, c.shared = slices.Clone(x.pages), slices.Clone(x.shared)
-	c.pageLive, c.freePages = slices.Clone(x.pageLive), slices.Clone(x.freePages)
+	c.freePages = slices.Clone(x.freePages)
 	c.chunks, c.freeChunks = slices.Clone(x.chunks), slices.Clone(x.freeChunks)
 	c.dir, c.odd = maps.Clone(x.dir), maps.Clone(x.odd)
 	return c
@@ -279,9 +334,14 @@ func (x *Map) Each(f func(addr uint64, v uint32)) {
 				continue
 			}
 			base := (ck<<idxChunkBits | uint64(i)) << idxPageBits
-			for slot, v := range x.at(p - 1) {
-				if v != 0 {
-					f(base|uint64(slot)<<idxAlignBits, v-1)
+			pg := x.at(p - 1)
+			r := 0
+			for w, s := range pg.starts {
+				for s != 0 {
+					slot := uint64(w*64 + bits.TrailingZeros64(s))
+					f(base|slot<<idxAlignBits, pg.vals[r])
+					r++
+					s &= s - 1
 				}
 			}
 		}
@@ -303,4 +363,26 @@ func MarkShared(shared *[]bool, n int) {
 		all[i] = true
 	}
 	*shared = all
+}
+
+// HeldBytes returns about how many bytes x holds that counted does not
+// have yet, and adds them to it. Clones share their runs of pages (see
+// Clone): counted with the same set, a run shared by several maps counts
+// once, so that the sum over several clones is the memory they hold
+// together.
+func (x *Map) HeldBytes(counted map[unsafe.Pointer]bool) uint64 {
+	n := uint64(cap(x.chunks))*uint64(unsafe.Sizeof(indexChunk{})) +
+		uint64(cap(x.freePages)+cap(x.freeChunks))*4 + uint64(len(x.dir)+len(x.odd))*16
+	for _, run := range x.pages {
+		key := unsafe.Pointer(unsafe.SliceData(run))
+		if counted[key] {
+			continue
+		}
+		counted[key] = true
+		n += uint64(cap(run)) * uint64(unsafe.Sizeof(indexPage{}))
+		for i := range run {
+			n += uint64(cap(run[i].vals)) * 4
+		}
+	}
+	return n
 }

@@ -13,7 +13,7 @@ import (
 func TestModel(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	pick := func() uint64 {
-		switch r.Intn(5) {
+		switch r.Intn(6) {
 		case 0:
 			return 0x55_0000_0000 + uint64(r.Intn(1<<14))*16 // packed: 64 pages
 		case 1:
@@ -21,7 +21,11 @@ func TestModel(t *testing.T) {
 		case 2:
 			return uint64(r.Intn(1<<10)) << 30 // one a chunk
 		case 3:
-			return 0x55_0000_0000 + uint64(r.Intn(1<<12))*16 + 8 // not aligned
+			return 0x55_0000_0000 + uint64(r.Intn(1<<12))*16 + 8 // 8-byte aligned, among the others
+		case 4:
+			if r.Intn(4) == 0 {
+				return 0x55_0000_0000 + uint64(r.Intn(1<<10))*16 + 4 // not aligned
+			}
 		}
 		return 0
 	}
@@ -80,4 +84,55 @@ func TestModel(t *testing.T) {
 	if limit := 64 + 1<<10 + 1<<10; int(x.npages) > limit {
 		t.Errorf("%d pages made for at most %d pages of address space", x.npages, limit)
 	}
+}
+
+// TestClone checks that a clone and its original, which share their pages
+// until one writes (copy on write), go their own ways, each checked
+// against its own map.
+func TestClone(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	type table struct {
+		x    Map
+		want map[uint64]uint32
+	}
+	step := func(tb *table, i int) {
+		addr := 0x55_0000_0000 + uint64(r.Intn(1<<16))*8
+		if r.Intn(2) == 0 {
+			tb.x.Remove(addr)
+			delete(tb.want, addr)
+			return
+		}
+		tb.x.Put(addr, uint32(i))
+		tb.want[addr] = uint32(i)
+	}
+	check := func(name string, tb *table) {
+		t.Helper()
+		got := map[uint64]uint32{}
+		tb.x.Each(func(addr uint64, v uint32) { got[addr] = v })
+		if !maps.Equal(got, tb.want) || tb.x.Len() != len(tb.want) {
+			t.Fatalf("%s: %d values, want %d (or other values)", name, len(got), len(tb.want))
+		}
+		for addr, v := range tb.want {
+			if got, ok := tb.x.Find(addr); !ok || got != v {
+				t.Fatalf("%s: find(%#x) = %d, %v; want %d", name, addr, got, ok, v)
+			}
+		}
+	}
+	orig := &table{want: map[uint64]uint32{}}
+	for i := range 50000 {
+		step(orig, i)
+	}
+	a := &table{x: orig.x.Clone(), want: maps.Clone(orig.want)}
+	for i := range 30000 {
+		step(orig, 100000+i)
+		step(a, 200000+i)
+	}
+	b := &table{x: a.x.Clone(), want: maps.Clone(a.want)}
+	for i := range 30000 {
+		step(a, 300000+i)
+		step(b, 400000+i)
+	}
+	check("original", orig)
+	check("clone", a)
+	check("clone of the clone", b)
 }

@@ -13,7 +13,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 	"syscall"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/memtrail/memtrail/internal/trace"
 	"github.com/memtrail/memtrail/internal/usercache"
@@ -37,7 +40,7 @@ import (
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 15
+const cacheVersion = 16
 
 // maxCacheBytes bounds the cache file read: far more than the models of
 // the largest traces take.
@@ -191,7 +194,7 @@ type cacheFile struct {
 // one up decodes it alone.
 type cacheEntry struct {
 	Key   string
-	Model []byte // a cachedModel, in gob
+	Model []byte // a cachedModel, in gob, compressed with zstd
 }
 
 // readCache returns the entries of the first cache of paths that is about
@@ -287,21 +290,49 @@ type cachedFrames struct {
 	Frames         []trace.Frame
 }
 
-// encodeModel returns m as a cache entry holds it.
+// encodeModel returns m as a cache entry holds it. The entry is
+// compressed: a model's gob repeats field names, small numbers and the
+// frames of its stacks, and it was several times the size of the trace
+// it came from, which is itself compressed.
 func encodeModel(m *Model) ([]byte, error) {
 	var buf bytes.Buffer
-	err := gob.NewEncoder(&buf).Encode(cachedModelOf(m))
-	return buf.Bytes(), err
+	if err := gob.NewEncoder(&buf).Encode(cachedModelOf(m)); err != nil {
+		return nil, err
+	}
+	return cacheEncoder().EncodeAll(buf.Bytes(), nil), nil
 }
 
 // decodeModel returns the model a cache entry holds.
 func decodeModel(data []byte) (*Model, error) {
+	raw, err := cacheDecoder().DecodeAll(data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
 	var c cachedModel
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
+	if err := gob.NewDecoder(bytes.NewReader(raw)).Decode(&c); err != nil {
 		return nil, err
 	}
 	return c.model()
 }
+
+var (
+	cacheEncoder = sync.OnceValue(func() *zstd.Encoder {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			panic(err) // only bad options fail, and these are constant
+		}
+		return enc
+	})
+	// The decoder bounds what one entry may inflate to as the file
+	// read is bounded: a damaged or hostile cache cannot take more.
+	cacheDecoder = sync.OnceValue(func() *zstd.Decoder {
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxCacheBytes))
+		if err != nil {
+			panic(err)
+		}
+		return dec
+	})
+)
 
 func cachedModelOf(m *Model) *cachedModel {
 	c := &cachedModel{Model: *m, Filter: filterExprs(m.filter)}

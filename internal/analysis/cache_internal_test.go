@@ -54,3 +54,28 @@ func TestCacheBoundToWholeTrace(t *testing.T) {
 		t.Errorf("the cache of the trace was read for the trace changed in the middle: %v", got)
 	}
 }
+
+// TestCacheEntryDamaged: an entry whose compressed model is damaged or
+// cut short is an error (the trace is then analyzed again), never a panic.
+func TestCacheEntryDamaged(t *testing.T) {
+	m := &Model{Processes: []*Process{{ID: 1, Exe: "/bin/true", Args: []string{"true"}}}}
+	data, err := encodeModel(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := decodeModel(data); err != nil || back.Processes[0].Exe != "/bin/true" {
+		t.Fatalf("round trip: %v, %+v", err, back)
+	}
+	flipped := append([]byte(nil), data...)
+	flipped[len(flipped)/2] ^= 0xff
+	for name, bad := range map[string][]byte{
+		"empty":     nil,
+		"cut short": data[:len(data)/2],
+		"flipped":   flipped,
+		"not zstd":  []byte("gob, not compressed"),
+	} {
+		if _, err := decodeModel(bad); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

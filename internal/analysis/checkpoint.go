@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"unsafe"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -17,35 +18,38 @@ import (
 // it can go on from it (AnalyzeFrom) instead of replaying the trace from
 // its start. A window late in a long run is then as quick as an early one.
 type Checkpoint struct {
-	at     trace.Position
-	a      *analyzer // never changed: AnalyzeFrom goes on from a copy
-	blocks uint64    // live in a
+	at trace.Position
+	a  *analyzer // never changed: AnalyzeFrom goes on from a copy
 }
 
 // Checkpoints replays the trace r, with no window, and returns a
 // checkpoint every so many events, at the start of a block, while the
-// live blocks of all of them together stay under maxBlocks: when the next
-// would go over, every other one goes, and the spacing doubles, so that
-// they stay spread over the whole trace. It makes none after damage, or
-// once a process has ended: a window of a process that ended needs its
-// replay, which its end drops.
-func Checkpoints(r *trace.Reader, every uint64, maxBlocks uint64) ([]*Checkpoint, error) {
+// memory they hold together stays under maxBytes (see heldBytes): when
+// the next would go over, every other one goes, and the spacing doubles,
+// so that they stay spread over the whole trace. It makes none after
+// damage, or once a process has ended: a window of a process that ended
+// needs its replay, which its end drops.
+func Checkpoints(r *trace.Reader, every uint64, maxBytes uint64) ([]*Checkpoint, error) {
 	a := newAnalyzer(Options{From: math.MaxUint64})
 	var cps []*Checkpoint
+	// events counts the events replayed; a checkpoint is made at the first
+	// block start after each multiple of every. The doubled spacing keeps
+	// to the same grid: the checkpoints that stay are among those an
+	// unbounded run makes.
 	var events uint64
+	next := every
 	for {
 		batch, rec, err := r.NextBatch()
-		if at, ok := r.BlockStart(); ok && events >= every && a.resumable() {
-			// The live blocks a checkpoint holds are what it costs,
-			// at about 100 bytes each.
-			blocks := a.liveBlocks()
-			for len(cps) > 0 && heldBlocks(cps)+blocks > maxBlocks {
-				cps, every = thin(cps), 2*every
+		if at, ok := r.BlockStart(); ok && events >= next && a.resumable() {
+			// One that does not fit alone is left out, and the others
+			// stay: the replay may hold fewer blocks later.
+			if cp := (&Checkpoint{at: at, a: a.clone()}); heldBytes([]*Checkpoint{cp}) <= maxBytes {
+				for len(cps) > 0 && heldBytes(append(slices.Clip(cps), cp)) > maxBytes {
+					cps, every = thin(cps), 2*every
+				}
+				cps = append(cps, cp)
 			}
-			if blocks <= maxBlocks {
-				cps = append(cps, &Checkpoint{at: at, a: a.clone(), blocks: blocks})
-			}
-			events = 0
+			next = (events/every + 1) * every
 		}
 		switch {
 		case len(batch) > 0:
@@ -61,11 +65,37 @@ func Checkpoints(r *trace.Reader, every uint64, maxBlocks uint64) ([]*Checkpoint
 	}
 }
 
-// heldBlocks returns how many live blocks the checkpoints hold.
-func heldBlocks(cps []*Checkpoint) uint64 {
+// heldBytes returns about how many bytes the checkpoints hold together.
+// Their heap tables are copies on write of one another (see
+// heapTable.clone): a chunk that the replay did not change between two
+// checkpoints is held once, and counted once. The heap tables are most
+// of it; of the rest, what grows with the trace is counted.
+func heldBytes(cps []*Checkpoint) uint64 {
+	counted := make(map[unsafe.Pointer]bool)
 	var n uint64
 	for _, cp := range cps {
-		n += cp.blocks
+		n += cp.a.heldBytes(counted)
+	}
+	return n
+}
+
+// heldBytes returns about how many bytes a holds that counted does not
+// have yet, and adds them to it.
+func (a *analyzer) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
+	var n uint64
+	trees := make(map[*stackTree]bool)
+	for _, rp := range a.order {
+		n += rp.heap.heldBytes(counted)
+		p := rp.proc
+		n += uint64(cap(p.Sites))*uint64(unsafe.Sizeof(Site{})) +
+			uint64(cap(p.Threads))*uint64(unsafe.Sizeof(ThreadSummary{})) +
+			uint64(cap(rp.timeline.tl.Points))*uint64(unsafe.Sizeof(TimelinePoint{})) +
+			uint64(cap(rp.freedLonger.objs))*uint64(unsafe.Sizeof(HeapObject{})) +
+			uint64(cap(rp.sites.dense))*4 + uint64(len(rp.sites.sparse))*16
+		if t := p.stacks; t != nil && !trees[t] {
+			trees[t] = true
+			n += uint64(len(t.nodes)) * uint64(unsafe.Sizeof(stackNode{})+8)
+		}
 	}
 	return n
 }
@@ -78,15 +108,6 @@ func thin(cps []*Checkpoint) []*Checkpoint {
 	}
 	clear(cps[len(kept):])
 	return kept
-}
-
-// liveBlocks returns how many blocks are live in all the processes of a.
-func (a *analyzer) liveBlocks() uint64 {
-	var n uint64
-	for _, rp := range a.order {
-		n += rp.liveBlocks
-	}
-	return n
 }
 
 // resumable reports whether the state of a can be a checkpoint: every
@@ -218,8 +239,8 @@ func (s *symbols) clone() *symbols {
 
 // CheckpointsOfFile makes the checkpoints of the trace file at path (see
 // Checkpoints).
-func CheckpointsOfFile(path string, every, maxBlocks uint64) ([]*Checkpoint, error) {
-	return withTrace(path, func(r *trace.Reader) ([]*Checkpoint, error) { return Checkpoints(r, every, maxBlocks) })
+func CheckpointsOfFile(path string, every, maxBytes uint64) ([]*Checkpoint, error) {
+	return withTrace(path, func(r *trace.Reader) ([]*Checkpoint, error) { return Checkpoints(r, every, maxBytes) })
 }
 
 // AnalyzeFileFrom analyzes a window of the trace file at path going on

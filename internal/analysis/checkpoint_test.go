@@ -98,26 +98,30 @@ func TestCheckpoints(t *testing.T) {
 	}
 }
 
-// TestCheckpointsThinned checks that checkpoints over the bound on live
-// blocks stay spread over the whole trace: every other one goes, rather
-// than the latest ones never being made.
+// TestCheckpointsThinned checks that checkpoints over the bound on the
+// memory they hold stay spread over the whole trace: every other one
+// goes, rather than the latest ones never being made.
 func TestCheckpointsThinned(t *testing.T) {
 	data := writeEvents(t, busyHeap(20000), 4<<10)
-	checkpoints := func(maxBlocks uint64) []*analysis.Checkpoint {
+	checkpoints := func(maxBytes uint64) []*analysis.Checkpoint {
 		r, err := trace.NewReader(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cps, err := analysis.Checkpoints(r, 1000, maxBlocks)
+		cps, err := analysis.Checkpoints(r, 1000, maxBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cps
 	}
-	all := checkpoints(1 << 30)
-	few := checkpoints(8000)
+	all := checkpoints(1 << 40)
+	bound := analysis.HeldBytes(all) / 3
+	few := checkpoints(bound)
 	if len(all) < 10 || len(few) < 2 || len(few) >= len(all)/2 {
-		t.Fatalf("%d checkpoints unbounded, %d within 8,000 live blocks; want at least 10, and from 2 to half as many", len(all), len(few))
+		t.Fatalf("%d checkpoints unbounded, %d within %d bytes; want at least 10, and from 2 to half as many", len(all), len(few), bound)
+	}
+	if held := analysis.HeldBytes(few); held > bound {
+		t.Errorf("the checkpoints hold %d bytes, over the bound of %d", held, bound)
 	}
 	made := map[int64]bool{}
 	for _, cp := range all {
@@ -130,5 +134,16 @@ func TestCheckpointsThinned(t *testing.T) {
 	}
 	if last, end := few[len(few)-1].Position().Offset, all[len(all)-1].Position().Offset; last < end*2/3 {
 		t.Errorf("the last checkpoint within the bound is at %d, the last unbounded at %d: not spread over the trace", last, end)
+	}
+
+	// The heap grows: within what the middle checkpoint holds alone, the
+	// later ones do not fit, and the earlier ones stay.
+	bound = analysis.HeldBytes(all[len(all)/2 : len(all)/2+1])
+	early := checkpoints(bound)
+	if len(early) == 0 || analysis.HeldBytes(early) > bound {
+		t.Fatalf("%d checkpoints within %d bytes, holding %d; want some, within the bound", len(early), bound, analysis.HeldBytes(early))
+	}
+	if last := early[len(early)-1].Position().Offset; last > all[len(all)/2].Position().Offset {
+		t.Errorf("a checkpoint at %d, after the middle one at %d, fits within what the middle one holds alone", last, all[len(all)/2].Position().Offset)
 	}
 }

@@ -59,3 +59,6 @@ func diffValue(path string, a, b reflect.Value) string {
 	}
 	return fmt.Sprintf("%s: %v vs %v\n", path, a.Interface(), b.Interface())
 }
+
+// HeldBytes returns how many bytes the checkpoints hold together.
+func HeldBytes(cps []*Checkpoint) uint64 { return heldBytes(cps) }

@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"maps"
 	"slices"
+	"unsafe"
 
 	"github.com/memtrail/memtrail/internal/addrmap"
 	"github.com/memtrail/memtrail/internal/trace"
@@ -26,23 +28,32 @@ import (
 // that finds no live block (a double or invalid free: rare), and a Bloom
 // filter of the ring's addresses spares most of those searches.
 type heapTable struct {
-	// arena holds the live blocks, in chunks so that it grows without
-	// copying, and refs to them are stable while they live; a released
-	// ref goes on the free list (refs + 1; 0 ends it, linked through
-	// liveBlock.next) and is given out again first, so that the arena's
-	// hot part stays small.
+	// arena holds the live blocks, packed, in chunks so that it grows
+	// without copying, and refs to them are stable while they live; a
+	// released ref goes on the free list (refs + 1; 0 ends it, linked
+	// through liveBlock.size) and is given out again first, so that the
+	// arena's hot part stays small.
 	arena    [][]liveBlock
 	shared   []bool // by chunk: the chunk may be another table's too (see clone)
 	refs     uint32 // refs given out so far
 	freeRefs uint32
-	replaced block // the block the latest put replaced
+	// big holds, by ref, the blocks whose fields do not fit a liveBlock
+	// (see pack): rare, so a map.
+	big map[uint32]block
+	// replaced and taken are the blocks the latest put replaced and the
+	// latest take ended, unpacked.
+	replaced, taken block
 	// index holds the blocks of earlier trace blocks by address.
 	index addrmap.Map
-	// handles maps the handles of trace block inBlock (ref + 1 by handle):
+	// handles maps the handles of trace block inBlock to their blocks:
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
-	handles []uint32
+	handles handleTable
 	inBlock uint32
+	// strays are the blocks whose handle a later allocation of their trace
+	// block was given too (only a damaged trace does that): live, but
+	// found neither by handle nor by address.
+	strays []stray
 	// ring holds the latest frees, the newest at ring[(next-1) % maxFreed]
 	// once it is full; addrs their addresses, for the search.
 	ring  []freedBlock
@@ -54,15 +65,35 @@ type heapTable struct {
 	seen bloom
 }
 
-// liveBlock is a live block in the arena; a released one has live unset,
-// and next is then the next free ref + 1.
+// liveBlock is a block in the arena, packed into 24 bytes: the arena holds
+// every live block, and the table's memory follows its size. Its address
+// is not there: the index or the handle table has it.
 type liveBlock struct {
-	block
-	addr    uint64
-	next    uint32
-	live    bool
-	indexed bool // in the address index
+	born uint64
+	size uint32 // when released: the next free ref + 1
+	site int32
+	// bits holds bornClock, thread, reallocs and api in the widths below,
+	// and the flags.
+	bits uint64
 }
+
+// The fields of liveBlock.bits. A block whose fields do not fit (a size of
+// 4 GiB or more, a thread index past 1,023, more than 62 reallocs, ...) is
+// kept whole in heapTable.big, with bitBig set.
+const (
+	clockBits    = 40
+	threadBits   = 10
+	reallocsBits = 6
+	apiBits      = 5
+
+	threadShift   = clockBits
+	reallocsShift = threadShift + threadBits
+	apiShift      = reallocsShift + reallocsBits
+
+	bitLive    = 1 << 61
+	bitIndexed = 1 << 62 // in the address index
+	bitBig     = 1 << 63 // the block is in heapTable.big
+)
 
 // maxFreed is how many frees are remembered.
 const maxFreed = 1 << 16
@@ -77,6 +108,12 @@ type freedBlock struct {
 	freeStack uint64
 	site      int32
 	api       trace.API
+}
+
+// stray is a live block that neither the index nor the handle table has.
+type stray struct {
+	ref  uint32
+	addr uint64
 }
 
 // put makes b the live block at addr, with handle h of trace block blk
@@ -97,25 +134,78 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 	if t.index.Len() > 0 {
 		if ref, ok := t.index.Find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
-			t.replaced, replaced = t.at(ref).block, true
+			t.unpackTo(&t.replaced, ref)
+			replaced = true
 			old = &t.replaced
-			t.unlink(ref)
+			t.unlink(ref, addr)
 		}
 	}
 	ref := t.newRef()
-	lb := t.atw(ref)
-	lb.size, lb.born, lb.bornClock, lb.reallocs = b.size, b.born, b.bornClock, b.reallocs
-	lb.site, lb.thread, lb.api = b.site, b.thread, b.api
-	lb.addr, lb.live, lb.indexed = addr, true, false
+	t.pack(ref, b, bitLive)
 	if h != 0 && h < maxHandle {
-		if int(h) >= len(t.handles) {
-			t.handles = append(t.handles, make([]uint32, int(h)+1-len(t.handles)+len(t.handles)/2)...)
+		if r, was := t.handles.get(h); r != 0 {
+			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+				t.strays = append(t.strays, stray{r - 1, was})
+			}
 		}
-		t.handles[h] = ref + 1
+		t.handles.set(h, ref+1, addr)
 	} else {
-		t.addToIndex(ref)
+		t.addToIndex(ref, addr)
 	}
 	return old, replaced
+}
+
+// pack writes b, with flags, into the arena at ref.
+func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
+	lb := t.atw(ref)
+	if lb.bits&bitBig != 0 || (b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits)) != 0 {
+		t.packBig(ref, lb, b, flags)
+		return
+	}
+	lb.born, lb.site, lb.size = b.born, b.site, uint32(b.size)
+	lb.bits = flags | b.bornClock | uint64(b.thread)<<threadShift |
+		uint64(b.reallocs)<<reallocsShift | uint64(b.api)<<apiShift
+}
+
+// packBig is pack for a block whose fields do not fit a liveBlock, or
+// over one that did not.
+func (t *heapTable) packBig(ref uint32, lb *liveBlock, b *block, flags uint64) {
+	delete(t.big, ref)
+	lb.bits = 0
+	if (b.size>>32 | b.bornClock>>clockBits | uint64(b.thread>>threadBits|b.reallocs>>reallocsBits) | uint64(b.api>>apiBits)) == 0 {
+		t.pack(ref, b, flags)
+		return
+	}
+	if t.big == nil {
+		t.big = make(map[uint32]block)
+	}
+	t.big[ref] = *b
+	lb.born, lb.site, lb.size = b.born, b.site, 0
+	lb.bits = flags | bitBig
+}
+
+// unpack returns the block at ref.
+func (t *heapTable) unpack(ref uint32) block {
+	var b block
+	t.unpackTo(&b, ref)
+	return b
+}
+
+// unpackTo writes the block at ref to b, field by field: a block built
+// apart and copied whole is written 8 bytes at a time and read back 16 at
+// a time, and the CPU waits for the writes.
+func (t *heapTable) unpackTo(b *block, ref uint32) {
+	lb := t.at(ref)
+	if lb.bits&bitBig != 0 {
+		*b = t.big[ref]
+		return
+	}
+	bits := lb.bits
+	b.size, b.born, b.site = uint64(lb.size), lb.born, lb.site
+	b.bornClock = bits & (1<<clockBits - 1)
+	b.thread = uint32(bits >> threadShift & (1<<threadBits - 1))
+	b.reallocs = uint32(bits >> reallocsShift & (1<<reallocsBits - 1))
+	b.api = trace.API(bits >> apiShift & (1<<apiBits - 1))
 }
 
 // enter makes blk the trace block whose handles the handle table holds.
@@ -125,38 +215,38 @@ func (t *heapTable) enter(blk uint32) {
 	if blk == t.inBlock {
 		return
 	}
-	for h, r := range t.handles {
-		if r != 0 {
-			if lb := t.at(r - 1); lb.live && !lb.indexed {
-				t.addToIndex(r - 1)
-			}
-			t.handles[h] = 0
+	t.handles.each(func(r uint32, addr uint64) {
+		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			t.addToIndex(r-1, addr)
 		}
-	}
+	})
+	t.handles.clear()
 	t.inBlock = blk
 }
 
-// addToIndex puts the live block of ref into the address index.
-func (t *heapTable) addToIndex(ref uint32) {
-	lb := t.atw(ref)
-	lb.indexed = true
-	if old, had := t.index.Put(lb.addr, ref); had {
+// addToIndex puts the live block of ref, at addr, into the address index.
+func (t *heapTable) addToIndex(ref uint32, addr uint64) {
+	t.atw(ref).bits |= bitIndexed
+	if old, had := t.index.Put(addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
-		t.atw(old).indexed = false
+		t.atw(old).bits &^= bitIndexed
 		t.dropRef(old)
 	}
 }
 
-// unlink takes the live block of ref out of the table.
-func (t *heapTable) unlink(ref uint32) {
+// unlink takes the live block of ref, at addr, out of the table.
+func (t *heapTable) unlink(ref uint32, addr uint64) {
 	lb := t.atw(ref)
-	if lb.indexed {
-		t.index.Remove(lb.addr)
-		lb.indexed = false
+	if lb.bits&(bitIndexed|bitBig) != 0 {
+		if lb.bits&bitIndexed != 0 {
+			t.index.Remove(addr)
+		}
+		delete(t.big, ref)
 	}
-	t.dropRef(ref)
+	lb.bits, lb.size = 0, t.freeRefs
+	t.freeRefs = ref + 1
 }
 
 // chunkBits sets the size of the arena's chunks: 4,096 blocks.
@@ -184,7 +274,7 @@ func (t *heapTable) own(i int) {
 func (t *heapTable) newRef() uint32 {
 	if t.freeRefs != 0 {
 		ref := t.freeRefs - 1
-		t.freeRefs = t.at(ref).next
+		t.freeRefs = t.at(ref).size
 		return ref
 	}
 	if t.refs>>chunkBits == uint32(len(t.arena)) {
@@ -201,14 +291,18 @@ func (t *heapTable) share() { addrmap.MarkShared(&t.shared, len(t.arena)) }
 
 func (t *heapTable) dropRef(ref uint32) {
 	lb := t.atw(ref)
-	lb.live, lb.next = false, t.freeRefs
+	if lb.bits&bitBig != 0 {
+		delete(t.big, ref)
+	}
+	lb.bits, lb.size = 0, t.freeRefs
 	t.freeRefs = ref + 1
 }
 
 // free ends the block live at addr, with handle h of trace block blk (h
 // 0: the trace does not name it by handle), freed by a call from
-// freeStack, and returns it, valid until the next put. If none is live
-// there, it returns false: lookup tells what it remembers of the address.
+// freeStack, and returns it, valid until the next take or free. If none
+// is live there, it returns false: lookup tells what it remembers of the
+// address.
 func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block, live bool) {
 	if b, live = t.take(addr, h, blk); live {
 		t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
@@ -227,24 +321,25 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	if !found {
 		return nil, false
 	}
-	b := &t.at(ref).block
-	t.unlink(ref)
-	return b, true
+	t.unpackTo(&t.taken, ref)
+	t.unlink(ref, addr)
+	return &t.taken, true
 }
 
 // byHandle returns the ref of the live block at addr that has handle h
 // of the current trace block, if the handle table has it.
 func (t *heapTable) byHandle(addr uint64, h uint32) (uint32, bool) {
-	if h == 0 || int(h) >= len(t.handles) || t.handles[h] == 0 {
+	r, was := t.handles.get(h)
+	if r == 0 {
 		return 0, false
 	}
-	ref := t.handles[h] - 1
-	if lb := t.at(ref); !lb.live || lb.addr != addr {
+	ref := r - 1
+	if t.at(ref).bits&bitLive == 0 || was != addr {
 		// Not the block the handle was given to (a damaged trace): the
 		// handle keeps it, so that it goes into the index in time.
 		return 0, false
 	}
-	t.handles[h] = 0
+	t.handles.set(h, 0, 0)
 	return ref, true
 }
 
@@ -296,16 +391,20 @@ func (t *heapTable) liveAt(addr uint64) (block, bool) {
 	if !ok {
 		return block{}, false
 	}
-	return t.at(ref).block, true
+	return t.unpack(ref), true
 }
 
 // each calls f for every live block, in no particular order.
 func (t *heapTable) each(f func(addr uint64, b block)) {
-	for _, chunk := range t.arena {
-		for i := range chunk {
-			if lb := &chunk[i]; lb.live {
-				f(lb.addr, lb.block)
-			}
+	t.index.Each(func(addr uint64, ref uint32) { f(addr, t.unpack(ref)) })
+	t.handles.each(func(r uint32, addr uint64) {
+		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			f(addr, t.unpack(r-1))
+		}
+	})
+	for _, s := range t.strays {
+		if lb := t.at(s.ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			f(s.addr, t.unpack(s.ref))
 		}
 	}
 }
@@ -316,8 +415,11 @@ func (t *heapTable) update(f func(*block)) {
 		t.own(c)
 		chunk := t.arena[c]
 		for i := range chunk {
-			if lb := &chunk[i]; lb.live {
-				f(&lb.block)
+			if lb := &chunk[i]; lb.bits&bitLive != 0 {
+				ref := uint32(c<<chunkBits | i)
+				b := t.unpack(ref)
+				f(&b)
+				t.pack(ref, &b, lb.bits&(bitLive|bitIndexed))
 			}
 		}
 	}
@@ -335,10 +437,18 @@ func (t *heapTable) clone() heapTable {
 	t.share()
 	c := *t
 	c.arena, c.shared = slices.Clone(t.arena), slices.Clone(t.shared)
+	c.big = maps.Clone(t.big)
 	c.index = t.index.Clone()
-	c.handles = slices.Clone(t.handles)
-	c.enter(0)
-	c.handles = nil
+	c.strays = slices.Clone(t.strays)
+	// The blocks of the handle table go into the copy's index; the
+	// table itself stays t's.
+	c.handles = handleTable{}
+	t.handles.each(func(r uint32, addr uint64) {
+		if lb := c.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			c.addToIndex(r-1, addr)
+		}
+	})
+	c.inBlock = 0
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
 	c.seen = t.seen.clone()
@@ -384,3 +494,97 @@ func (f *bloom) reset(addrs []uint64) {
 }
 
 func (f *bloom) clone() bloom { return bloom{bits: slices.Clone(f.bits)} }
+
+// heldBytes returns about how many bytes t holds that counted does not
+// have yet, and adds them to it: the chunks of its arena and the runs of
+// its index that clones share count once over all of them.
+func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
+	n := uint64(len(t.handles.chunks))*uint64(unsafe.Sizeof(handleChunk{})) +
+		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedBlock{})) + uint64(cap(t.addrs))*8 +
+		uint64(len(t.seen.bits))*8 + uint64(len(t.big))*uint64(unsafe.Sizeof(block{})+8) +
+		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{}))
+	for _, chunk := range t.arena {
+		key := unsafe.Pointer(unsafe.SliceData(chunk))
+		if !counted[key] {
+			counted[key] = true
+			n += uint64(cap(chunk)) * uint64(unsafe.Sizeof(liveBlock{}))
+		}
+	}
+	return n + t.index.HeldBytes(counted)
+}
+
+// handleTable holds the ref + 1 (0: none) and the address of the block of
+// each handle of a trace block. It grows by chunks, as the handles of the
+// trace blocks go higher, so that a trace block of millions of
+// allocations costs no copies of what it holds already.
+type handleTable struct {
+	chunks []*handleChunk
+}
+
+const handleChunkBits = 14
+
+// handleChunk holds the blocks of 1<<handleChunkBits handles, each ref
+// beside its address: a free by handle reads one cache line of it.
+type handleChunk struct {
+	entries [1 << handleChunkBits]struct {
+		addr uint64
+		ref1 uint32
+	}
+	used int // how many of entries have a ref
+}
+
+// get returns the ref + 1 and address of handle h; 0 if it has none.
+func (ht *handleTable) get(h uint32) (uint32, uint64) {
+	i := int(h >> handleChunkBits)
+	if i >= len(ht.chunks) {
+		return 0, 0
+	}
+	e := &ht.chunks[i].entries[h&(1<<handleChunkBits-1)]
+	return e.ref1, e.addr
+}
+
+// set makes ref1 (ref + 1; 0: none) and addr those of handle h.
+func (ht *handleTable) set(h, ref1 uint32, addr uint64) {
+	i := int(h >> handleChunkBits)
+	for i >= len(ht.chunks) {
+		if ref1 == 0 {
+			return
+		}
+		ht.chunks = append(ht.chunks, new(handleChunk))
+	}
+	c := ht.chunks[i]
+	e := &c.entries[h&(1<<handleChunkBits-1)]
+	switch {
+	case e.ref1 == 0 && ref1 != 0:
+		c.used++
+	case e.ref1 != 0 && ref1 == 0:
+		c.used--
+	}
+	e.ref1, e.addr = ref1, addr
+}
+
+// each calls f with the ref + 1 and address of every handle that has one.
+func (ht *handleTable) each(f func(ref1 uint32, addr uint64)) {
+	for _, c := range ht.chunks {
+		if c.used == 0 {
+			continue
+		}
+		for i := range c.entries {
+			if e := &c.entries[i]; e.ref1 != 0 {
+				f(e.ref1, e.addr)
+			}
+		}
+	}
+}
+
+// clear drops every handle, keeping the chunks for the next trace block.
+func (ht *handleTable) clear() {
+	for _, c := range ht.chunks {
+		if c.used != 0 {
+			for i := range c.entries {
+				c.entries[i].ref1 = 0
+			}
+			c.used = 0
+		}
+	}
+}

@@ -3,6 +3,8 @@ package analysis
 import (
 	"math/rand"
 	"testing"
+
+	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // TestHeapTableModel checks the heap table against a Go map through random
@@ -167,7 +169,7 @@ func TestHeapTableClones(t *testing.T) {
 			t.Fatalf("%s: %d live blocks, want %d", name, n, len(tb.want))
 		}
 		for addr, size := range tb.want {
-			if ref, ok := tb.h.index.Find(addr); !ok || tb.h.at(ref).size != size {
+			if ref, ok := tb.h.index.Find(addr); !ok || tb.h.unpack(ref).size != size {
 				t.Fatalf("%s: %#x not found by address", name, addr)
 			}
 		}
@@ -197,4 +199,93 @@ func TestHeapTableClones(t *testing.T) {
 	check("original", orig)
 	check("clone", a)
 	check("clone of the clone", b)
+}
+
+// TestHeapTablePacking checks that every field of a block comes back as
+// it went in, whether it fits the packed arena or not (a size of 4 GiB or
+// more, a high thread index, many reallocs, a late allocation clock, an
+// API past the packed bits), through take, each, update and clone, against
+// a Go map of the blocks.
+func TestHeapTablePacking(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	field := func(small, big uint64) uint64 {
+		if r.Intn(8) == 0 {
+			return small + uint64(r.Int63n(int64(big)))
+		}
+		return uint64(r.Int63n(int64(small)))
+	}
+	randomBlock := func() block {
+		return block{
+			size:      field(1<<32, 1<<40),
+			born:      r.Uint64(),
+			bornClock: field(1<<clockBits, 1<<50),
+			reallocs:  uint32(field(1<<reallocsBits, 1<<20)),
+			site:      int32(r.Intn(1000)) - 1,
+			thread:    uint32(field(1<<threadBits, maxThreads)),
+			api:       trace.API(field(1<<apiBits, 200)),
+		}
+	}
+	var h heapTable
+	want := map[uint64]block{}
+	var blk uint32 = 1
+	handles := map[uint64]uint32{}
+	var nextHandle uint32
+	check := func(name string, h *heapTable, want map[uint64]block) {
+		t.Helper()
+		n := 0
+		h.each(func(addr uint64, b block) {
+			n++
+			if w, ok := want[addr]; !ok || w != b {
+				t.Fatalf("%s: block at %#x is %+v, want %+v (live %v)", name, addr, b, w, ok)
+			}
+		})
+		if n != len(want) {
+			t.Fatalf("%s: %d live blocks, want %d", name, n, len(want))
+		}
+	}
+	for i := range 50000 {
+		addr := uint64(r.Intn(4000)+1) * 16
+		switch op := r.Intn(10); {
+		case op == 0:
+			blk++
+			clear(handles)
+			nextHandle = 0
+		case op < 5:
+			if w, ok := want[addr]; ok {
+				b, live := h.free(addr, handles[addr], blk, 0)
+				if !live || *b != w {
+					t.Fatalf("op %d: free(%#x) = %+v, %v; want %+v", i, addr, b, live, w)
+				}
+				delete(want, addr)
+				delete(handles, addr)
+			}
+			nextHandle++
+			b := randomBlock()
+			h.put(addr, nextHandle, blk, &b)
+			want[addr], handles[addr] = b, nextHandle
+		default:
+			w, had := want[addr]
+			b, live := h.free(addr, handles[addr], blk, 0)
+			if live != had || live && *b != w {
+				t.Fatalf("op %d: free(%#x) = %+v, %v; want %+v, %v", i, addr, b, live, w, had)
+			}
+			delete(want, addr)
+			delete(handles, addr)
+		}
+	}
+	check("table", &h, want)
+	c := h.clone()
+	h.update(func(b *block) { b.thread, b.reallocs = 1<<20, b.reallocs+1 })
+	for addr, b := range want {
+		b.thread, b.reallocs = 1<<20, b.reallocs+1
+		want[addr] = b
+	}
+	check("updated", &h, want)
+	c.update(func(b *block) { b.thread = 0 })
+	cwant := map[uint64]block{}
+	for addr, b := range want {
+		b.thread, b.reallocs = 0, b.reallocs-1
+		cwant[addr] = b
+	}
+	check("clone, updated apart", &c, cwant)
 }

@@ -52,10 +52,10 @@ const (
 
 // NewWindows prepares the analysis of windows of the trace file at path,
 // of which whole is the analysis of all of it (with no options), making
-// checkpoints every so many events while their live blocks stay under
-// maxBlocks (see Checkpoints). It reads the trace twice.
-func NewWindows(path string, whole *Model, every, maxBlocks uint64) (*Windows, error) {
-	cps, err := CheckpointsOfFile(path, every, maxBlocks)
+// checkpoints every so many events while the memory they hold stays under
+// maxBytes (see Checkpoints). It reads the trace twice.
+func NewWindows(path string, whole *Model, every, maxBytes uint64) (*Windows, error) {
+	cps, err := CheckpointsOfFile(path, every, maxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/memtrail/memtrail/internal/analysis"
@@ -180,16 +181,30 @@ func open(path string) (*Server, *analysis.Model, error) {
 // Windows: a window of the run needs the state of the replay where it
 // begins, and its analysis would cost what the window costs to replay.
 // The server reads the trace twice more in the background: once to keep
-// that state every so often (about 32 times in a run, within a bound on
-// the live blocks kept, about 100 bytes each), and once to analyze each
-// stretch between two of those checkpoints. A window is then put together
-// from the stretches it takes in and the two parts at its ends, or
-// replayed from the latest checkpoint before it (see analysis.Windows).
+// that state every so often (about 32 times in a run, within
+// checkpointBytes of memory held), and once to analyze each stretch
+// between two of those checkpoints. A window is then put together from
+// the stretches it takes in and the two parts at its ends, or replayed
+// from the latest checkpoint before it (see analysis.Windows).
 const (
 	checkpointsPerRun   = 32
 	minCheckpointEvents = 1 << 17
-	maxCheckpointBlocks = 2_000_000
 )
+
+// checkpointBytes returns the memory the checkpoints may hold: a
+// sixteenth of the machine's, from 256 MiB to 4 GiB. Their heap tables
+// are most of it, about 30 bytes a live block, of which a checkpoint
+// shares with the one before what the replay did not change between
+// them: a heap of ten million blocks needs a few GiB for checkpoints all
+// over its run, and a small machine keeps fewer of them, further apart.
+func checkpointBytes() uint64 {
+	const least, most = 256 << 20, 4 << 30
+	var info syscall.Sysinfo_t
+	if syscall.Sysinfo(&info) != nil {
+		return least
+	}
+	return min(max(uint64(info.Totalram)*uint64(info.Unit)/16, least), most)
+}
 
 // makeWindows prepares the analysis of windows of the trace of model m.
 func (s *Server) makeWindows(m *analysis.Model) {
@@ -198,7 +213,7 @@ func (s *Server) makeWindows(m *analysis.Model) {
 	for _, p := range m.Processes {
 		events += p.Summary.Allocations + p.Summary.Frees + p.Summary.InvalidFrees
 	}
-	w, err := analysis.NewWindows(s.path, m, max(events/checkpointsPerRun, minCheckpointEvents), maxCheckpointBlocks)
+	w, err := analysis.NewWindows(s.path, m, max(events/checkpointsPerRun, minCheckpointEvents), checkpointBytes())
 	if err != nil {
 		return // windows are analyzed from the start of the trace
 	}
