@@ -569,7 +569,9 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	}
 	switch kind {
 	case recAlloc:
-		p.allocated(rec, w[3])
+		if len(p.parked) > 0 {
+			p.allocated(rec, w[3])
+		}
 		ev := rec.newEvent(trace.KindAlloc, api, w[2], p.stack(rec, stack))
 		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
 		rec.event(p, s, ev)
