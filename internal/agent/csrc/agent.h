@@ -293,14 +293,18 @@ static inline uint64_t mt_seq_of(struct mt_thread *t)
 
 /* mt_emit publishes a record of n words in the thread's ring. The
  * recorder's read position is only looked at when the space known to be
- * free runs out: its cache line stays put otherwise. */
+ * free runs out: its cache line stays put otherwise. The ring is written
+ * a word at a time (volatile): the words were just stored one by one,
+ * and a copy that loads them back 16 bytes at a time, as the compiler
+ * vectorizes it, waits for those stores to reach the cache first. */
 static inline void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
 	struct mt_slot *ctl = t->ctl;
 	uint64_t w = ctl->write, bytes = (uint64_t)n * 8;
 	if (MT_UNLIKELY(w + bytes > t->ring_limit) && !mt_emit_wait(t, bytes))
 		return;
-	uint64_t *ring = t->ring, mask = t->ring_mask, at = w / 8 & mask;
+	volatile uint64_t *ring = t->ring;
+	uint64_t mask = t->ring_mask, at = w / 8 & mask;
 	if (MT_LIKELY(at + n <= mask + 1)) {
 		for (unsigned i = 0; i < n; i++)
 			ring[at + i] = words[i];
