@@ -447,7 +447,7 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 			continue
 		}
 		idle++
-		pause(idleSleep(idle))
+		time.Sleep(idleSleep(idle))
 	}
 }
 
@@ -456,20 +456,6 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 func idleSleep(idle int) time.Duration {
 	d := 20 * time.Microsecond << min(idle/8, 7)
 	return min(d, 2*time.Millisecond)
-}
-
-// pause sleeps for about d. time.Sleep does not sleep less than about a
-// millisecond (Go's timers wake an otherwise idle runtime no sooner), and
-// in a millisecond a program allocating flat out fills most of its ring:
-// it then waits for the recorder each time the recorder has caught up and
-// dozed off. A shorter pause puts the thread itself to sleep.
-func pause(d time.Duration) {
-	if d >= time.Millisecond {
-		time.Sleep(d)
-		return
-	}
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	unix.Nanosleep(&ts, nil)
 }
 
 // interrupted handles a signal to memtrail. The program shares the
