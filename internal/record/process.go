@@ -155,7 +155,16 @@ func (s *slotReader) fill(r *region) bool {
 	h := s.scratch[:n:n]
 	at := s.pos / 8 & s.mask
 	if at+uint64(n) <= uint64(len(s.ring)) {
-		copy(h, s.ring[at:])
+		// Most records are frees and allocations: copied as arrays of
+		// their length, they cost a few moves rather than a call.
+		switch src := s.ring[at : at+uint64(n)]; n {
+		case 5:
+			*(*[5]uint64)(h) = *(*[5]uint64)(src)
+		case 6:
+			*(*[6]uint64)(h) = *(*[6]uint64)(src)
+		default:
+			copy(h, src)
+		}
 	} else {
 		for i := range h {
 			h[i] = s.ring[(at+uint64(i))&s.mask]
@@ -560,7 +569,9 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	}
 	switch kind {
 	case recAlloc:
-		p.allocated(rec, w[3])
+		if len(p.parked) > 0 {
+			p.allocated(rec, w[3])
+		}
 		ev := rec.newEvent(trace.KindAlloc, api, w[2], p.stack(rec, stack))
 		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
 		rec.event(p, s, ev)

@@ -200,6 +200,37 @@ func checkCrossThreadOrder(t *testing.T, rec recording) {
 	}
 }
 
+// TestSoleThreadHandoff records processes in which a second thread starts
+// while the first allocates flat out. Alone, the first takes sequence
+// numbers without a locked instruction; the second must take over without
+// a number taken twice or skipped, which would show as a history lost or
+// damaged, or as frees before their allocations. Each fork child makes
+// one more handoff.
+func TestSoleThreadHandoff(t *testing.T) {
+	const children = 30
+	rec := recordArgs(t, "", fixture.Build(t, src("handoff.c"), "-g", "-O2"), strconv.Itoa(children))
+	if rec.res.Lost != 0 || strings.Contains(rec.stderr, "damaged") {
+		t.Fatalf("%d events lost; memtrail said:\n%s", rec.res.Lost, rec.stderr)
+	}
+	if len(rec.model.Processes) != children+1 {
+		t.Fatalf("%d processes recorded, want %d", len(rec.model.Processes), children+1)
+	}
+	for _, p := range rec.model.Processes {
+		s := p.Summary
+		if s.InvalidFrees != 0 || s.ReplacedBlocks != 0 {
+			t.Errorf("pid %d: %d invalid frees and %d replaced blocks: events out of order", p.PID, s.InvalidFrees, s.ReplacedBlocks)
+		}
+		// Each thread allocates 20,000 blocks in the race, and the
+		// first 20,000 more before it; all are freed.
+		if s.Allocations < 60000 || s.Frees < 60000 {
+			t.Errorf("pid %d: %d allocations and %d frees, want at least 60,000 each", p.PID, s.Allocations, s.Frees)
+		}
+		if len(p.Threads) != 2 {
+			t.Errorf("pid %d: %d threads, want 2", p.PID, len(p.Threads))
+		}
+	}
+}
+
 // TestEventTimes checks the times of events 60 ms apart, stamped with the
 // recorder's coarse clock (the default 1 ms unit) and with the time-stamp
 // counter (a 1µs unit).

@@ -16,6 +16,11 @@ type clock struct {
 	start     time.Time
 	tscStart  uint64
 	nsPerTick float64
+	// lastTSC and lastNS are the latest conversion: with the coarse
+	// clock (coarseClock), runs of thousands of events carry the same
+	// counter value, and a comparison costs far less than converting
+	// to float64 and back.
+	lastTSC, lastNS uint64
 }
 
 // calibrate measures the counter's rate, in nanoseconds per tick, against
@@ -37,7 +42,10 @@ func (c *clock) ns(tsc uint64) uint64 {
 	if tsc <= c.tscStart {
 		return 0
 	}
-	return uint64(float64(tsc-c.tscStart) * c.nsPerTick)
+	if tsc != c.lastTSC {
+		c.lastTSC, c.lastNS = tsc, uint64(float64(tsc-c.tscStart)*c.nsPerTick)
+	}
+	return c.lastNS
 }
 
 // now returns the current time in nanoseconds since the start.

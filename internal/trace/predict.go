@@ -432,12 +432,13 @@ func (h *heapState) thread(id uint64) uint32 {
 // new one. A live handle of the same address, if any, stays live: decoding
 // never looks handles up by address.
 func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
-	if len(h.freeNums) == 0 {
-		h.newHandle()
+	var num uint32
+	if n := len(h.freeNums) - 1; n >= 0 {
+		num = h.freeNums[n]
+		h.freeNums = h.freeNums[:n]
+	} else {
+		num = h.newHandle()
 	}
-	n := len(h.freeNums) - 1
-	num := h.freeNums[n]
-	h.freeNums = h.freeNums[:n]
 	h.serial++
 	serial := h.serial
 	h.handles[num] = handle{addr: addr, thread: ti, class: c}
@@ -459,9 +460,9 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 	return num
 }
 
-// newHandle gives out a new handle number, highest + 1, as a released one
-// for allocate to take.
-func (h *heapState) newHandle() {
+// newHandle gives out a new handle number, highest + 1, for allocate to
+// take.
+func (h *heapState) newHandle() uint32 {
 	if full(h.handles, h.reserved) {
 		// A block holds fewer events than it has bytes: maxBlockRaw
 		// handles are always enough.
@@ -472,7 +473,7 @@ func (h *heapState) newHandle() {
 	h.numbered++
 	h.handles = append(h.handles, handle{})
 	h.serials = append(h.serials, 0)
-	h.freeNums = append(h.freeNums, h.numbered)
+	return h.numbered
 }
 
 // compact drops the released allocations from the queue of t, and sets

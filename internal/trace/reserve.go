@@ -12,7 +12,7 @@ import (
 // big heaps. Grown by append, every doubling copies them into memory the
 // kernel has to fault in and clear, and that stalls the recorder while the
 // program's rings fill: on python3 (bench/) it was half of the time the
-// program waited for memtrail. Past reserveAfter entries, a table moves
+// program waited for memtrail. Past reserveAfter bytes, a table moves
 // to a reservation of address space outside the Go heap, which the kernel
 // backs with zeroed pages only as they are first written: it grows
 // without copying and without faulting a page twice. (The Writer also
@@ -21,13 +21,18 @@ import (
 // it by 30% and memtrail's peak RSS from 245 to 193 MB; recording jq, its
 // CPU time fell by 13% and the waits by 45%.
 
-// reserveAfter is the length at which a table moves to a reservation.
-const reserveAfter = 1 << 14
+// reserveAfter is the size in bytes at which a table moves to a
+// reservation: counted in bytes, not entries, so that the pages of the
+// address table (a KiB each) move as early as the handles, rather than
+// doubling to 16 MiB in the Go heap first and leaving the garbage of each
+// doubling behind.
+const reserveAfter = 256 << 10
 
 // full reports whether table s, not in a reservation yet (moved), should
 // move to one before it grows again.
 func full[T any](s []T, moved bool) bool {
-	return !moved && len(s) == cap(s) && len(s) >= reserveAfter
+	var zero T
+	return !moved && len(s) == cap(s) && len(s)*int(unsafe.Sizeof(zero)) >= reserveAfter
 }
 
 // reserved returns s moved into a reservation with room for n values,

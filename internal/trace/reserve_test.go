@@ -25,19 +25,24 @@ func TestReserved(t *testing.T) {
 	}
 	runtime.KeepAlive(owner)
 
+	// Enough blocks, 64 bytes apart, for the queue (8 bytes an entry,
+	// the smallest) to pass reserveAfter twice over; the pages of the
+	// address table (a KiB each) pass it far sooner.
 	h := new(heapState)
 	h.reset()
 	h.thread(1)
-	for i := range 3 * reserveAfter {
-		h.liveAddrs.fill(h.liveAddrs.place(uint64(i)*4096), uint64(i)*4096, h.allocate(0, uint64(i)*4096, 2))
+	const step = 64
+	n := 2 * reserveAfter / 8
+	for i := range n {
+		h.liveAddrs.fill(h.liveAddrs.place(uint64(i)*step), uint64(i)*step, h.allocate(0, uint64(i)*step, 2))
 	}
 	if !h.reserved || !h.liveAddrs.reserved || !h.threads[0].reserved {
-		t.Errorf("after %d allocations: handles reserved %v, pages %v, queue %v", 3*reserveAfter,
+		t.Errorf("after %d allocations: handles reserved %v, pages %v, queue %v", n,
 			h.reserved, h.liveAddrs.reserved, h.threads[0].reserved)
 	}
-	for i := range 3 * reserveAfter {
-		if num := h.liveAddrs.take(uint64(i) * 4096); num == 0 || h.handles[num].addr != uint64(i)*4096 {
-			t.Fatalf("address %#x: handle %d", uint64(i)*4096, num)
+	for i := range n {
+		if num := h.liveAddrs.take(uint64(i) * step); num == 0 || h.handles[num].addr != uint64(i)*step {
+			t.Fatalf("address %#x: handle %d", uint64(i)*step, num)
 		}
 	}
 }

@@ -44,6 +44,7 @@ struct mt_thread {
 	uint64_t ring_limit; /* write position up to which the ring is known free */
 	uint32_t stack_id;  /* the stack of the event being recorded */
 	uint64_t fork_seq;  /* sequence number of a fork in progress, + 1 */
+	uint32_t in_seq;    /* taking a number as the sole thread (see mt_seq_of) */
 	struct mt_thread *next_free;
 	/* Function entries and returns (calls.c): the current window's
 	 * end, latest call time, deepest and latest stack in use and calls;
@@ -101,7 +102,14 @@ struct mt_process {
 	size_t sock_path_len;
 	char key[MT_KEY_LEN];
 	char sock_env[MT_KEY_LEN + 1 + 108]; /* MEMTRAIL_SOCK as the environment gave it */
+	/* The thread that takes sequence numbers without a locked
+	 * instruction (see mt_seq_of): 0 until a thread attaches, then that
+	 * thread's state while it is the only one attached, MT_SEQ_SHARED
+	 * from when a second one attaches (or membarrier is not there). */
+	uintptr_t seq_owner;
+	int membarrier_ok; /* registered for MEMBARRIER_CMD_PRIVATE_EXPEDITED */
 };
+#define MT_SEQ_SHARED ((uintptr_t)1)
 
 enum { MT_STATE_UNINIT, MT_STATE_ACTIVE, MT_STATE_OFF };
 
@@ -258,16 +266,45 @@ static inline void mt_leave(struct mt_thread *t) { t->busy = 0; }
 /* mt_seq takes the next sequence number of the process. */
 static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
 
+/* mt_seq_of is mt_seq for the allocator hooks of thread t. A locked
+ * instruction waits for every store before it to reach the cache, the
+ * ring's lines among them, which the recorder's core has just read: it
+ * is most of what publishing an event costs the program. While t is the
+ * only thread of the process with a ring, no other can take a number, and
+ * a plain increment does. The thread that attaches second ends that (see
+ * seq_shared in process.c): it marks the counter shared, makes every
+ * thread pass a memory barrier (membarrier), and waits until t is out of
+ * the window below. t then either saw the mark, or had set in_seq before
+ * the barrier, so the second thread sees in_seq and waits for t's store
+ * to the counter, which comes before in_seq is cleared. */
+static inline uint64_t mt_seq_of(struct mt_thread *t)
+{
+	__atomic_store_n(&t->in_seq, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (MT_LIKELY(__atomic_load_n(&mt_proc.seq_owner, __ATOMIC_RELAXED) == (uintptr_t)t)) {
+		uint64_t *seq = &mt_proc.hdr->seq, s = __atomic_load_n(seq, __ATOMIC_RELAXED);
+		__atomic_store_n(seq, s + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->in_seq, 0, __ATOMIC_RELEASE);
+		return s;
+	}
+	__atomic_store_n(&t->in_seq, 0, __ATOMIC_RELAXED);
+	return mt_seq();
+}
+
 /* mt_emit publishes a record of n words in the thread's ring. The
  * recorder's read position is only looked at when the space known to be
- * free runs out: its cache line stays put otherwise. */
+ * free runs out: its cache line stays put otherwise. The ring is written
+ * a word at a time (volatile): the words were just stored one by one,
+ * and a copy that loads them back 16 bytes at a time, as the compiler
+ * vectorizes it, waits for those stores to reach the cache first. */
 static inline void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
 	struct mt_slot *ctl = t->ctl;
 	uint64_t w = ctl->write, bytes = (uint64_t)n * 8;
 	if (MT_UNLIKELY(w + bytes > t->ring_limit) && !mt_emit_wait(t, bytes))
 		return;
-	uint64_t *ring = t->ring, mask = t->ring_mask, at = w / 8 & mask;
+	volatile uint64_t *ring = t->ring;
+	uint64_t mask = t->ring_mask, at = w / 8 & mask;
 	if (MT_LIKELY(at + n <= mask + 1)) {
 		for (unsigned i = 0; i < n; i++)
 			ring[at + i] = words[i];

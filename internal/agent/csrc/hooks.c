@@ -94,7 +94,7 @@ static inline void emit_alloc(struct mt_thread *t, enum mt_api api, const void *
 {
 	note_block(p, n);
 	uint64_t rec[6] = {MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq(), mt_tsc(), (uintptr_t)p, n, t->stack_use};
+			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
 	mt_emit(t, rec, 6);
 }
 
@@ -105,7 +105,7 @@ static inline void emit_free(struct mt_thread *t, enum mt_api api, const void *p
 		return;
 	}
 	uint64_t rec[5] = {MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq(), mt_tsc(), (uintptr_t)p, t->stack_use};
+			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, t->stack_use};
 	mt_emit(t, rec, 5);
 }
 
@@ -178,7 +178,7 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		emit_free(t, api, old);
 		return call(old, count, elem);
 	}
-	uint64_t released = mt_seq();
+	uint64_t released = mt_seq_of(t);
 	void *p = call(old, count, elem);
 	if (p == NULL) {
 		uint64_t rec[2] = {MT_REC_SKIP | 2 << 8, released};
@@ -187,7 +187,7 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 	}
 	note_block(p, size);
 	uint64_t rec[8] = {MT_REC_REALLOC | 8 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   released, mt_seq(), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
+			   released, mt_seq_of(t), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
 	mt_emit(t, rec, 8);
 	return p;
 }

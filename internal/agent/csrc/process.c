@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,9 @@ void mt_process_init(int flags, uint64_t fork_token)
 			mt_warn("memtrail: agent could not reach the recorder; this process is not recorded\n");
 	}
 	mt_proc.pid = getpid();
+	/* Without it, every thread takes its numbers with a locked
+	 * instruction (see mt_seq_of). */
+	mt_proc.membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 	if (!thread_key_ready) {
 		thread_key_ready = pthread_key_create(&mt_thread_key, thread_exit) == 0;
 	}
@@ -310,6 +314,8 @@ static void after_fork_child(void)
 	mt_calls_window = 0;
 	mt_proc.gen++;
 	mt_proc.state = MT_STATE_UNINIT;
+	mt_proc.seq_owner = 0; /* the child's first thread to attach is its only one */
+	mt_proc.membarrier_ok = 0;
 	mt_modules_after_fork();
 	mt_stacks_reset();
 	memset(in_setup, 0, sizeof in_setup);
@@ -317,6 +323,30 @@ static void after_fork_child(void)
 	mt_process_init(MT_HELLO_FORK, token);
 	if (guard >= 0)
 		setup_end(guard);
+}
+
+/* seq_join makes sure thread t, attaching, may take sequence numbers: the
+ * first thread to attach becomes the sole one, which takes them without a
+ * locked instruction (mt_seq_of); the next one ends that before it takes
+ * its first. It returns 0 if it cannot be ended safely. */
+static int seq_join(struct mt_thread *t)
+{
+	uintptr_t owner = 0;
+	if (!mt_proc.membarrier_ok ||
+	    __atomic_compare_exchange_n(&mt_proc.seq_owner, &owner, (uintptr_t)t, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 1;
+	/* The owner's state may be t itself: a thread that exited gave it
+	 * up, and this thread took it over (states are handed on whole, and
+	 * never freed). */
+	if (owner == MT_SEQ_SHARED || owner == (uintptr_t)t)
+		return 1;
+	__atomic_store_n(&mt_proc.seq_owner, MT_SEQ_SHARED, __ATOMIC_SEQ_CST);
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+		return 0;
+	struct mt_thread *sole = (struct mt_thread *)owner;
+	while (__atomic_load_n(&sole->in_seq, __ATOMIC_ACQUIRE))
+		sched_yield(); /* a few instructions, unless it was preempted there */
+	return 1;
 }
 
 /* attach gives a thread a ring slot in the current process. */
@@ -333,9 +363,12 @@ static int attach(struct mt_thread *t)
 			break;
 		}
 	}
-	if (slot == hdr->nslots) {
-		/* More live threads than slots: this thread goes unrecorded,
-		 * and the trace says how many events that cost. */
+	if (slot == hdr->nslots || !seq_join(t)) {
+		/* More live threads than slots (or, against all odds, no
+		 * safe way to share the sequence counter): this thread goes
+		 * unrecorded, and the trace says how many events that cost. */
+		if (slot != hdr->nslots)
+			__atomic_store_n(&mt_proc.slots[slot].state, MT_SLOT_FREE, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&hdr->dropped, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
