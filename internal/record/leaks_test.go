@@ -31,6 +31,8 @@ var leakCases = []struct {
 	{"tree", fixture.LeakSummary{StillReachableBytes: 336, StillReachableBlocks: 5}},
 	{"windows", fixture.LeakSummary{DefinitelyLostBytes: 2 << 20, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 3200, IndirectlyLostBlocks: 100,
 		PossiblyLostBytes: 20000 + 64<<10, PossiblyLostBlocks: 501, StillReachableBytes: 3<<20 + 48000, StillReachableBlocks: 2001}},
+	{"shuffled", fixture.LeakSummary{DefinitelyLostBytes: 64, DefinitelyLostBlocks: 2, IndirectlyLostBytes: 127936, IndirectlyLostBlocks: 3998,
+		PossiblyLostBytes: 64000, PossiblyLostBlocks: 2000, StillReachableBytes: 64000, StillReachableBlocks: 2000}},
 	{"mix", fixture.LeakSummary{DefinitelyLostBytes: 240, DefinitelyLostBlocks: 3, IndirectlyLostBytes: 176,
 		IndirectlyLostBlocks: 4, PossiblyLostBytes: 188, PossiblyLostBlocks: 2, StillReachableBytes: 616,
 		StillReachableBlocks: 8}},
