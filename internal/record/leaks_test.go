@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/record"
 )
 
 // leakCases are the ways testdata/leaks.c leaves blocks at exit, with the
@@ -86,6 +87,19 @@ func TestLeakClassesEqualValgrind(t *testing.T) {
 			t.Parallel()
 			classesEqualValgrind(t, prog, c.how)
 		})
+	}
+}
+
+// TestLeakSweepOverBudget records leaks.c's lists in random address
+// order with a sweep that may keep fewer pointers than they hold: the
+// sweep stops part way (or keeps none), the rest is read in batches, and
+// the classes still equal memcheck's.
+func TestLeakSweepOverBudget(t *testing.T) {
+	prog := fixture.Build(t, src("leaks.c"))
+	for _, budget := range []int{0, 3000} {
+		restore := record.SetSweepBudget(budget)
+		classesEqualValgrind(t, prog, "shuffled")
+		restore()
 	}
 }
 

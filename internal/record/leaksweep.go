@@ -26,14 +26,16 @@ const (
 	// sweepRatio blocks.
 	smallBatch = 16
 	sweepRatio = 32
-	// sweepBudget is how many pointers a sweep keeps at most, per live
-	// block and in all (the least, for small heaps).
-	sweepBudgetPerBlock = 2
-	sweepBudgetMin      = 1 << 16
 	// interiorEdge marks a pointer into a block's interior that no
 	// heuristic takes for a start pointer.
 	interiorEdge = 1 << 31
 )
+
+// sweepBudget returns how many pointers a sweep of a heap of blocks live
+// blocks keeps at most: 8 bytes a block, which with the graph's 4 bytes a
+// block of starts stays within what the recorder may spend a live block
+// (docs/performance.md).
+var sweepBudget = func(blocks int) int { return max(2*blocks, 1<<16) }
 
 // blockGraph is what a sweep kept: for each block it read, numbered
 // below the index's odd blocks, its pointers to live blocks.
@@ -76,7 +78,7 @@ func (m *marker) sweep() {
 			pending[e.num/64] |= 1 << (e.num % 64)
 		}
 	}
-	budget := max(sweepBudgetPerBlock*ix.count(), sweepBudgetMin)
+	budget := sweepBudget(ix.count())
 	g := &blockGraph{swept: pending, start: make([]uint32, ix.n+1), targets: make([]uint32, 0, budget)}
 	// pending becomes swept as blocks are: a block pending is swept, and
 	// the bit of one not swept is cleared.
