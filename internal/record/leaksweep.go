@@ -25,7 +25,7 @@ const (
 	// A small batch, read on its own, costs about as much as sweeping
 	// sweepRatio blocks.
 	smallBatch = 16
-	sweepRatio = 32
+	sweepRatio = 64
 	// interiorEdge marks a pointer into a block's interior that no
 	// heuristic takes for a start pointer.
 	interiorEdge = 1 << 31
@@ -54,9 +54,11 @@ func (g *blockGraph) edges(num uint32) []uint32 {
 }
 
 // shouldSweep reports whether the small batches read so far have cost
-// about what reading the blocks not yet reachable would.
+// about what a sweep would: reading the blocks not yet reachable, and
+// going through the others (about a quarter of the cost of one read).
 func (m *marker) shouldSweep() bool {
-	return m.graph == nil && !m.noSweep && m.smallReads*sweepRatio >= m.ix.count()-m.reached
+	n := m.ix.count()
+	return m.graph == nil && !m.noSweep && m.smallReads*sweepRatio >= n-m.reached+n/4
 }
 
 // sweep reads, in address order, every block that may still be scanned
@@ -125,7 +127,12 @@ func (m *marker) sweep() {
 					break
 				}
 				if v == start {
-					g.targets = append(g.targets, t)
+					// Twice the same pointer (a doubly linked
+					// node of one, a block's head and tail) is
+					// one edge.
+					if len(g.targets) == from || g.targets[len(g.targets)-1] != t {
+						g.targets = append(g.targets, t)
+					}
 					continue
 				}
 				inner = append(inner, innerPtr{v: v, start: start, size: size, num: t, definite: true})
@@ -145,7 +152,7 @@ func (m *marker) sweep() {
 		if err != nil {
 			m.err = err
 		}
-		if len(inner) >= innerBatch || len(inner) > 0 && m.err == nil {
+		if len(inner) > 0 && m.err == nil {
 			resolve()
 		}
 		bb.items, nums, ranges, bytes = bb.items[:0], nums[:0], 0, 0
