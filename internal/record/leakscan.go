@@ -532,6 +532,20 @@ func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanR
 		return nil, err
 	}
 	mem := &processMemory{pid: pid}
+	m := newMarker(pid, ix, ms)
+	for _, rg := range rootRanges(ms, ix, mem, sr, agentPath) {
+		m.scanRange(rg[0], rg[1], true)
+	}
+	m.drain()
+	if m.err != nil {
+		return nil, m.err
+	}
+	return classify(ix, m.state, mem)
+}
+
+// newMarker returns a marker of the blocks of ix in process pid, whose
+// mappings are ms, with every block unreached.
+func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 	m := &marker{
 		ix:    ix,
 		heur:  &heuristics{mem: &processMemory{pid: pid}, maps: ms, vtables: map[uint64]bool{}},
@@ -542,14 +556,7 @@ func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanR
 	for i := range m.state {
 		m.state[i] = unreached
 	}
-	for _, rg := range rootRanges(ms, ix, mem, sr, agentPath) {
-		m.scanRange(rg[0], rg[1], true)
-	}
-	m.drain()
-	if m.err != nil {
-		return nil, m.err
-	}
-	return classify(ix, m.state, mem)
+	return m
 }
 
 // classify groups the lost blocks (step 4 of scanMemory) and counts the
