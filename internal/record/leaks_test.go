@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/record"
 )
 
 // leakCases are the ways testdata/leaks.c leaves blocks at exit, with the
@@ -31,6 +32,8 @@ var leakCases = []struct {
 	{"tree", fixture.LeakSummary{StillReachableBytes: 336, StillReachableBlocks: 5}},
 	{"windows", fixture.LeakSummary{DefinitelyLostBytes: 2 << 20, DefinitelyLostBlocks: 1, IndirectlyLostBytes: 3200, IndirectlyLostBlocks: 100,
 		PossiblyLostBytes: 20000 + 64<<10, PossiblyLostBlocks: 501, StillReachableBytes: 3<<20 + 48000, StillReachableBlocks: 2001}},
+	{"shuffled", fixture.LeakSummary{DefinitelyLostBytes: 64, DefinitelyLostBlocks: 2, IndirectlyLostBytes: 127936, IndirectlyLostBlocks: 3998,
+		PossiblyLostBytes: 64000, PossiblyLostBlocks: 2000, StillReachableBytes: 64000, StillReachableBlocks: 2000}},
 	{"mix", fixture.LeakSummary{DefinitelyLostBytes: 240, DefinitelyLostBlocks: 3, IndirectlyLostBytes: 176,
 		IndirectlyLostBlocks: 4, PossiblyLostBytes: 188, PossiblyLostBlocks: 2, StillReachableBytes: 616,
 		StillReachableBlocks: 8}},
@@ -84,6 +87,19 @@ func TestLeakClassesEqualValgrind(t *testing.T) {
 			t.Parallel()
 			classesEqualValgrind(t, prog, c.how)
 		})
+	}
+}
+
+// TestLeakSweepOverBudget records leaks.c's lists in random address
+// order with a sweep that may keep fewer pointers than they hold: the
+// sweep stops part way (or keeps none), the rest is read in batches, and
+// the classes still equal memcheck's.
+func TestLeakSweepOverBudget(t *testing.T) {
+	prog := fixture.Build(t, src("leaks.c"))
+	for _, budget := range []int{0, 3000} {
+		restore := record.SetSweepBudget(budget)
+		classesEqualValgrind(t, prog, "shuffled")
+		restore()
 	}
 }
 

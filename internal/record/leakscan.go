@@ -171,6 +171,13 @@ type marker struct {
 	aheadLast uint64         // the block the last read ahead was for
 	wmem      *processMemory // for windows of roots and big blocks
 	err       error
+	// reached counts the reachable blocks, smallReads the batches of
+	// fewer than smallBatch blocks read, for the sweep (leaksweep.go),
+	// whose graph the marking uses once it has one.
+	reached    int
+	smallReads int
+	graph      *blockGraph
+	noSweep    bool
 }
 
 // stackEntry is a block to scan: its address, number and size, up to
@@ -190,17 +197,26 @@ type scanItem struct {
 // block or a root (definite) or from a possibly lost one: a start pointer
 // makes it reachable, any other pointer possibly lost.
 func (m *marker) push(num uint32, addr, size uint64, start, definite bool) {
+	if m.raise(num, start, definite) {
+		m.stack = append(m.stack, stackEntry{addr: addr, num: num, size: uint32(min(size, math.MaxUint32))})
+	}
+}
+
+// raise raises block num's state as push says, and reports whether it
+// rose.
+func (m *marker) raise(num uint32, start, definite bool) bool {
 	switch st := m.state[num]; {
 	case st == reachable:
-		return
+		return false
 	case start && definite:
 		m.state[num] = reachable
+		m.reached++
 	case st == unreached:
 		m.state[num] = possible
 	default:
-		return
+		return false
 	}
-	m.stack = append(m.stack, stackEntry{addr: addr, num: num, size: uint32(min(size, math.MaxUint32))})
+	return true
 }
 
 // note handles a word v of a root or of a block.
@@ -249,6 +265,10 @@ func (m *marker) drain() {
 func (m *marker) drainSmall() {
 	var inflight *blockBatch
 	for m.err == nil {
+		if inflight == nil && len(m.stack) > 0 && m.shouldSweep() {
+			m.sweep()
+			continue
+		}
 		var next *blockBatch
 		if len(m.stack) > 0 {
 			next = m.startBatch(inflight)
@@ -293,6 +313,10 @@ func (m *marker) startBatch(busy *blockBatch) *blockBatch {
 	for len(m.stack) > 0 && len(bb.items) < batchRanges && bytes < scanWindow {
 		e := m.stack[len(m.stack)-1]
 		m.stack = m.stack[:len(m.stack)-1]
+		if m.graph != nil && m.graph.has(e.num) {
+			m.follow(e.num)
+			continue
+		}
 		size := uint64(e.size)
 		if size > scanWindow {
 			m.big = append(m.big, e.addr)
@@ -310,6 +334,9 @@ func (m *marker) startBatch(busy *blockBatch) *blockBatch {
 		m.aheadHits++
 		close(bb.done)
 		return bb
+	}
+	if len(bb.items) < smallBatch {
+		m.smallReads++
 	}
 	if len(bb.items) > 1 {
 		bb.plan()
@@ -505,6 +532,20 @@ func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanR
 		return nil, err
 	}
 	mem := &processMemory{pid: pid}
+	m := newMarker(pid, ix, ms)
+	for _, rg := range rootRanges(ms, ix, mem, sr, agentPath) {
+		m.scanRange(rg[0], rg[1], true)
+	}
+	m.drain()
+	if m.err != nil {
+		return nil, m.err
+	}
+	return classify(ix, m.state, mem)
+}
+
+// newMarker returns a marker of the blocks of ix in process pid, whose
+// mappings are ms, with every block unreached.
+func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 	m := &marker{
 		ix:    ix,
 		heur:  &heuristics{mem: &processMemory{pid: pid}, maps: ms, vtables: map[uint64]bool{}},
@@ -515,14 +556,7 @@ func scanMemory(pid int, live *liveSet, sr scanRecord, agentPath string) (*scanR
 	for i := range m.state {
 		m.state[i] = unreached
 	}
-	for _, rg := range rootRanges(ms, ix, mem, sr, agentPath) {
-		m.scanRange(rg[0], rg[1], true)
-	}
-	m.drain()
-	if m.err != nil {
-		return nil, m.err
-	}
-	return classify(ix, m.state, mem)
+	return m
 }
 
 // classify groups the lost blocks (step 4 of scanMemory) and counts the

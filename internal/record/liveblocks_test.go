@@ -15,7 +15,8 @@ import (
 // pages and spread over 64 MiB, at addresses 16-byte, 8-byte and not
 // 8-byte aligned. After every few thousand changes, the index must number
 // the blocks in address order and find, for any address, the block that
-// holds it, as a search of every block does.
+// holds it, as a search of every block does, and give the block of any
+// number.
 func TestBlockTableModel(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	const base = 0x5555_0000_0000
@@ -78,6 +79,11 @@ func TestBlockTableModel(t *testing.T) {
 		sorted := slices.Sorted(maps.Keys(want))
 		if !slices.Equal(addrs, sorted) {
 			t.Fatalf("step %d: blocks out of order or missing", step)
+		}
+		for num, a := range nums {
+			if got, size := ix.block(num); got != a || size != want[a] {
+				t.Fatalf("step %d: block(%d) = %#x, %d bytes; want %#x, %d", step, num, got, size, a, want[a])
+			}
 		}
 		for range 3000 {
 			v := randAddr() + uint64(r.Intn(64))

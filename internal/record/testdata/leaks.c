@@ -236,6 +236,46 @@ static void clear_stack(void)
 	memset((char *)buf, 0, sizeof buf);
 }
 
+/* Lists whose nodes lie in random order of address, as a program that
+ * allocates and frees a while leaves them: a scan following one reads a
+ * block at a time, in no order. shuffled makes four of SHUFFLED nodes
+ * each: one kept by a global (still reachable), one kept only by a
+ * pointer into its head's interior (possibly lost), a lost list and a
+ * lost ring (one definitely lost, the others indirectly). */
+#define SHUFFLED 2000
+struct node *shuffled_head;
+char *shuffled_inner;
+
+static struct node *link_nodes(struct node **v, int n, int ring)
+{
+	for (int i = 0; i + 1 < n; i++)
+		v[i]->next = v[i + 1];
+	v[n - 1]->next = ring ? v[0] : NULL;
+	return v[0];
+}
+
+static void shuffled(void)
+{
+	struct node **v = malloc(4 * SHUFFLED * sizeof *v);
+	for (int i = 0; i < 4 * SHUFFLED; i++)
+		v[i] = calloc(1, sizeof(struct node));
+	unsigned long r = 12345;
+	for (int i = 4 * SHUFFLED - 1; i > 0; i--) {
+		r = r * 6364136223846793005UL + 1442695040888963407UL;
+		int j = (int)((r >> 33) % (unsigned long)(i + 1));
+		struct node *t = v[i];
+		v[i] = v[j];
+		v[j] = t;
+	}
+	shuffled_head = link_nodes(v, SHUFFLED, 0);
+	shuffled_inner = (char *)link_nodes(v + SHUFFLED, SHUFFLED, 0) + 8;
+	void *volatile lost = link_nodes(v + 2 * SHUFFLED, SHUFFLED, 0);
+	lose(&lost);
+	lost = link_nodes(v + 3 * SHUFFLED, SHUFFLED, 1);
+	lose(&lost);
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
 	const char *how = argc > 1 ? argv[1] : "mix";
@@ -269,6 +309,8 @@ int main(int argc, char **argv)
 		tree();
 	else if (strcmp(how, "windows") == 0)
 		windows();
+	else if (strcmp(how, "shuffled") == 0)
+		shuffled();
 	else if (strcmp(how, "many") == 0)
 		many(argc > 2 ? atoi(argv[2]) : 1000000);
 	else if (strcmp(how, "none") == 0)
