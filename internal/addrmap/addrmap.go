@@ -63,6 +63,9 @@ type Map struct {
 
 const nearChunks = 64
 
+// noChunk is the index in Map.near of a chunk that has no pages.
+const noChunk = ^uint32(0)
+
 const (
 	idxPageBits  = 12 // 4 KiB pages of address space
 	idxAlignBits = 3  // blocks 8-byte aligned
@@ -113,9 +116,15 @@ func (x *Map) page(key uint64) (uint32, bool) {
 	if n.key != ck+1 {
 		c, ok := x.dir[ck]
 		if !ok {
-			return 0, false
+			// Remembered as absent too: a program that carves fresh
+			// memory allocates in chunks the map does not have yet,
+			// and each allocation looks its address up first.
+			c = noChunk
 		}
 		n.key, n.idx = ck+1, c
+	}
+	if n.idx == noChunk {
+		return 0, false
 	}
 	p := x.chunks[n.idx].pages[key&(1<<idxChunkBits-1)]
 	if p == 0 {
@@ -238,14 +247,15 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 		return 0, false
 	}
 	slot := slotOf(addr)
-	if _, had := x.at(p).rank(slot); !had {
+	r, had := x.at(p).rank(slot)
+	if !had {
 		return 0, false
 	}
 	pg := x.atw(p)
-	r, _ := pg.rank(slot)
 	old = pg.vals[r]
 	pg.starts[slot/64] &^= 1 << (slot % 64)
-	pg.vals = slices.Delete(pg.vals, r, r+1)
+	copy(pg.vals[r:], pg.vals[r+1:])
+	pg.vals = pg.vals[:len(pg.vals)-1]
 	x.n--
 	if len(pg.vals) == 0 {
 		x.freePage(key, p)
@@ -278,6 +288,9 @@ func (x *Map) newPage(key uint64) uint32 {
 			x.chunks = append(x.chunks, indexChunk{})
 		}
 		x.dir[key>>idxChunkBits] = c
+		if n := &x.near[key>>idxChunkBits%nearChunks]; n.key == key>>idxChunkBits+1 {
+			n.idx = c
+		}
 	}
 	x.chunks[c].pages[key&(1<<idxChunkBits-1)] = p + 1
 	x.chunks[c].live++

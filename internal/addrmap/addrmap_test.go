@@ -136,3 +136,36 @@ func TestClone(t *testing.T) {
 	check("clone", a)
 	check("clone of the clone", b)
 }
+
+// TestAbsentChunks checks the lookups of chunks the map does not have,
+// which it remembers as absent: a chunk added, emptied or sharing a place
+// in the cache of chunks with another must be found as it is now.
+func TestAbsentChunks(t *testing.T) {
+	const chunk = 1 << (idxPageBits + idxChunkBits)
+	a := uint64(0x7000_0000_0000)
+	b := a + nearChunks*chunk // the same place in the cache as a
+	var x Map
+	x.Put(b, 2)
+	for round := range 3 {
+		if _, ok := x.Find(a); ok {
+			t.Fatalf("round %d: found %#x before it was put", round, a)
+		}
+		if _, ok := x.Remove(a + 8); ok {
+			t.Fatalf("round %d: removed %#x before it was put", round, a+8)
+		}
+		x.Put(a, 1)
+		if v, ok := x.Find(a); !ok || v != 1 {
+			t.Fatalf("round %d: find(%#x) = %d, %v after put; want 1", round, a, v, ok)
+		}
+		if v, ok := x.Find(b); !ok || v != 2 {
+			t.Fatalf("round %d: find(%#x) = %d, %v; want 2", round, b, v, ok)
+		}
+		if _, ok := x.Find(a + 8); ok {
+			t.Fatalf("round %d: found %#x, never put", round, a+8)
+		}
+		x.Remove(a)
+		if _, ok := x.Find(a); ok {
+			t.Fatalf("round %d: found %#x after its chunk emptied", round, a)
+		}
+	}
+}

@@ -38,7 +38,7 @@ const regionGap = 1 << 20
 // heapMap makes the map of the blocks live now, in about cells cells.
 func (rp *replay) heapMap(cells int, newIndex []int32) *HeapMap {
 	var blocks []HeapObject
-	rp.heap.each(func(addr uint64, b block) {
+	rp.heap.each(func(addr uint64, b *block) {
 		if b.site == uncounted {
 			return
 		}

@@ -158,7 +158,10 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 // pack writes b, with flags, into the arena at ref.
 func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
 	lb := t.atw(ref)
-	if lb.bits&bitBig != 0 || (b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits)) != 0 {
+	// Only a table with big blocks reads lb first: a new chunk of the
+	// arena is fresh memory, and a read before the first write maps it
+	// twice (a zero page, then a copy).
+	if len(t.big) != 0 && lb.bits&bitBig != 0 || (b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits)) != 0 {
 		t.packBig(ref, lb, b, flags)
 		return
 	}
@@ -394,17 +397,26 @@ func (t *heapTable) liveAt(addr uint64) (block, bool) {
 	return t.unpack(ref), true
 }
 
-// each calls f for every live block, in no particular order.
-func (t *heapTable) each(f func(addr uint64, b block)) {
-	t.index.Each(func(addr uint64, ref uint32) { f(addr, t.unpack(ref)) })
+// each calls f for every live block, in no particular order. The block
+// is valid until f returns: one is unpacked into for all, for a block
+// passed by value through two calls was most of the cost of going over
+// millions.
+func (t *heapTable) each(f func(addr uint64, b *block)) {
+	var b block
+	t.index.Each(func(addr uint64, ref uint32) {
+		t.unpackTo(&b, ref)
+		f(addr, &b)
+	})
 	t.handles.each(func(r uint32, addr uint64) {
 		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-			f(addr, t.unpack(r-1))
+			t.unpackTo(&b, r-1)
+			f(addr, &b)
 		}
 	})
 	for _, s := range t.strays {
 		if lb := t.at(s.ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-			f(s.addr, t.unpack(s.ref))
+			t.unpackTo(&b, s.ref)
+			f(s.addr, &b)
 		}
 	}
 }

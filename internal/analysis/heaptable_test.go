@@ -72,7 +72,7 @@ func TestHeapTableModel(t *testing.T) {
 		}
 	}
 	n := 0
-	h.each(func(addr uint64, b block) {
+	h.each(func(addr uint64, b *block) {
 		n++
 		if l, ok := want[addr]; !ok || l.size != b.size {
 			t.Errorf("each: block at %#x of size %d, want %d (live %v)", addr, b.size, l.size, ok)
@@ -132,7 +132,7 @@ func TestHeapTableIndexed(t *testing.T) {
 // len returns how many blocks are live.
 func (t *heapTable) len() int {
 	n := 0
-	t.each(func(uint64, block) { n++ })
+	t.each(func(uint64, *block) { n++ })
 	return n
 }
 
@@ -159,7 +159,7 @@ func TestHeapTableClones(t *testing.T) {
 	check := func(name string, tb *table) {
 		t.Helper()
 		n := 0
-		tb.h.each(func(addr uint64, b block) {
+		tb.h.each(func(addr uint64, b *block) {
 			n++
 			if size, ok := tb.want[addr]; !ok || size != b.size {
 				t.Fatalf("%s: block at %#x of size %d, want %d (live %v)", name, addr, b.size, size, ok)
@@ -233,10 +233,10 @@ func TestHeapTablePacking(t *testing.T) {
 	check := func(name string, h *heapTable, want map[uint64]block) {
 		t.Helper()
 		n := 0
-		h.each(func(addr uint64, b block) {
+		h.each(func(addr uint64, b *block) {
 			n++
-			if w, ok := want[addr]; !ok || w != b {
-				t.Fatalf("%s: block at %#x is %+v, want %+v (live %v)", name, addr, b, w, ok)
+			if w, ok := want[addr]; !ok || w != *b {
+				t.Fatalf("%s: block at %#x is %+v, want %+v (live %v)", name, addr, *b, w, ok)
 			}
 		})
 		if n != len(want) {

@@ -49,8 +49,8 @@ func (t *topObjects) before(a, b *HeapObject) bool {
 	return a.Addr < b.Addr
 }
 
-// shorter reports whether an object of this age ranks after n kept by
-// age, so that offering it is no use.
+// shorter reports whether an object of this key (its age, by age; its
+// size, by size) ranks after n kept, so that offering it is no use.
 func (t *topObjects) shorter(age uint64) bool {
 	return t.n <= 0 || t.cut && age < t.bar
 }

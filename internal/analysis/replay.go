@@ -439,7 +439,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		if !rp.freedLonger.shorter(lifetime) {
-			o := rp.object(addr, *b, e.Time)
+			o := rp.object(addr, b, e.Time)
 			o.FreeStack = e.Stack
 			rp.freedLonger.offer(o)
 		}
@@ -448,7 +448,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 
 // object returns the object held by block b at addr; freed is when it was
 // freed, 0 if it is live.
-func (rp *replay) object(addr uint64, b block, freed uint64) HeapObject {
+func (rp *replay) object(addr uint64, b *block, freed uint64) HeapObject {
 	return HeapObject{Addr: addr, Size: b.size, Allocated: b.born, Freed: freed, Thread: uint64(b.thread),
 		Reallocs: uint64(b.reallocs), Site: int(b.site), API: b.api}
 }
@@ -663,7 +663,7 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 	n := rp.opts.objects()
 	bigger := topObjects{n: n, by: bySize}
 	older := topObjects{n: n, by: byAge, end: end}
-	rp.heap.each(func(addr uint64, b block) {
+	rp.heap.each(func(addr uint64, b *block) {
 		if b.site == uncounted {
 			return
 		}
@@ -677,9 +677,17 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 		bin := &p.Bins[binOf(b.size)]
 		bin.KeptBytes += b.size
 		bin.KeptBlocks++
-		o := rp.object(addr, b, 0)
-		bigger.offer(o)
-		older.offer(o)
+		// Most blocks rank in neither list: only those that may are
+		// made objects, which costs more than the rest of this.
+		age := uint64(0)
+		if end > b.born {
+			age = end - b.born
+		}
+		if !bigger.shorter(b.size) || !older.shorter(age) {
+			o := rp.object(addr, b, 0)
+			bigger.offer(o)
+			older.offer(o)
+		}
 	})
 	p.LiveObjects, p.OldestObjects = bigger.sorted(), older.sorted()
 }

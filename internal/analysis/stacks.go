@@ -221,22 +221,52 @@ func CutFrame(n uint64) Frame {
 	return Frame{Function: fmt.Sprintf("[%s not recorded]", plural(n, "frame"))}
 }
 
+// cutWalk is what the walk from a node to its root found.
+type cutWalk struct {
+	steps   int32 // to the root
+	cut     bool  // the root is a node of module trace.ModuleCut
+	missing bool  // a node on the way is not in the tree
+}
+
 // cut reports whether stack id was cut at the depth limit: its root is a
-// node of module trace.ModuleCut.
-func (t *stackTree) cut(id uint64) bool {
+// node of module trace.ModuleCut. It is asked for the stacks of all the
+// sites, which share most of their nodes on the way to their roots, so a
+// walk ends at the first node an earlier one went through, which memo
+// has: one walk a site, in a map, was most of the time of a report of
+// python3's deep stacks after the replay.
+func (t *stackTree) cut(id uint64, memo map[uint64]cutWalk) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for depth := 0; id != 0 && depth < maxDepth; depth++ {
-		n, ok := t.nodes[id]
+	var path []uint64
+	var end cutWalk // what the node past the last of path found
+	for cur := id; ; {
+		if w, ok := memo[cur]; ok {
+			end = w
+			break
+		}
+		if len(path) == maxDepth {
+			return false // a cycle, or deeper than cut goes
+		}
+		n, ok := t.nodes[cur]
 		if !ok {
-			return false
+			end = cutWalk{missing: true}
+			memo[cur] = end
+			break
 		}
 		if n.parent == 0 {
-			return n.module == trace.ModuleCut
+			end = cutWalk{cut: n.module == trace.ModuleCut}
+			memo[cur] = end
+			break
 		}
-		id = n.parent
+		path = append(path, cur)
+		cur = n.parent
 	}
-	return false
+	for i := len(path) - 1; i >= 0; i-- {
+		end.steps++
+		memo[path[i]] = end
+	}
+	w := memo[id]
+	return !w.missing && w.steps < maxDepth && w.cut
 }
 
 // CutStacks sums up the sites of a process whose call stacks were deeper
@@ -249,9 +279,19 @@ type CutStacks struct {
 // CutStacks returns what the sites of p with cut call stacks add up to.
 func (p *Process) CutStacks() CutStacks {
 	var c CutStacks
+	memos := map[*stackTree]map[uint64]cutWalk{}
 	for i := range p.Sites {
 		s := &p.Sites[i]
-		if tree := p.siteTree(s); tree != nil && s.Stack != 0 && tree.cut(s.Stack) {
+		tree := p.siteTree(s)
+		if tree == nil || s.Stack == 0 {
+			continue
+		}
+		memo := memos[tree]
+		if memo == nil {
+			memo = make(map[uint64]cutWalk)
+			memos[tree] = memo
+		}
+		if tree.cut(s.Stack, memo) {
 			c.Allocations += s.Allocations
 			c.PeakBytes += s.PeakBytes
 		}
