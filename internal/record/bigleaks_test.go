@@ -91,12 +91,23 @@ func TestBigLeaksEqualValgrind(t *testing.T) {
 	prog := fixture.Build(t, src("bigleaks.c"))
 	args := append([]string{prog}, shape.args()...)
 
-	vg := fixture.Valgrind(t, args...)
-	if len(vg) != 1 {
-		t.Fatalf("valgrind saw %d processes, want 1", len(vg))
-	}
-	if vg[0].Leaks != want {
-		t.Errorf("memcheck's classes %+v, the construction's %+v", vg[0].Leaks, want)
+	// memcheck has, a few times under a heavily loaded machine (never
+	// alone), called some 50 of the lost lists' nodes possibly lost:
+	// the oracle is asked up to three times, and one answer that agrees
+	// with the construction is needed.
+	var vg []fixture.HeapSummary
+	for try := 1; ; try++ {
+		vg = fixture.Valgrind(t, args...)
+		if len(vg) != 1 {
+			t.Fatalf("valgrind saw %d processes, want 1", len(vg))
+		}
+		if vg[0].Leaks == want {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("memcheck's classes %+v three times, the construction's %+v", vg[0].Leaks, want)
+		}
+		t.Logf("memcheck's classes %+v, the construction's %+v: asking again", vg[0].Leaks, want)
 	}
 
 	rec := recordArgs(t, "", args...)
