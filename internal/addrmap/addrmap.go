@@ -2,8 +2,10 @@
 //
 // The analysis's heap table keeps its blocks' places in one (every
 // allocation looks its address up once the map is not empty, and so does
-// every free the trace does not name by handle); the recorder keeps the
-// sizes of a process's live blocks in one, for its leak scan at exit.
+// every free the trace does not name by handle). The recorder's table of
+// live blocks (record's blockTable) is laid out the same way, with 16-bit
+// sizes and the numbering its leak scan needs: one layout in two places,
+// to be made one.
 //
 // It is indexed by address, not by hash: a 4 KiB page of address space
 // has a bitmap of the 512 places where a block may start, 8-byte aligned,

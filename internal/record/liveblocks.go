@@ -19,7 +19,9 @@ import (
 // ones are in a map, as are the rare blocks at addresses not 8-byte
 // aligned. Pages are found through a directory of 2 MiB chunks of address
 // space, or the two found last: allocators carve blocks one after the
-// other and programs free in runs.
+// other and programs free in runs. (internal/addrmap, the analysis's
+// index, has the same layout with 32-bit values; one home for both is
+// still to be made.)
 type blockTable struct {
 	runs      [][]tablePage // pages, in runs of 1<<pageRunBits so that adding one copies none
 	npages    uint32

@@ -116,3 +116,60 @@ func TestBlockStartAfterNext(t *testing.T) {
 		t.Error("the second thing of a block, read with NextBatch after Next, is its start")
 	}
 }
+
+// TestBlockEventsBounded writes events that the predictors guess
+// perfectly, so that blocks would fill by size only after millions of
+// them: a block ends after maxBlockEvents events all the same, and none is
+// lost.
+func TestBlockEventsBounded(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Info{TimeUnit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ProcessStart(Process{ID: 1, PID: 100}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2*maxBlockEvents + 10
+	for i := range n / 2 {
+		if err := w.Event(Event{Kind: KindAlloc, API: APIMalloc, Process: 1, Thread: 1, Time: 1, Addr: 0x1000, Size: 8, Stack: 1}); err != nil {
+			t.Fatalf("event %d: %v", 2*i, err)
+		}
+		if err := w.Event(Event{Kind: KindFree, API: APIMalloc, Process: 1, Thread: 1, Time: 1, Addr: 0x1000, Stack: 1}); err != nil {
+			t.Fatalf("event %d: %v", 2*i+1, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() > 64<<10 {
+		t.Errorf("the trace of %d events takes %d bytes", n, buf.Len())
+	}
+	r, err := NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, blocks, most, inBlock := 0, 0, 0, 0
+	for {
+		evs, _, err := r.NextBatch()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, start := r.BlockStart(); start {
+			blocks++
+			inBlock = 0
+		}
+		events += len(evs)
+		inBlock += len(evs)
+		most = max(most, inBlock)
+	}
+	if events != n {
+		t.Errorf("read %d events, wrote %d", events, n)
+	}
+	if blocks < 3 || most > maxBlockEvents {
+		t.Errorf("%d blocks, the biggest of %d events; want at least 3 of at most %d", blocks, most, maxBlockEvents)
+	}
+}

@@ -142,13 +142,20 @@ func (w *Writer) EventAt(e *Event) error {
 // it notes how many events it may take until it does, so that most events
 // need not add up the lengths of the streams.
 func (w *Writer) blockFull() bool {
-	n := w.s.rawLen()
-	if n >= w.blockSize() {
+	n, events := w.s.rawLen(), len(w.s[streamOps])
+	if n >= w.blockSize() || events >= maxBlockEvents {
 		return true
 	}
-	w.checkAt = len(w.s[streamOps]) + max(1, (w.blockSize()-n)/maxEventSize)
+	w.checkAt = min(events+max(1, (w.blockSize()-n)/maxEventSize), maxBlockEvents)
 	return false
 }
+
+// maxBlockEvents ends a block after this many events, however well they
+// compress: what the Writer and every reader keep for a block's
+// allocations (their handles) grows with its events, and a program whose
+// events its predictors guess (a big heap built in a loop) put millions
+// in one block.
+const maxBlockEvents = 1 << 18
 
 // appendEvent encodes e into the event streams, after a Context record if
 // e's process or thread is not the block's current one, and a Time record
