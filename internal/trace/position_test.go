@@ -84,17 +84,24 @@ func TestReaderAt(t *testing.T) {
 	}
 }
 
-// TestBlockStartAfterNext reads the first record of a block with Next and
-// the rest with NextBatch: that rest is not a block's start.
-func TestBlockStartAfterNext(t *testing.T) {
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, Info{TimeUnit: 1})
+// writerOfProcess returns a Writer to buf that has started process 1.
+func writerOfProcess(t *testing.T, buf *bytes.Buffer) *Writer {
+	t.Helper()
+	w, err := NewWriter(buf, Info{TimeUnit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.ProcessStart(Process{ID: 1, PID: 100}); err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// TestBlockStartAfterNext reads the first record of a block with Next and
+// the rest with NextBatch: that rest is not a block's start.
+func TestBlockStartAfterNext(t *testing.T) {
+	var buf bytes.Buffer
+	w := writerOfProcess(t, &buf)
 	if err := w.Event(Event{Kind: KindAlloc, API: APIMalloc, Process: 1, Thread: 1, Time: 1, Addr: 0x1000, Size: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +130,7 @@ func TestBlockStartAfterNext(t *testing.T) {
 // lost.
 func TestBlockEventsBounded(t *testing.T) {
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, Info{TimeUnit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.ProcessStart(Process{ID: 1, PID: 100}); err != nil {
-		t.Fatal(err)
-	}
+	w := writerOfProcess(t, &buf)
 	const n = 2*maxBlockEvents + 10
 	for i := range n / 2 {
 		if err := w.Event(Event{Kind: KindAlloc, API: APIMalloc, Process: 1, Thread: 1, Time: 1, Addr: 0x1000, Size: 8, Stack: 1}); err != nil {
