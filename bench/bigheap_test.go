@@ -33,12 +33,29 @@ func TestBigheapLeavesHalfReachable(t *testing.T) {
 // TestBigheapBlocksBound refuses a block count out of bounds before it
 // builds anything.
 func TestBigheapBlocksBound(t *testing.T) {
-	defer func(n int64) { bigheapBlocks = n }(bigheapBlocks)
-	for _, n := range []int64{-1, 1, 1<<30 + 1} {
-		bigheapBlocks = n
-		err := run(1, "bigheap", false, false, false, false)
-		if err == nil || !strings.Contains(err.Error(), "-bigheap-blocks") {
-			t.Errorf("-bigheap-blocks %d: error %v, want one naming -bigheap-blocks", n, err)
+	defer func(n, s int64) { bigheapBlocks, scaleBlocks = n, s }(bigheapBlocks, scaleBlocks)
+	for _, flag := range []struct {
+		name   string
+		blocks *int64
+	}{{"-bigheap-blocks", &bigheapBlocks}, {"-scale-blocks", &scaleBlocks}} {
+		for _, n := range []int64{-1, 1, 1<<30 + 1} {
+			bigheapBlocks, scaleBlocks = 1000, 1000
+			*flag.blocks = n
+			err := run(1, "bigheap", modes{scale: flag.name == "-scale-blocks"})
+			if err == nil || !strings.Contains(err.Error(), flag.name) {
+				t.Errorf("%s %d: error %v, want one naming %s", flag.name, n, err, flag.name)
+			}
+		}
+	}
+}
+
+// TestAllAloneRefused refuses -all with a mode it already includes
+// before it builds anything.
+func TestAllAloneRefused(t *testing.T) {
+	for _, m := range []modes{{all: true, reading: true}, {all: true, web: true}, {all: true, scale: true}, {all: true, pgo: true}} {
+		err := run(1, "", m)
+		if err == nil || !strings.Contains(err.Error(), "-all") {
+			t.Errorf("%+v: error %v, want one naming -all", m, err)
 		}
 	}
 }
@@ -46,7 +63,7 @@ func TestBigheapBlocksBound(t *testing.T) {
 // TestScaleOnlyBigheap refuses -scale with other workloads before it
 // builds anything.
 func TestScaleOnlyBigheap(t *testing.T) {
-	err := run(1, "dense", false, false, false, true)
+	err := run(1, "dense", modes{scale: true})
 	if err == nil || !strings.Contains(err.Error(), "-scale") {
 		t.Errorf("-scale -only dense: error %v, want one naming -scale", err)
 	}

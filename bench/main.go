@@ -3,11 +3,12 @@
 // ratios for docs/performance.md.
 //
 //	go run ./bench                 # all workloads, 5 runs each
+//	go run ./bench -all -runs 3 -also -leak-check=false   # every figure docs/performance.md quotes, bigheap and the scale run too
 //	go run ./bench -runs 3 -only dense,sqlite3
 //	go run ./bench -analysis -only dense,python3   # reading traces: report against heaptrack_print
 //	go run ./bench -only bigheap -also -leak-check=false   # big heap (issue 20): only when -only names it
 //	go run ./bench -only bigheap -bigheap-blocks 1000000   # a smaller big heap
-//	go run ./bench -scale -bigheap-blocks 100000000   # the scale run: 100M blocks recorded, scanned, reported, viewed, each once
+//	go run ./bench -scale          # the scale run: 100M blocks recorded, scanned, reported, viewed, each once (-scale-blocks)
 //	go run ./bench -pgo            # remake cmd/memtrail/default.pgo, the profile memtrail is built with
 //	go run ./bench -web            # memtrail view on a 50M-event trace: page to timeline, each interaction
 //	go run ./bench -web -only bigheap   # memtrail view on bigheap's trace with no analysis cache: the first timeline, time windows
@@ -88,6 +89,10 @@ func workloads(dir string) []workload {
 
 // bigheapBlocks is how many blocks the bigheap workload allocates.
 var bigheapBlocks int64 = 10000000
+
+// scaleBlocks is how many it allocates in the scale run: 100M makes a
+// 4-6 GiB heap with 50M blocks live at exit, issue 20's scale.
+var scaleBlocks int64 = 100000000
 
 // chosen returns the workloads that -only names (all if it is empty).
 func chosen(dir, only string) []workload {
@@ -288,7 +293,9 @@ func main() {
 	reading := flag.Bool("analysis", false, "measure how fast traces are read (memtrail report against heaptrack_print) rather than recorded")
 	webUI := flag.Bool("web", false, "measure memtrail view's answers on big traces (the dense loop's 50M events, python3; bigheap's, with no analysis cache, when -only names it)")
 	pgo := flag.Bool("pgo", false, "profile memtrail recording and reading the workloads ("+pgoWorkloads+" unless -only), and write the profile to "+pgoProfile)
-	scale := flag.Bool("scale", false, "the scale run: each step of memtrail once on bigheap (record, report, view; no heaptrack), for -bigheap-blocks 100000000")
+	scale := flag.Bool("scale", false, "the scale run: each step of memtrail once on bigheap with -scale-blocks blocks (record, report, view; no heaptrack)")
+	all := flag.Bool("all", false, "every measurement docs/performance.md quotes, in one run: recording (bigheap included), reading, the web (bigheap's trace too) and the scale run; -only narrows it")
+	flag.Int64Var(&scaleBlocks, "scale-blocks", scaleBlocks, "blocks the bigheap workload allocates in the scale run (half stay live)")
 	flag.StringVar(&baseline, "baseline", "", "also record with memtrail as of this git revision, to measure a change against it")
 	flag.Func("also", "also record with memtrail run and these `flags` (e.g. -stack-calls, -leak-check=false), separated by commas; may be repeated", func(s string) error {
 		also = append(also, strings.Split(s, ","))
@@ -301,23 +308,46 @@ func main() {
 	})
 	flag.Int64Var(&bigheapBlocks, "bigheap-blocks", bigheapBlocks, "blocks the bigheap workload allocates (half stay live); bigheap runs only when -only names it")
 	flag.Parse()
-	if err := run(*runs, *only, *reading, *pgo, *webUI, *scale); err != nil {
+	m := modes{reading: *reading, pgo: *pgo, web: *webUI, scale: *scale, all: *all}
+	if err := run(*runs, *only, m); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs int, only string, reading, pgo, webUI, scale bool) error {
+// modes are the measurements a run of bench makes: recording unless one
+// of the others is asked for, or all but the profile with -all.
+type modes struct {
+	reading, pgo, web, scale, all bool
+}
+
+func run(runs int, only string, m modes) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: need at least one run", runs)
 	}
 	// The program holds an array of them, 8 bytes each: a bound keeps a
 	// typo from asking for more memory than the machine has.
-	if bigheapBlocks < 2 || bigheapBlocks > 1<<30 {
-		return fmt.Errorf("-bigheap-blocks %d: need 2 to %d", bigheapBlocks, 1<<30)
+	for _, b := range []struct {
+		flag   string
+		blocks int64
+	}{{"-bigheap-blocks", bigheapBlocks}, {"-scale-blocks", scaleBlocks}} {
+		if b.blocks < 2 || b.blocks > 1<<30 {
+			return fmt.Errorf("%s %d: need 2 to %d", b.flag, b.blocks, 1<<30)
+		}
 	}
-	if scale && only != "" && only != "bigheap" {
+	if m.all && (m.reading || m.pgo || m.web || m.scale) {
+		return fmt.Errorf("-all makes every measurement but -pgo's: it takes no -analysis, -web, -scale or -pgo")
+	}
+	if m.scale && only != "" && only != "bigheap" {
 		return fmt.Errorf("-scale runs bigheap alone, not -only %s", only)
+	}
+	if m.all && only == "" {
+		// Every workload, bigheap too: -all is the whole page of figures.
+		var names []string
+		for _, w := range workloads("") {
+			names = append(names, w.name)
+		}
+		only = strings.Join(append(names, "unwind"), ",")
 	}
 	if only != "" {
 		known := []string{"unwind"}
@@ -330,7 +360,7 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 			}
 		}
 	}
-	if webUI {
+	if m.web {
 		// Refused before the builds: the web benchmark has traces of
 		// fewer workloads than -only knows.
 		if _, err := webTraces("", only); err != nil {
@@ -346,21 +376,51 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 	if err != nil {
 		return err
 	}
-	if pgo {
+	if m.pgo {
 		return writePGO(memtrail, dir, runs, only)
 	}
-	if scale {
+	switch {
+	case m.scale:
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
 		return scaleBench(memtrail, dir)
-	}
-	if webUI {
+	case m.web:
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
 		return webBench(memtrail, dir, runs, only)
-	}
-	if reading {
+	case m.reading:
 		fmt.Printf("Measured %s on %s (%d CPUs).\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU())
 		return analysisBench(memtrail, dir, runs, only)
 	}
+	if err := recordBench(memtrail, dir, runs, only); err != nil {
+		return err
+	}
+	if !m.all {
+		return nil
+	}
+	names := strings.Split(only, ",")
+	if err := analysisBench(memtrail, dir, runs, only); err != nil {
+		return err
+	}
+	var web []string
+	for _, tr := range allWebTraces(dir) {
+		if contains(names, tr.workload) {
+			web = append(web, tr.workload)
+		}
+	}
+	if len(web) > 0 {
+		fmt.Println()
+		if err := webBench(memtrail, dir, runs, strings.Join(web, ",")); err != nil {
+			return err
+		}
+	}
+	if contains(names, "bigheap") {
+		return scaleBench(memtrail, dir)
+	}
+	return nil
+}
+
+// recordBench measures recording: each workload -only names under each
+// tool, runs times, with the medians in one table.
+func recordBench(memtrail, dir string, runs int, only string) error {
 	ts := tools(memtrail, chosenTools)
 	if baseline != "" {
 		old, err := buildRevision(dir, baseline)
@@ -379,8 +439,8 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 	}
 	ts = append(ts, lsanTools(chosenTools)...)
 	fmt.Printf("Measured %s on %s (%d CPUs), %d runs each, medians.\n\n", time.Now().Format("2006-01-02"), hostDesc(), runtime.NumCPU(), runs)
-	fmt.Println("| workload | tool | wall | ×native | CPU | ×native | peak RSS of the program | memtrail's own peak RSS | leak scan at exit (program held) | trace bytes/event | program waited for the recorder |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| workload | tool | wall | ×native | extra wall time ÷ heaptrack's | CPU | ×native | peak RSS of the program | memtrail's own peak RSS | leak scan at exit (program held) | trace bytes/event | program waited for the recorder |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, w := range chosen(dir, only) {
 		args := w.args(dir)
 		events, err := countEvents(memtrail, args, w.env, dir)
@@ -418,7 +478,7 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 				continue
 			}
 			m := medians[t.name]
-			perEvent, waited, own, scan := "—", "—", "—", "—"
+			perEvent, waited, own, scan, extra := "—", "—", "—", "—", "—"
 			if t.file != nil && events > 0 {
 				perEvent = fmt.Sprintf("%.3g", float64(m.bytes)/float64(events))
 			}
@@ -426,12 +486,15 @@ func run(runs int, only string, reading, pgo, webUI, scale bool) error {
 				waited = fmt.Sprintf("%d times, %.3f s", m.waits, m.waitTime.Seconds())
 				own = fmt.Sprintf("%.1f MiB", float64(m.toolRSSKiB)/1024)
 				scan = scanCell(m.leakScan, lsan)
+				if ht, ok := medians["heaptrack"]; ok {
+					extra = extraCell(m.wall, ht.wall, base.wall)
+				}
 			}
 			if t.name == lsanOn && okOff {
 				scan = fmt.Sprintf("%s (LSan's; of the wall times: %s)", ms(lsan), ms(on.wall-off.wall))
 			}
-			fmt.Printf("| %s | %s | %.2f s | %.1f | %.2f s | %.1f | %.1f MiB | %s | %s | %s | %s |\n", w.name, t.name,
-				m.wall.Seconds(), ratio(m.wall, base.wall), m.cpu.Seconds(), ratio(m.cpu, base.cpu),
+			fmt.Printf("| %s | %s | %.2f s | %.1f | %s | %.2f s | %.1f | %.1f MiB | %s | %s | %s | %s |\n", w.name, t.name,
+				m.wall.Seconds(), ratio(m.wall, base.wall), extra, m.cpu.Seconds(), ratio(m.cpu, base.cpu),
 				float64(m.rssKiB)/1024, own, scan, perEvent, waited)
 		}
 	}
@@ -508,6 +571,16 @@ var also [][]string
 
 // chosenTools are the tools -tools names (nil: all).
 var chosenTools []string
+
+// extraCell is a memtrail run's time over native as a fraction of
+// heaptrack's, issue 20's measure of recording cost: the medians of the
+// same run, so the machine's load weighs on both alike.
+func extraCell(memtrail, heaptrack, native time.Duration) string {
+	if heaptrack <= native {
+		return "— (heaptrack no slower than native)"
+	}
+	return fmt.Sprintf("%.2f", float64(memtrail-native)/float64(heaptrack-native))
+}
 
 // scanLegend says what the leak scan column holds.
 func scanLegend() string {

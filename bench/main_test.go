@@ -26,3 +26,23 @@ func TestParseWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestExtraCell checks the fraction of heaptrack's extra time, and that a
+// heaptrack as fast as native gives no fraction instead of a division by
+// zero or a negative one.
+func TestExtraCell(t *testing.T) {
+	for _, c := range []struct {
+		memtrail, heaptrack, native time.Duration
+		want                        string
+	}{
+		{2 * time.Second, 4 * time.Second, time.Second, "0.33"},
+		{4 * time.Second, 4 * time.Second, time.Second, "1.00"},
+		{time.Second, 3 * time.Second, time.Second, "0.00"},
+		{2 * time.Second, time.Second, time.Second, "— (heaptrack no slower than native)"},
+		{2 * time.Second, time.Second / 2, time.Second, "— (heaptrack no slower than native)"},
+	} {
+		if got := extraCell(c.memtrail, c.heaptrack, c.native); got != c.want {
+			t.Errorf("extraCell(%v, %v, %v) = %q, want %q", c.memtrail, c.heaptrack, c.native, got, c.want)
+		}
+	}
+}

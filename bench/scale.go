@@ -13,15 +13,15 @@ import (
 )
 
 // scaleBench is issue 20's scale run: each step of memtrail once on the
-// bigheap workload (made big with -bigheap-blocks), with the time and
+// bigheap workload (made big with -scale-blocks), with the time and
 // memory of each: the program alone, recorded (the leak scan at its
 // exit), reported (a whole replay), and viewed with no analysis cache.
 // Once, and without heaptrack: at 100M blocks each step takes minutes
 // and gigabytes of a machine the other steps need too.
 func scaleBench(memtrail, dir string) error {
-	args := workloadArgs(dir, "bigheap")
-	name := fmt.Sprintf("bigheap, %s blocks", report.Count(uint64(bigheapBlocks)))
-	fmt.Printf("\nThe scale run: %s, %s live at exit; each step once.\n\n", name, report.Count(uint64(bigheapBlocks/2)))
+	args := []string{filepath.Join(dir, "bigheap"), fmt.Sprint(scaleBlocks)}
+	name := fmt.Sprintf("bigheap, %s blocks", report.Count(uint64(scaleBlocks)))
+	fmt.Printf("\nThe scale run: %s, %s live at exit; each step once.\n\n", name, report.Count(uint64(scaleBlocks/2)))
 	fmt.Println("| step | wall | CPU | peak RSS of the program | memtrail's own peak RSS | notes |")
 	fmt.Println("|---|---|---|---|---|---|")
 

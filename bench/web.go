@@ -35,12 +35,7 @@ type webTrace struct {
 // and python3 if it names none; bigheap only when it is named, as in the
 // recording benchmark).
 func webTraces(dir, only string) ([]webTrace, error) {
-	all := []webTrace{
-		{workload: "dense", name: "dense, 50M events", args: []string{filepath.Join(dir, "dense"), "25000000"}},
-		{workload: "python3", name: "python3, 8.6M events", args: workloadArgs(dir, "python3"), env: []string{"PYTHONMALLOC=malloc"}},
-		{workload: "bigheap", name: fmt.Sprintf("bigheap, %s blocks, %s live at exit", report.Count(uint64(bigheapBlocks)), report.Count(uint64(bigheapBlocks/2))),
-			args: workloadArgs(dir, "bigheap"), cold: true},
-	}
+	all := allWebTraces(dir)
 	if only == "" {
 		return all[:2], nil
 	}
@@ -57,6 +52,17 @@ func webTraces(dir, only string) ([]webTrace, error) {
 		list = append(list, all[i])
 	}
 	return list, nil
+}
+
+// allWebTraces are the traces the web benchmark knows, the ones it
+// measures when -only names none first.
+func allWebTraces(dir string) []webTrace {
+	return []webTrace{
+		{workload: "dense", name: "dense, 50M events", args: []string{filepath.Join(dir, "dense"), "25000000"}},
+		{workload: "python3", name: "python3, 8.6M events", args: workloadArgs(dir, "python3"), env: []string{"PYTHONMALLOC=malloc"}},
+		{workload: "bigheap", name: fmt.Sprintf("bigheap, %s blocks, %s live at exit", report.Count(uint64(bigheapBlocks)), report.Count(uint64(bigheapBlocks/2))),
+			args: workloadArgs(dir, "bigheap"), cold: true},
+	}
 }
 
 // webBench measures memtrail view on big traces: how long after the page

@@ -88,7 +88,7 @@ func TestWebRunsSmallTrace(t *testing.T) {
 // TestWebOnlyRefused refuses -web -only naming a workload with no web
 // trace before it builds anything.
 func TestWebOnlyRefused(t *testing.T) {
-	err := run(1, "jq", false, false, true, false)
+	err := run(1, "jq", modes{web: true})
 	if err == nil || !strings.Contains(err.Error(), `no web trace of "jq"`) {
 		t.Errorf("-web -only jq: error %v", err)
 	}
