@@ -108,6 +108,12 @@ func (t *addrTable) lookup(key uint64) (uint32, bool) {
 	if key+1 == t.cacheKey[0] {
 		return t.cacheIdx[0], true
 	}
+	return t.lookupFurther(key)
+}
+
+// lookupFurther is lookup past the latest page, which most lookups are
+// in: lookup is then small enough to be inlined.
+func (t *addrTable) lookupFurther(key uint64) (uint32, bool) {
 	if key+1 == t.cacheKey[1] {
 		t.cacheKey[0], t.cacheKey[1] = t.cacheKey[1], t.cacheKey[0]
 		t.cacheIdx[0], t.cacheIdx[1] = t.cacheIdx[1], t.cacheIdx[0]
@@ -138,9 +144,12 @@ func (t *addrTable) place(addr uint64) *uint32 {
 		return nil
 	}
 	key := addr >> pageBits
-	idx, ok := t.lookup(key)
-	if !ok {
-		idx = t.newPage(key)
+	idx := t.cacheIdx[0]
+	if key+1 != t.cacheKey[0] { // lookup's first step, not to pay for a call
+		var ok bool
+		if idx, ok = t.lookupFurther(key); !ok {
+			idx = t.newPage(key)
+		}
 	}
 	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
 	if *slot == 0 {
@@ -153,20 +162,31 @@ func (t *addrTable) place(addr uint64) *uint32 {
 // fill makes num the handle of addr, whose slot place returned.
 func (t *addrTable) fill(slot *uint32, addr uint64, num uint32) {
 	if slot == nil {
-		n := t.odd.used
-		t.odd.set(addr, num)
-		t.used += t.odd.used - n
+		t.fillOdd(addr, num)
 		return
 	}
 	*slot = num
 }
 
+// fillOdd is fill for an address that is not aligned. (It is not
+// inlined, so that fill is.)
+//
+//go:noinline
+func (t *addrTable) fillOdd(addr uint64, num uint32) {
+	n := t.odd.used
+	t.odd.set(addr, num)
+	t.used += t.odd.used - n
+}
+
 // slotOf returns the slot of addr, aligned, and the index of its page,
 // or nil if its page has none.
 func (t *addrTable) slotOf(addr uint64) (*uint32, uint32) {
-	idx, ok := t.lookup(addr >> pageBits)
-	if !ok {
-		return nil, 0
+	idx := t.cacheIdx[0]
+	if key := addr >> pageBits; key+1 != t.cacheKey[0] { // as in place
+		var ok bool
+		if idx, ok = t.lookupFurther(key); !ok {
+			return nil, 0
+		}
 	}
 	return &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)], idx
 }

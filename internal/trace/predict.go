@@ -361,7 +361,6 @@ type heapState struct {
 	// which go through handles in no order, find the serials of a few
 	// thousand handles in a few cache lines.
 	serials   []uint32
-	numbered  uint32   // the highest handle number given out
 	freeNums  []uint32 // released handle numbers, the next to reuse last
 	serial    uint32   // the serial number of the latest allocation
 	lastFreed uint64
@@ -387,7 +386,7 @@ type heapState struct {
 func (h *heapState) reset() {
 	h.handles = append(h.handles[:0], handle{})
 	h.serials = append(h.serials[:0], 0)
-	h.numbered, h.serial = 0, 0
+	h.serial = 0
 	h.freeNums = h.freeNums[:0]
 	h.lastFreed = 0
 	h.recent, h.recentAt = [recentDepth]uint32{}, 0
@@ -432,17 +431,24 @@ func (h *heapState) thread(id uint64) uint32 {
 // new one. A live handle of the same address, if any, stays live: decoding
 // never looks handles up by address.
 func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
+	h.serial++
+	serial := h.serial
+	hd := handle{addr: addr, thread: ti, class: c}
 	var num uint32
 	if n := len(h.freeNums) - 1; n >= 0 {
 		num = h.freeNums[n]
 		h.freeNums = h.freeNums[:n]
+		h.handles[num] = hd
+		h.serials[num] = serial
 	} else {
-		num = h.newHandle()
+		// A new number, highest + 1: the length of handles.
+		if len(h.handles) == cap(h.handles) && !h.reserved {
+			h.reserveHandles()
+		}
+		num = uint32(len(h.handles))
+		h.handles = append(h.handles, hd)
+		h.serials = append(h.serials, serial)
 	}
-	h.serial++
-	serial := h.serial
-	h.handles[num] = handle{addr: addr, thread: ti, class: c}
-	h.serials[num] = serial
 	at := (h.recentAt + 1) % recentDepth
 	h.recentAt = at
 	h.recent[at] = num
@@ -451,29 +457,36 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 	if len(t.queue) >= t.compactAt {
 		h.compact(t)
 	}
-	if full(t.queue, t.reserved) {
-		// Owned by h: the threads move when h.threads grows.
-		t.reserved = true
-		t.queue = reserved(t.queue, maxBlockRaw, h)
+	if len(t.queue) == cap(t.queue) && !t.reserved {
+		h.reserveQueue(t)
 	}
 	t.queue = append(t.queue, queued{num: num, serial: serial})
 	return num
 }
 
-// newHandle gives out a new handle number, highest + 1, for allocate to
-// take.
-func (h *heapState) newHandle() uint32 {
+// reserveHandles moves handles and serials to reservations once they are
+// big enough to (see full). A block holds fewer events than it has
+// bytes: maxBlockRaw handles are always enough.
+//
+//go:noinline
+func (h *heapState) reserveHandles() {
 	if full(h.handles, h.reserved) {
-		// A block holds fewer events than it has bytes: maxBlockRaw
-		// handles are always enough.
 		h.reserved = true
 		h.handles = reserved(h.handles, maxBlockRaw, h)
 		h.serials = reserved(h.serials, maxBlockRaw, h)
 	}
-	h.numbered++
-	h.handles = append(h.handles, handle{})
-	h.serials = append(h.serials, 0)
-	return h.numbered
+}
+
+// reserveQueue moves the queue of t to a reservation once it is big
+// enough to, as reserveHandles does.
+//
+//go:noinline
+func (h *heapState) reserveQueue(t *threadState) {
+	if full(t.queue, t.reserved) {
+		// Owned by h: the threads move when h.threads grows.
+		t.reserved = true
+		t.queue = reserved(t.queue, maxBlockRaw, h)
+	}
 }
 
 // compact drops the released allocations from the queue of t, and sets

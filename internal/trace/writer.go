@@ -345,7 +345,7 @@ func (w *Writer) appendRawAddr(addr uint64) {
 }
 
 // put appends v to the varint column k: its low bits to k, the rest to
-// k's tails. The common one-byte case is inlined.
+// k's tails. The common one-byte case is inlined, where k is a constant.
 func (w *Writer) put(k int, v uint64) {
 	if v < 0x80 {
 		w.s[k] = append(w.s[k], byte(v))
@@ -354,6 +354,10 @@ func (w *Writer) put(k int, v uint64) {
 	w.putLong(k, v)
 }
 
+// putLong is put for a value of two bytes or more. Inlined, it would make
+// put too big to be.
+//
+//go:noinline
 func (w *Writer) putLong(k int, v uint64) {
 	w.s[k] = append(w.s[k], byte(v)|0x80)
 	w.s[tailOf(k)] = binary.AppendUvarint(w.s[tailOf(k)], v>>7)

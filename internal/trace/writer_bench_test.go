@@ -3,6 +3,7 @@ package trace
 import (
 	"io"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
@@ -83,10 +84,13 @@ func threadsEvents(threads, slots, run, n int) []Event {
 // uncompressed, so that cpu-ns/event is the Writer's own encoding.
 func BenchmarkWriterWorkloads(b *testing.B) {
 	info := Info{TimeUnit: 1_000_000}
-	dense := mallocDenseEvents(1 << 21)
-	threads := threadsEvents(8, 1024, 512, 1<<21)
-	fromSlice := func(events []Event) func(func(*Event)) {
+	const n = 1 << 21
+	// fromSlice emits the events that make returns, made once when first
+	// needed: only the workloads asked for are made.
+	fromSlice := func(make func() []Event) func(func(*Event)) {
+		events := sync.OnceValue(make)
 		return func(emit func(*Event)) {
+			events := events()
 			for i := range events {
 				emit(&events[i])
 			}
@@ -98,8 +102,8 @@ func BenchmarkWriterWorkloads(b *testing.B) {
 		gen    func(func(*Event))
 	}{
 		{"bigheap", 1_500_000, func(emit func(*Event)) { bigheapEvents(1_000_000, emit) }},
-		{"dense", len(dense), fromSlice(dense)},
-		{"threads", len(threads), fromSlice(threads)},
+		{"dense", n, fromSlice(func() []Event { return mallocDenseEvents(n) })},
+		{"threads", n, fromSlice(func() []Event { return threadsEvents(8, 1024, 512, n) })},
 	} {
 		for _, raw := range []bool{true, false} {
 			name := wl.name + "/zstd"
@@ -108,6 +112,7 @@ func BenchmarkWriterWorkloads(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
+				wl.gen(func(*Event) {}) // makes the events
 				var size int64
 				cpu := cpuTime()
 				for b.Loop() {
