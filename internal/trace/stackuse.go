@@ -65,3 +65,24 @@ func (p *stackUsePredictor) update(process, stack, use uint64) {
 		p.slots[stack&(stackUseSlots-1)] = stackUseSlot{process, stack, use}
 	}
 }
+
+// code returns the code of the stack in use of an event of the current
+// thread (stackUseCode against predict's prediction) and notes it as
+// update does. It is the Writer's predict and update in one: a slot that
+// already holds the event's stack and use, as most do, is not written
+// again.
+func (p *stackUsePredictor) code(process, stack, use uint64) uint64 {
+	predicted := p.prev
+	p.prev = use
+	if stack != 0 {
+		s := &p.slots[stack&(stackUseSlots-1)]
+		if s.stack == stack && s.process == process {
+			if s.use == use {
+				return 0 // stackUseCode(use, use)
+			}
+			predicted = s.use
+		}
+		*s = stackUseSlot{process, stack, use}
+	}
+	return stackUseCode(use, predicted)
+}

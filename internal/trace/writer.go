@@ -121,14 +121,11 @@ func (w *Writer) EventAt(e *Event) error {
 			return err
 		}
 	}
-	if !e.Kind.IsEvent() {
-		return fmt.Errorf("writing event: kind %v is not an event", e.Kind)
-	}
-	if e.API > apiMask {
-		return fmt.Errorf("writing event: api %d is out of range", e.API)
-	}
-	if e.StackInUse > MaxStackInUse {
-		return fmt.Errorf("writing event: stack in use %d is out of range", e.StackInUse)
+	// One branch for the three checks of badEvent: KindAlloc to
+	// KindRealloc are the events, and the API and the stack in use must
+	// fit in their bits.
+	if e.Kind-KindAlloc > KindRealloc-KindAlloc || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 {
+		return badEvent(e)
 	}
 	w.appendEvent(e)
 	w.events++
@@ -136,6 +133,17 @@ func (w *Writer) EventAt(e *Event) error {
 		return w.endBlock()
 	}
 	return nil
+}
+
+// badEvent returns why e cannot be written.
+func badEvent(e *Event) error {
+	switch {
+	case !e.Kind.IsEvent():
+		return fmt.Errorf("writing event: kind %v is not an event", e.Kind)
+	case e.API > apiMask:
+		return fmt.Errorf("writing event: api %d is out of range", e.API)
+	}
+	return fmt.Errorf("writing event: stack in use %d is out of range", e.StackInUse)
 }
 
 // blockFull reports whether the block has reached its size. If it has not,
@@ -206,8 +214,7 @@ func (w *Writer) appendEvent(e *Event) {
 	}
 	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
 	w.prevStack = e.Stack
-	w.put(streamStackUse, stackUseCode(e.StackInUse, w.stackUse.predict(e.Process, e.Stack)))
-	w.stackUse.update(e.Process, e.Stack, e.StackInUse)
+	w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
 	w.run++
 }
 
