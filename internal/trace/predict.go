@@ -1,6 +1,9 @@
 package trace
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // The predictors turn the addresses of events into small codes. Allocators
 // hand out again the memory they were just given back, and a program frees
@@ -319,6 +322,13 @@ func (l *classList) depthOf(addr uint64, limit int) int {
 	return -1
 }
 
+// takeTop takes the address at depth 0 out of the list, which is not
+// empty, and returns it.
+func (l *classList) takeTop() uint64 {
+	l.n--
+	return l.addrs[(l.bottom+l.n)&(len(l.addrs)-1)]
+}
+
 // takeAt takes the address at depth d out of the list and returns it, or
 // returns false if the list is not that deep. The entries on the shorter
 // side of it move over to close the gap.
@@ -327,8 +337,7 @@ func (l *classList) takeAt(d uint64) (uint64, bool) {
 		return 0, false
 	}
 	if d == 0 { // the most common depth
-		l.n--
-		return l.addrs[(l.bottom+l.n)&(len(l.addrs)-1)], true
+		return l.takeTop(), true
 	}
 	mask := len(l.addrs) - 1
 	i := l.n - 1 - int(d) // from the bottom
@@ -431,6 +440,60 @@ func (h *heapState) thread(id uint64) uint32 {
 // new one. A live handle of the same address, if any, stays live: decoding
 // never looks handles up by address.
 func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
+	t := &h.threads[ti]
+	if !h.roomToAllocate(t) {
+		h.makeRoom(t)
+	}
+	return h.allocateInRoom(t, ti, addr, c)
+}
+
+// roomToAllocate reports whether allocateInRoom may allocate a block of
+// thread t now: there is a released handle number or room for a new one,
+// and room in t's queue with no compaction due.
+func (h *heapState) roomToAllocate(t *threadState) bool {
+	return (len(h.freeNums) > 0 || len(h.handles) < cap(h.handles) && len(h.serials) < cap(h.serials)) &&
+		len(t.queue) < t.compactAt && len(t.queue) < cap(t.queue)
+}
+
+// makeRoom does what roomToAllocate finds missing: it compacts the queue
+// of t if that is due, and grows it and the handles, moving them to
+// reservations once they are big enough to (see full). A block holds
+// fewer events than it has bytes: maxBlockRaw handles are always enough.
+//
+//go:noinline
+func (h *heapState) makeRoom(t *threadState) {
+	if len(t.queue) >= t.compactAt {
+		h.compact(t)
+	}
+	if len(t.queue) == cap(t.queue) {
+		if full(t.queue, t.reserved) {
+			// Owned by h: the threads move when h.threads grows.
+			t.reserved = true
+			t.queue = reserved(t.queue, maxBlockRaw, h)
+		} else {
+			t.queue = slices.Grow(t.queue, 1)
+		}
+	}
+	if len(h.freeNums) > 0 {
+		return
+	}
+	if full(h.handles, h.reserved) {
+		h.reserved = true
+		h.handles = reserved(h.handles, maxBlockRaw, h)
+		h.serials = reserved(h.serials, maxBlockRaw, h)
+	}
+	if len(h.handles) == cap(h.handles) {
+		h.handles = slices.Grow(h.handles, 1)
+	}
+	if len(h.serials) == cap(h.serials) {
+		h.serials = slices.Grow(h.serials, 1)
+	}
+}
+
+// allocateInRoom is allocate once roomToAllocate holds. It grows nothing
+// and calls nothing, so that the Writer's commonest allocations run
+// without a call (see Writer.appendAddrFast).
+func (h *heapState) allocateInRoom(t *threadState, ti uint32, addr uint64, c uint8) uint32 {
 	h.serial++
 	serial := h.serial
 	hd := handle{addr: addr, thread: ti, class: c}
@@ -441,52 +504,22 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 		h.handles[num] = hd
 		h.serials[num] = serial
 	} else {
-		// A new number, highest + 1: the length of handles.
-		if len(h.handles) == cap(h.handles) && !h.reserved {
-			h.reserveHandles()
-		}
+		// A new number, highest + 1: the length of handles. Reslicing
+		// within the room rather than appending leaves no call to
+		// growslice for the compiler to keep registers around.
 		num = uint32(len(h.handles))
-		h.handles = append(h.handles, hd)
-		h.serials = append(h.serials, serial)
+		h.handles = h.handles[:num+1]
+		h.handles[num] = hd
+		h.serials = h.serials[:num+1]
+		h.serials[num] = serial
 	}
 	at := (h.recentAt + 1) % recentDepth
 	h.recentAt = at
 	h.recent[at] = num
-
-	t := &h.threads[ti]
-	if len(t.queue) >= t.compactAt {
-		h.compact(t)
-	}
-	if len(t.queue) == cap(t.queue) && !t.reserved {
-		h.reserveQueue(t)
-	}
-	t.queue = append(t.queue, queued{num: num, serial: serial})
+	n := len(t.queue)
+	t.queue = t.queue[:n+1]
+	t.queue[n] = queued{num: num, serial: serial}
 	return num
-}
-
-// reserveHandles moves handles and serials to reservations once they are
-// big enough to (see full). A block holds fewer events than it has
-// bytes: maxBlockRaw handles are always enough.
-//
-//go:noinline
-func (h *heapState) reserveHandles() {
-	if full(h.handles, h.reserved) {
-		h.reserved = true
-		h.handles = reserved(h.handles, maxBlockRaw, h)
-		h.serials = reserved(h.serials, maxBlockRaw, h)
-	}
-}
-
-// reserveQueue moves the queue of t to a reservation once it is big
-// enough to, as reserveHandles does.
-//
-//go:noinline
-func (h *heapState) reserveQueue(t *threadState) {
-	if full(t.queue, t.reserved) {
-		// Owned by h: the threads move when h.threads grows.
-		t.reserved = true
-		t.queue = reserved(t.queue, maxBlockRaw, h)
-	}
 }
 
 // compact drops the released allocations from the queue of t, and sets

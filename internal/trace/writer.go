@@ -204,7 +204,9 @@ func (w *Writer) appendEvent(e *Event) {
 	switch e.Kind {
 	case KindAlloc:
 		w.put(streamSize, e.Size)
-		w.appendAddr(h, w.ti, e.Addr, e.Size)
+		if !w.appendAddrFast(h, w.ti, e.Addr, e.Size) {
+			w.appendAddr(h, w.ti, e.Addr, e.Size)
+		}
 	case KindFree:
 		w.appendRef(h, w.ti, e.Addr)
 	case KindRealloc:
@@ -326,6 +328,48 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 		w.put(streamAddr, uint64(depth))
 	}
 	h.liveAddrs.fill(slot, addr, h.allocate(ti, addr, c))
+}
+
+// appendAddrFast is appendAddr for the commonest addresses of new
+// blocks, aligned in the page the address table looked up last and not
+// live: the top of the thread's class list of their size, the latest
+// address freed, or fresh memory a step from the thread's previous fresh
+// block; with room for the block's handle (see roomToAllocate). It has no
+// slow paths to call, so that what it works on stays in registers. For
+// any other address it reports false, having changed nothing.
+func (w *Writer) appendAddrFast(h *heapState, ti uint32, addr, size uint64) bool {
+	table, t := &h.liveAddrs, &h.threads[ti]
+	if addr&(addrAlign-1) != 0 || addr>>pageBits+1 != table.cacheKey[0] || !h.roomToAllocate(t) {
+		return false
+	}
+	idx := table.cacheIdx[0]
+	slot := &table.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
+	mark := *slot
+	if mark != 0 && mark&listedMark == 0 {
+		return false // live: its lost free comes first
+	}
+	c := sizeClass(size)
+	var code uint64
+	if l := t.list(c); l != nil && c != 0 && l.atTop(addr) {
+		l.takeTop()
+		code = addrDepth
+	} else if mark != 0 && c != 0 {
+		return false // listed: to look for deeper in a list
+	} else if addr == h.lastFreed {
+		code = addrLastFreed
+	} else if v, ok := stepValue(addr - t.next); ok {
+		code = addrStep + 2*v
+		t.fresh(addr, size)
+	} else {
+		return false
+	}
+	if mark == 0 {
+		table.pageLive[idx]++
+		table.used++
+	}
+	*slot = h.allocateInRoom(t, ti, addr, c)
+	w.put(streamAddr, code)
+	return true
 }
 
 // appendRef encodes the address of a block being released by thread ti:
