@@ -216,7 +216,11 @@ func (w *Writer) appendEvent(e *Event) {
 	}
 	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
 	w.prevStack = e.Stack
-	w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
+	if w.stackUse.repeats(e.Process, e.Stack, e.StackInUse) {
+		w.put(streamStackUse, 0)
+	} else {
+		w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
+	}
 	w.run++
 }
 
@@ -411,7 +415,12 @@ func (w *Writer) put(k int, v uint64) {
 //go:noinline
 func (w *Writer) putLong(k int, v uint64) {
 	w.s[k] = append(w.s[k], byte(v)|0x80)
-	w.s[tailOf(k)] = binary.AppendUvarint(w.s[tailOf(k)], v>>7)
+	tails := tailOf(k)
+	if v < 1<<14 { // a tail of one byte, as most are
+		w.s[tails] = append(w.s[tails], byte(v>>7))
+		return
+	}
+	w.s[tails] = binary.AppendUvarint(w.s[tails], v>>7)
 }
 
 // endRun ends the current run of events with an Events record.
