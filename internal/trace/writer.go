@@ -61,10 +61,9 @@ type Writer struct {
 	time               uint64     // in units, as the block's Time records have moved it
 	timeEnd            uint64     // events before this time in ns are at time; 0 if not known
 	run                uint64     // events since the last Events record
-	heap               *heapState // of process; nil until an event needs it
+	heap               *heapState // of process, if haveContext
 	heaps              heapStates
-	ti                 uint32 // the index of thread in heap.threads, if haveThread
-	haveThread         bool
+	ti                 uint32 // the index of thread in heap.threads, if haveContext
 	prevStack, prevRaw uint64
 	stackUse           stackUsePredictor
 	coded              recordState // for StackNode and Symbol records
@@ -127,7 +126,48 @@ func (w *Writer) EventAt(e *Event) error {
 	if e.Kind-KindAlloc > KindRealloc-KindAlloc || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 {
 		return badEvent(e)
 	}
-	w.appendEvent(e)
+	// What follows encodes e into the event streams, in this function
+	// rather than one of its own, not to pay for a call per event: after
+	// a Context record if e's process or thread is not the block's
+	// current one, and a Time record if its time is not the block's
+	// current time.
+	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
+		w.appendContext(e)
+	}
+	h := w.heap
+	// Most events share the time of the event before them: a comparison
+	// finds that out for less than the division.
+	if e.Time >= w.timeEnd {
+		w.appendTime(e.Time)
+	}
+	if e.Kind == KindRealloc && e.Addr != e.OldAddr && h.liveAddrs.holds(e.Addr) {
+		// An allocation finds out in appendAddr; a realloc must before
+		// it codes its old block.
+		w.appendLostFree(h, e.Addr)
+	}
+	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
+	switch e.Kind {
+	case KindAlloc:
+		w.put(streamSize, e.Size)
+		if !w.appendAddrFast(h, w.ti, e.Addr, e.Size) {
+			w.appendAddr(h, w.ti, e.Addr, e.Size)
+		}
+	case KindFree:
+		w.appendRef(h, w.ti, e.Addr)
+	case KindRealloc:
+		w.appendRef(h, w.ti, e.OldAddr)
+		w.put(streamSize, e.Size)
+		w.appendAddr(h, w.ti, e.Addr, e.Size)
+	}
+	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
+	w.prevStack = e.Stack
+	if w.stackUse.repeats(e.Process, e.Stack, e.StackInUse) {
+		w.put(streamStackUse, 0)
+	} else {
+		w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
+	}
+	w.run++
+
 	w.events++
 	if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 		return w.endBlock()
@@ -165,63 +205,19 @@ func (w *Writer) blockFull() bool {
 // in one block.
 const maxBlockEvents = 1 << 18
 
-// appendEvent encodes e into the event streams, after a Context record if
-// e's process or thread is not the block's current one, and a Time record
-// if its time is not the block's current time.
-func (w *Writer) appendEvent(e *Event) {
-	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
-		w.endRun()
-		rec := append(w.s[streamRecords], byte(KindContext))
-		rec = binary.AppendUvarint(rec, e.Process)
-		w.s[streamRecords] = binary.AppendUvarint(rec, e.Thread)
-		if !w.haveContext || e.Process != w.process {
-			w.heap = nil
-		}
-		w.haveContext, w.process, w.thread = true, e.Process, e.Thread
-		w.haveThread = false
-		w.stackUse.context(e.Process, e.Thread)
+// appendContext writes a Context record that makes e's process and
+// thread the current ones, and finds their predictor state.
+func (w *Writer) appendContext(e *Event) {
+	w.endRun()
+	rec := append(w.s[streamRecords], byte(KindContext))
+	rec = binary.AppendUvarint(rec, e.Process)
+	w.s[streamRecords] = binary.AppendUvarint(rec, e.Thread)
+	if !w.haveContext || e.Process != w.process {
+		w.heap = w.heaps.get(e.Process)
 	}
-	h := w.heap
-	if h == nil {
-		h = w.heaps.get(e.Process)
-		w.heap = h
-	}
-	if !w.haveThread {
-		w.ti, w.haveThread = h.thread(e.Thread), true
-	}
-	// Most events share the time of the event before them: a comparison
-	// finds that out for less than the division.
-	if e.Time >= w.timeEnd {
-		w.appendTime(e.Time)
-	}
-
-	if e.Kind == KindRealloc && e.Addr != e.OldAddr && h.liveAddrs.holds(e.Addr) {
-		// An allocation finds out in appendAddr; a realloc must before
-		// it codes its old block.
-		w.appendLostFree(h, e.Addr)
-	}
-	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
-	switch e.Kind {
-	case KindAlloc:
-		w.put(streamSize, e.Size)
-		if !w.appendAddrFast(h, w.ti, e.Addr, e.Size) {
-			w.appendAddr(h, w.ti, e.Addr, e.Size)
-		}
-	case KindFree:
-		w.appendRef(h, w.ti, e.Addr)
-	case KindRealloc:
-		w.appendRef(h, w.ti, e.OldAddr)
-		w.put(streamSize, e.Size)
-		w.appendAddr(h, w.ti, e.Addr, e.Size)
-	}
-	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
-	w.prevStack = e.Stack
-	if w.stackUse.repeats(e.Process, e.Stack, e.StackInUse) {
-		w.put(streamStackUse, 0)
-	} else {
-		w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
-	}
-	w.run++
+	w.haveContext, w.process, w.thread = true, e.Process, e.Thread
+	w.ti = w.heap.thread(e.Thread)
+	w.stackUse.context(e.Process, e.Thread)
 }
 
 // appendLostFree writes a free of the block live at addr in this block,
@@ -861,7 +857,7 @@ func (w *Writer) endBlock() error {
 	w.checkAt = 0
 	w.haveContext = false
 	w.process, w.thread = 0, 0
-	w.heap, w.haveThread = nil, false
+	w.heap = nil
 	w.heaps.reset()
 	w.time, w.timeEnd, w.prevStack, w.prevRaw = 0, 0, 0, 0
 	w.stackUse.reset()
