@@ -377,7 +377,8 @@ type heapState struct {
 	// recent holds the handle numbers of the latest allocations, the
 	// latest at recent[recentAt]: a program frees mostly what it has just
 	// allocated, and a rank among these is smaller than a handle. (The
-	// Writer finds ranks from serial numbers instead: see refCode.)
+	// Writer finds ranks from serial numbers instead, see refCode, and
+	// need not keep it up to date.)
 	recent   [recentDepth]uint32
 	recentAt uint8
 
@@ -444,7 +445,11 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 	if !h.roomToAllocate(t) {
 		h.makeRoom(t)
 	}
-	return h.allocateInRoom(t, ti, addr, c)
+	num := h.allocateInRoom(t, ti, addr, c)
+	at := (h.recentAt + 1) % recentDepth
+	h.recentAt = at
+	h.recent[at] = num
+	return num
 }
 
 // roomToAllocate reports whether allocateInRoom may allocate a block of
@@ -490,9 +495,11 @@ func (h *heapState) makeRoom(t *threadState) {
 	}
 }
 
-// allocateInRoom is allocate once roomToAllocate holds. It grows nothing
-// and calls nothing, so that the Writer's commonest allocations run
-// without a call (see Writer.appendAddrFast).
+// allocateInRoom is allocate once roomToAllocate holds, but for noting
+// the block among the latest allocations (recent), which only decoding
+// reads: the Writer ranks blocks by their serial numbers (see refCode).
+// It grows nothing and calls nothing, so that the Writer's commonest
+// allocations keep their values in registers (see Writer.appendAddrFast).
 func (h *heapState) allocateInRoom(t *threadState, ti uint32, addr uint64, c uint8) uint32 {
 	h.serial++
 	serial := h.serial
@@ -513,9 +520,6 @@ func (h *heapState) allocateInRoom(t *threadState, ti uint32, addr uint64, c uin
 		h.serials = h.serials[:num+1]
 		h.serials[num] = serial
 	}
-	at := (h.recentAt + 1) % recentDepth
-	h.recentAt = at
-	h.recent[at] = num
 	n := len(t.queue)
 	t.queue = t.queue[:n+1]
 	t.queue[n] = queued{num: num, serial: serial}
