@@ -377,8 +377,7 @@ type heapState struct {
 	// recent holds the handle numbers of the latest allocations, the
 	// latest at recent[recentAt]: a program frees mostly what it has just
 	// allocated, and a rank among these is smaller than a handle. (The
-	// Writer finds ranks from serial numbers instead, see refCode, and
-	// need not keep it up to date.)
+	// Writer finds ranks from serial numbers instead: see refCode.)
 	recent   [recentDepth]uint32
 	recentAt uint8
 
@@ -440,21 +439,46 @@ func (h *heapState) thread(id uint64) uint32 {
 // thread ti allocated: the latest number released if there is one, else a
 // new one. A live handle of the same address, if any, stays live: decoding
 // never looks handles up by address.
+//
+// Where roomToAllocate holds, as it does but every few hundred blocks, it
+// calls nothing and grows nothing (reslicing within the room rather than
+// appending leaves no call to growslice), so that the Writer's commonest
+// allocations keep their values in registers (see
+// Writer.appendAddrFast).
 func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 	t := &h.threads[ti]
 	if !h.roomToAllocate(t) {
 		h.makeRoom(t)
 	}
-	num := h.allocateInRoom(t, ti, addr, c)
+	h.serial++
+	serial := h.serial
+	hd := handle{addr: addr, thread: ti, class: c}
+	var num uint32
+	if n := len(h.freeNums) - 1; n >= 0 {
+		num = h.freeNums[n]
+		h.freeNums = h.freeNums[:n]
+		h.handles[num] = hd
+		h.serials[num] = serial
+	} else {
+		// A new number, highest + 1: the length of handles.
+		num = uint32(len(h.handles))
+		h.handles = h.handles[:num+1]
+		h.handles[num] = hd
+		h.serials = h.serials[:num+1]
+		h.serials[num] = serial
+	}
 	at := (h.recentAt + 1) % recentDepth
 	h.recentAt = at
 	h.recent[at] = num
+	n := len(t.queue)
+	t.queue = t.queue[:n+1]
+	t.queue[n] = queued{num: num, serial: serial}
 	return num
 }
 
-// roomToAllocate reports whether allocateInRoom may allocate a block of
-// thread t now: there is a released handle number or room for a new one,
-// and room in t's queue with no compaction due.
+// roomToAllocate reports whether allocate may allocate a block of thread
+// t without making room: there is a released handle number or room for a
+// new one, and room in t's queue with no compaction due.
 func (h *heapState) roomToAllocate(t *threadState) bool {
 	return (len(h.freeNums) > 0 || len(h.handles) < cap(h.handles) && len(h.serials) < cap(h.serials)) &&
 		len(t.queue) < t.compactAt && len(t.queue) < cap(t.queue)
@@ -493,37 +517,6 @@ func (h *heapState) makeRoom(t *threadState) {
 	if len(h.serials) == cap(h.serials) {
 		h.serials = slices.Grow(h.serials, 1)
 	}
-}
-
-// allocateInRoom is allocate once roomToAllocate holds, but for noting
-// the block among the latest allocations (recent), which only decoding
-// reads: the Writer ranks blocks by their serial numbers (see refCode).
-// It grows nothing and calls nothing, so that the Writer's commonest
-// allocations keep their values in registers (see Writer.appendAddrFast).
-func (h *heapState) allocateInRoom(t *threadState, ti uint32, addr uint64, c uint8) uint32 {
-	h.serial++
-	serial := h.serial
-	hd := handle{addr: addr, thread: ti, class: c}
-	var num uint32
-	if n := len(h.freeNums) - 1; n >= 0 {
-		num = h.freeNums[n]
-		h.freeNums = h.freeNums[:n]
-		h.handles[num] = hd
-		h.serials[num] = serial
-	} else {
-		// A new number, highest + 1: the length of handles. Reslicing
-		// within the room rather than appending leaves no call to
-		// growslice for the compiler to keep registers around.
-		num = uint32(len(h.handles))
-		h.handles = h.handles[:num+1]
-		h.handles[num] = hd
-		h.serials = h.serials[:num+1]
-		h.serials[num] = serial
-	}
-	n := len(t.queue)
-	t.queue = t.queue[:n+1]
-	t.queue[n] = queued{num: num, serial: serial}
-	return num
 }
 
 // compact drops the released allocations from the queue of t, and sets

@@ -334,12 +334,12 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 // blocks, aligned in the page the address table looked up last and not
 // live: the top of the thread's class list of their size, the latest
 // address freed, or fresh memory a step from the thread's previous fresh
-// block; with room for the block's handle (see roomToAllocate). It has no
-// slow paths to call, so that what it works on stays in registers. For
-// any other address it reports false, having changed nothing.
+// block. It has no slow paths to call but allocate's, so that what it
+// works on stays in registers. For any other address it reports false,
+// having changed nothing.
 func (w *Writer) appendAddrFast(h *heapState, ti uint32, addr, size uint64) bool {
 	table, t := &h.liveAddrs, &h.threads[ti]
-	if addr&(addrAlign-1) != 0 || addr>>pageBits+1 != table.cacheKey[0] || !h.roomToAllocate(t) {
+	if addr&(addrAlign-1) != 0 || addr>>pageBits+1 != table.cacheKey[0] {
 		return false
 	}
 	idx := table.cacheIdx[0]
@@ -367,7 +367,7 @@ func (w *Writer) appendAddrFast(h *heapState, ti uint32, addr, size uint64) bool
 		table.pageLive[idx]++
 		table.used++
 	}
-	*slot = h.allocateInRoom(t, ti, addr, c)
+	*slot = h.allocate(ti, addr, c)
 	w.put(streamAddr, code)
 	return true
 }
