@@ -54,9 +54,25 @@ type addrTable struct {
 	// to another, and both seldom leave it for a while.
 	cacheKey [2]uint64
 	cacheIdx [2]uint32
+	// recentPages holds more pages looked up lately, by the low bits of
+	// their numbers, in the same form: where frees and reuses go all
+	// over a heap of a few hundred pages, as on the malloc-dense loop,
+	// most lookups that miss the two above find their page here without
+	// hashing.
+	recentPages [recentPageSlots]recentPage
 
 	reserved bool // pages and pageLive are in reservations (see reserved)
 }
+
+// recentPage is a slot of addrTable.recentPages.
+type recentPage struct {
+	key uint64 // the page number plus 1; 0 for none
+	idx uint32
+}
+
+// recentPageSlots is the number of slots of addrTable.recentPages: a power
+// of two, for the pages of a heap of a few MiB.
+const recentPageSlots = 512
 
 // maxReservedPages is the room the reservation of pages has: 1 GiB of
 // address space for 4 GiB of the program's heap with live blocks in one
@@ -108,10 +124,20 @@ func (t *addrTable) lookup(key uint64) (uint32, bool) {
 	if key+1 == t.cacheKey[0] {
 		return t.cacheIdx[0], true
 	}
+	return t.lookupFurther(key)
+}
+
+// lookupFurther is lookup past the latest page, which most lookups are
+// in: lookup is then small enough to be inlined.
+func (t *addrTable) lookupFurther(key uint64) (uint32, bool) {
 	if key+1 == t.cacheKey[1] {
 		t.cacheKey[0], t.cacheKey[1] = t.cacheKey[1], t.cacheKey[0]
 		t.cacheIdx[0], t.cacheIdx[1] = t.cacheIdx[1], t.cacheIdx[0]
 		return t.cacheIdx[0], true
+	}
+	if r := &t.recentPages[key&(recentPageSlots-1)]; r.key == key+1 {
+		t.remember(key, r.idx)
+		return r.idx, true
 	}
 	_, s := t.dir.find(key >> chunkBits)
 	if s == nil {
@@ -128,6 +154,7 @@ func (t *addrTable) lookup(key uint64) (uint32, bool) {
 func (t *addrTable) remember(key uint64, idx uint32) {
 	t.cacheKey[1], t.cacheIdx[1] = t.cacheKey[0], t.cacheIdx[0]
 	t.cacheKey[0], t.cacheIdx[0] = key+1, idx
+	t.recentPages[key&(recentPageSlots-1)] = recentPage{key: key + 1, idx: idx}
 }
 
 // place returns the slot of addr, aligned, making its page if it has none,
@@ -138,9 +165,12 @@ func (t *addrTable) place(addr uint64) *uint32 {
 		return nil
 	}
 	key := addr >> pageBits
-	idx, ok := t.lookup(key)
-	if !ok {
-		idx = t.newPage(key)
+	idx := t.cacheIdx[0]
+	if key+1 != t.cacheKey[0] { // lookup's first step, not to pay for a call
+		var ok bool
+		if idx, ok = t.lookupFurther(key); !ok {
+			idx = t.newPage(key)
+		}
 	}
 	slot := &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
 	if *slot == 0 {
@@ -153,20 +183,31 @@ func (t *addrTable) place(addr uint64) *uint32 {
 // fill makes num the handle of addr, whose slot place returned.
 func (t *addrTable) fill(slot *uint32, addr uint64, num uint32) {
 	if slot == nil {
-		n := t.odd.used
-		t.odd.set(addr, num)
-		t.used += t.odd.used - n
+		t.fillOdd(addr, num)
 		return
 	}
 	*slot = num
 }
 
+// fillOdd is fill for an address that is not aligned. (It is not
+// inlined, so that fill is.)
+//
+//go:noinline
+func (t *addrTable) fillOdd(addr uint64, num uint32) {
+	n := t.odd.used
+	t.odd.set(addr, num)
+	t.used += t.odd.used - n
+}
+
 // slotOf returns the slot of addr, aligned, and the index of its page,
 // or nil if its page has none.
 func (t *addrTable) slotOf(addr uint64) (*uint32, uint32) {
-	idx, ok := t.lookup(addr >> pageBits)
-	if !ok {
-		return nil, 0
+	idx := t.cacheIdx[0]
+	if key := addr >> pageBits; key+1 != t.cacheKey[0] { // as in place
+		var ok bool
+		if idx, ok = t.lookupFurther(key); !ok {
+			return nil, 0
+		}
 	}
 	return &t.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)], idx
 }
@@ -323,6 +364,9 @@ func (t *addrTable) freePage(key uint64, idx uint32) {
 			t.cacheKey[c] = 0
 		}
 	}
+	if r := &t.recentPages[key&(recentPageSlots-1)]; r.key == key+1 {
+		r.key = 0
+	}
 	i, s := t.dir.find(key >> chunkBits)
 	c := &t.chunks[s.num]
 	c.pages[key&(chunkPages-1)] = 0
@@ -341,6 +385,7 @@ func (t *addrTable) reset() {
 	t.odd.reset()
 	t.used = 0
 	t.cacheKey = [2]uint64{}
+	clear(t.recentPages[:])
 }
 
 // addrHash maps addresses (or page numbers) to 32-bit numbers: an

@@ -1,6 +1,9 @@
 package trace
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // The predictors turn the addresses of events into small codes. Allocators
 // hand out again the memory they were just given back, and a program frees
@@ -319,6 +322,13 @@ func (l *classList) depthOf(addr uint64, limit int) int {
 	return -1
 }
 
+// takeTop takes the address at depth 0 out of the list, which is not
+// empty, and returns it.
+func (l *classList) takeTop() uint64 {
+	l.n--
+	return l.addrs[(l.bottom+l.n)&(len(l.addrs)-1)]
+}
+
 // takeAt takes the address at depth d out of the list and returns it, or
 // returns false if the list is not that deep. The entries on the shorter
 // side of it move over to close the gap.
@@ -327,8 +337,7 @@ func (l *classList) takeAt(d uint64) (uint64, bool) {
 		return 0, false
 	}
 	if d == 0 { // the most common depth
-		l.n--
-		return l.addrs[(l.bottom+l.n)&(len(l.addrs)-1)], true
+		return l.takeTop(), true
 	}
 	mask := len(l.addrs) - 1
 	i := l.n - 1 - int(d) // from the bottom
@@ -361,7 +370,6 @@ type heapState struct {
 	// which go through handles in no order, find the serials of a few
 	// thousand handles in a few cache lines.
 	serials   []uint32
-	numbered  uint32   // the highest handle number given out
 	freeNums  []uint32 // released handle numbers, the next to reuse last
 	serial    uint32   // the serial number of the latest allocation
 	lastFreed uint64
@@ -387,7 +395,7 @@ type heapState struct {
 func (h *heapState) reset() {
 	h.handles = append(h.handles[:0], handle{})
 	h.serials = append(h.serials[:0], 0)
-	h.numbered, h.serial = 0, 0
+	h.serial = 0
 	h.freeNums = h.freeNums[:0]
 	h.lastFreed = 0
 	h.recent, h.recentAt = [recentDepth]uint32{}, 0
@@ -431,49 +439,84 @@ func (h *heapState) thread(id uint64) uint32 {
 // thread ti allocated: the latest number released if there is one, else a
 // new one. A live handle of the same address, if any, stays live: decoding
 // never looks handles up by address.
+//
+// Where roomToAllocate holds, as it does but every few hundred blocks, it
+// calls nothing and grows nothing (reslicing within the room rather than
+// appending leaves no call to growslice), so that the Writer's commonest
+// allocations keep their values in registers (see
+// Writer.appendAddrFast).
 func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
+	t := &h.threads[ti]
+	if !h.roomToAllocate(t) {
+		h.makeRoom(t)
+	}
+	h.serial++
+	serial := h.serial
+	hd := handle{addr: addr, thread: ti, class: c}
 	var num uint32
 	if n := len(h.freeNums) - 1; n >= 0 {
 		num = h.freeNums[n]
 		h.freeNums = h.freeNums[:n]
+		h.handles[num] = hd
+		h.serials[num] = serial
 	} else {
-		num = h.newHandle()
+		// A new number, highest + 1: the length of handles.
+		num = uint32(len(h.handles))
+		h.handles = h.handles[:num+1]
+		h.handles[num] = hd
+		h.serials = h.serials[:num+1]
+		h.serials[num] = serial
 	}
-	h.serial++
-	serial := h.serial
-	h.handles[num] = handle{addr: addr, thread: ti, class: c}
-	h.serials[num] = serial
 	at := (h.recentAt + 1) % recentDepth
 	h.recentAt = at
 	h.recent[at] = num
-
-	t := &h.threads[ti]
-	if len(t.queue) >= t.compactAt {
-		h.compact(t)
-	}
-	if full(t.queue, t.reserved) {
-		// Owned by h: the threads move when h.threads grows.
-		t.reserved = true
-		t.queue = reserved(t.queue, maxBlockRaw, h)
-	}
-	t.queue = append(t.queue, queued{num: num, serial: serial})
+	n := len(t.queue)
+	t.queue = t.queue[:n+1]
+	t.queue[n] = queued{num: num, serial: serial}
 	return num
 }
 
-// newHandle gives out a new handle number, highest + 1, for allocate to
-// take.
-func (h *heapState) newHandle() uint32 {
+// roomToAllocate reports whether allocate may allocate a block of thread
+// t without making room: there is a released handle number or room for a
+// new one, and room in t's queue with no compaction due.
+func (h *heapState) roomToAllocate(t *threadState) bool {
+	return (len(h.freeNums) > 0 || len(h.handles) < cap(h.handles) && len(h.serials) < cap(h.serials)) &&
+		len(t.queue) < t.compactAt && len(t.queue) < cap(t.queue)
+}
+
+// makeRoom does what roomToAllocate finds missing: it compacts the queue
+// of t if that is due, and grows it and the handles, moving them to
+// reservations once they are big enough to (see full). A block holds
+// fewer events than it has bytes: maxBlockRaw handles are always enough.
+//
+//go:noinline
+func (h *heapState) makeRoom(t *threadState) {
+	if len(t.queue) >= t.compactAt {
+		h.compact(t)
+	}
+	if len(t.queue) == cap(t.queue) {
+		if full(t.queue, t.reserved) {
+			// Owned by h: the threads move when h.threads grows.
+			t.reserved = true
+			t.queue = reserved(t.queue, maxBlockRaw, h)
+		} else {
+			t.queue = slices.Grow(t.queue, 1)
+		}
+	}
+	if len(h.freeNums) > 0 {
+		return
+	}
 	if full(h.handles, h.reserved) {
-		// A block holds fewer events than it has bytes: maxBlockRaw
-		// handles are always enough.
 		h.reserved = true
 		h.handles = reserved(h.handles, maxBlockRaw, h)
 		h.serials = reserved(h.serials, maxBlockRaw, h)
 	}
-	h.numbered++
-	h.handles = append(h.handles, handle{})
-	h.serials = append(h.serials, 0)
-	return h.numbered
+	if len(h.handles) == cap(h.handles) {
+		h.handles = slices.Grow(h.handles, 1)
+	}
+	if len(h.serials) == cap(h.serials) {
+		h.serials = slices.Grow(h.serials, 1)
+	}
 }
 
 // compact drops the released allocations from the queue of t, and sets

@@ -65,3 +65,24 @@ func (p *stackUsePredictor) update(process, stack, use uint64) {
 		p.slots[stack&(stackUseSlots-1)] = stackUseSlot{process, stack, use}
 	}
 }
+
+// repeats reports whether an event of the current thread with the given
+// stack used what the latest event of its stack did, as most do, and
+// notes the event if so: its code is then 0, and its slot stays as it
+// is. It is small enough to be inlined; code does the rest.
+func (p *stackUsePredictor) repeats(process, stack, use uint64) bool {
+	if s := &p.slots[stack&(stackUseSlots-1)]; s.stack == stack && stack != 0 && s.use == use && s.process == process {
+		p.prev = use
+		return true
+	}
+	return false
+}
+
+// code returns the code of the stack in use of an event of the current
+// thread (stackUseCode against predict's prediction) and notes it as
+// update does: the Writer's predict and update in one.
+func (p *stackUsePredictor) code(process, stack, use uint64) uint64 {
+	predicted := p.predict(process, stack)
+	p.update(process, stack, use)
+	return stackUseCode(use, predicted)
+}

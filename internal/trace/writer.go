@@ -61,10 +61,9 @@ type Writer struct {
 	time               uint64     // in units, as the block's Time records have moved it
 	timeEnd            uint64     // events before this time in ns are at time; 0 if not known
 	run                uint64     // events since the last Events record
-	heap               *heapState // of process; nil until an event needs it
+	heap               *heapState // of process, if haveContext
 	heaps              heapStates
-	ti                 uint32 // the index of thread in heap.threads, if haveThread
-	haveThread         bool
+	ti                 uint32 // the index of thread in heap.threads, if haveContext
 	prevStack, prevRaw uint64
 	stackUse           stackUsePredictor
 	coded              recordState // for StackNode and Symbol records
@@ -121,21 +120,70 @@ func (w *Writer) EventAt(e *Event) error {
 			return err
 		}
 	}
-	if !e.Kind.IsEvent() {
-		return fmt.Errorf("writing event: kind %v is not an event", e.Kind)
+	// One branch for the three checks of badEvent: KindAlloc to
+	// KindRealloc are the events, and the API and the stack in use must
+	// fit in their bits.
+	if e.Kind-KindAlloc > KindRealloc-KindAlloc || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 {
+		return badEvent(e)
 	}
-	if e.API > apiMask {
-		return fmt.Errorf("writing event: api %d is out of range", e.API)
+	// What follows encodes e into the event streams, in this function
+	// rather than one of its own, not to pay for a call per event: after
+	// a Context record if e's process or thread is not the block's
+	// current one, and a Time record if its time is not the block's
+	// current time.
+	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
+		w.appendContext(e)
 	}
-	if e.StackInUse > MaxStackInUse {
-		return fmt.Errorf("writing event: stack in use %d is out of range", e.StackInUse)
+	h := w.heap
+	// Most events share the time of the event before them: a comparison
+	// finds that out for less than the division.
+	if e.Time >= w.timeEnd {
+		w.appendTime(e.Time)
 	}
-	w.appendEvent(e)
+	if e.Kind == KindRealloc && e.Addr != e.OldAddr && h.liveAddrs.holds(e.Addr) {
+		// An allocation finds out in appendAddr; a realloc must before
+		// it codes its old block.
+		w.appendLostFree(h, e.Addr)
+	}
+	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
+	switch e.Kind {
+	case KindAlloc:
+		w.put(streamSize, e.Size)
+		if !w.appendAddrFast(h, w.ti, e.Addr, e.Size) {
+			w.appendAddr(h, w.ti, e.Addr, e.Size)
+		}
+	case KindFree:
+		w.appendRef(h, w.ti, e.Addr)
+	case KindRealloc:
+		w.appendRef(h, w.ti, e.OldAddr)
+		w.put(streamSize, e.Size)
+		w.appendAddr(h, w.ti, e.Addr, e.Size)
+	}
+	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
+	w.prevStack = e.Stack
+	if w.stackUse.repeats(e.Process, e.Stack, e.StackInUse) {
+		w.put(streamStackUse, 0)
+	} else {
+		w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
+	}
+	w.run++
+
 	w.events++
 	if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 		return w.endBlock()
 	}
 	return nil
+}
+
+// badEvent returns why e cannot be written.
+func badEvent(e *Event) error {
+	switch {
+	case !e.Kind.IsEvent():
+		return fmt.Errorf("writing event: kind %v is not an event", e.Kind)
+	case e.API > apiMask:
+		return fmt.Errorf("writing event: api %d is out of range", e.API)
+	}
+	return fmt.Errorf("writing event: stack in use %d is out of range", e.StackInUse)
 }
 
 // blockFull reports whether the block has reached its size. If it has not,
@@ -157,58 +205,19 @@ func (w *Writer) blockFull() bool {
 // in one block.
 const maxBlockEvents = 1 << 18
 
-// appendEvent encodes e into the event streams, after a Context record if
-// e's process or thread is not the block's current one, and a Time record
-// if its time is not the block's current time.
-func (w *Writer) appendEvent(e *Event) {
-	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
-		w.endRun()
-		rec := append(w.s[streamRecords], byte(KindContext))
-		rec = binary.AppendUvarint(rec, e.Process)
-		w.s[streamRecords] = binary.AppendUvarint(rec, e.Thread)
-		if !w.haveContext || e.Process != w.process {
-			w.heap = nil
-		}
-		w.haveContext, w.process, w.thread = true, e.Process, e.Thread
-		w.haveThread = false
-		w.stackUse.context(e.Process, e.Thread)
+// appendContext writes a Context record that makes e's process and
+// thread the current ones, and finds their predictor state.
+func (w *Writer) appendContext(e *Event) {
+	w.endRun()
+	rec := append(w.s[streamRecords], byte(KindContext))
+	rec = binary.AppendUvarint(rec, e.Process)
+	w.s[streamRecords] = binary.AppendUvarint(rec, e.Thread)
+	if !w.haveContext || e.Process != w.process {
+		w.heap = w.heaps.get(e.Process)
 	}
-	h := w.heap
-	if h == nil {
-		h = w.heaps.get(e.Process)
-		w.heap = h
-	}
-	if !w.haveThread {
-		w.ti, w.haveThread = h.thread(e.Thread), true
-	}
-	// Most events share the time of the event before them: a comparison
-	// finds that out for less than the division.
-	if e.Time >= w.timeEnd {
-		w.appendTime(e.Time)
-	}
-
-	if e.Kind == KindRealloc && e.Addr != e.OldAddr && h.liveAddrs.holds(e.Addr) {
-		// An allocation finds out in appendAddr; a realloc must before
-		// it codes its old block.
-		w.appendLostFree(h, e.Addr)
-	}
-	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
-	switch e.Kind {
-	case KindAlloc:
-		w.put(streamSize, e.Size)
-		w.appendAddr(h, w.ti, e.Addr, e.Size)
-	case KindFree:
-		w.appendRef(h, w.ti, e.Addr)
-	case KindRealloc:
-		w.appendRef(h, w.ti, e.OldAddr)
-		w.put(streamSize, e.Size)
-		w.appendAddr(h, w.ti, e.Addr, e.Size)
-	}
-	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
-	w.prevStack = e.Stack
-	w.put(streamStackUse, stackUseCode(e.StackInUse, w.stackUse.predict(e.Process, e.Stack)))
-	w.stackUse.update(e.Process, e.Stack, e.StackInUse)
-	w.run++
+	w.haveContext, w.process, w.thread = true, e.Process, e.Thread
+	w.ti = w.heap.thread(e.Thread)
+	w.stackUse.context(e.Process, e.Thread)
 }
 
 // appendLostFree writes a free of the block live at addr in this block,
@@ -321,6 +330,48 @@ func (w *Writer) appendAddr(h *heapState, ti uint32, addr, size uint64) {
 	h.liveAddrs.fill(slot, addr, h.allocate(ti, addr, c))
 }
 
+// appendAddrFast is appendAddr for the commonest addresses of new
+// blocks, aligned in the page the address table looked up last and not
+// live: the top of the thread's class list of their size, the latest
+// address freed, or fresh memory a step from the thread's previous fresh
+// block. It has no slow paths to call but allocate's, so that what it
+// works on stays in registers. For any other address it reports false,
+// having changed nothing.
+func (w *Writer) appendAddrFast(h *heapState, ti uint32, addr, size uint64) bool {
+	table, t := &h.liveAddrs, &h.threads[ti]
+	if addr&(addrAlign-1) != 0 || addr>>pageBits+1 != table.cacheKey[0] {
+		return false
+	}
+	idx := table.cacheIdx[0]
+	slot := &table.pages[idx].nums[(addr>>alignBits)&(pageSlots-1)]
+	mark := *slot
+	if mark != 0 && mark&listedMark == 0 {
+		return false // live: its lost free comes first
+	}
+	c := sizeClass(size)
+	var code uint64
+	if l := t.list(c); l != nil && c != 0 && l.atTop(addr) {
+		l.takeTop()
+		code = addrDepth
+	} else if mark != 0 && c != 0 {
+		return false // listed: to look for deeper in a list
+	} else if addr == h.lastFreed {
+		code = addrLastFreed
+	} else if v, ok := stepValue(addr - t.next); ok {
+		code = addrStep + 2*v
+		t.fresh(addr, size)
+	} else {
+		return false
+	}
+	if mark == 0 {
+		table.pageLive[idx]++
+		table.used++
+	}
+	*slot = h.allocate(ti, addr, c)
+	w.put(streamAddr, code)
+	return true
+}
+
 // appendRef encodes the address of a block being released by thread ti:
 // by the block's handle if it was allocated in this block, else in the
 // raw stream.
@@ -345,7 +396,7 @@ func (w *Writer) appendRawAddr(addr uint64) {
 }
 
 // put appends v to the varint column k: its low bits to k, the rest to
-// k's tails. The common one-byte case is inlined.
+// k's tails. The common one-byte case is inlined, where k is a constant.
 func (w *Writer) put(k int, v uint64) {
 	if v < 0x80 {
 		w.s[k] = append(w.s[k], byte(v))
@@ -354,9 +405,18 @@ func (w *Writer) put(k int, v uint64) {
 	w.putLong(k, v)
 }
 
+// putLong is put for a value of two bytes or more. Inlined, it would make
+// put too big to be.
+//
+//go:noinline
 func (w *Writer) putLong(k int, v uint64) {
 	w.s[k] = append(w.s[k], byte(v)|0x80)
-	w.s[tailOf(k)] = binary.AppendUvarint(w.s[tailOf(k)], v>>7)
+	tails := tailOf(k)
+	if v < 1<<14 { // a tail of one byte, as most are
+		w.s[tails] = append(w.s[tails], byte(v>>7))
+		return
+	}
+	w.s[tails] = binary.AppendUvarint(w.s[tails], v>>7)
 }
 
 // endRun ends the current run of events with an Events record.
@@ -797,7 +857,7 @@ func (w *Writer) endBlock() error {
 	w.checkAt = 0
 	w.haveContext = false
 	w.process, w.thread = 0, 0
-	w.heap, w.haveThread = nil, false
+	w.heap = nil
 	w.heaps.reset()
 	w.time, w.timeEnd, w.prevStack, w.prevRaw = 0, 0, 0, 0
 	w.stackUse.reset()
