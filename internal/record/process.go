@@ -155,13 +155,16 @@ func (s *slotReader) fill(r *region) bool {
 	h := s.scratch[:n:n]
 	at := s.pos / 8 & s.mask
 	if at+uint64(n) <= uint64(len(s.ring)) {
-		// Most records are frees and allocations: copied as arrays of
-		// their length, they cost a few moves rather than a call.
+		// Most records are frees and allocations: copied a word at a
+		// time, they cost a few moves. (The compiler makes a call to
+		// memmove of a copy of arrays of their length.)
 		switch src := s.ring[at : at+uint64(n)]; n {
 		case 5:
-			*(*[5]uint64)(h) = *(*[5]uint64)(src)
+			src, h := src[:5:5], h[:5:5]
+			h[0], h[1], h[2], h[3], h[4] = src[0], src[1], src[2], src[3], src[4]
 		case 6:
-			*(*[6]uint64)(h) = *(*[6]uint64)(src)
+			src, h := src[:6:6], h[:6:6]
+			h[0], h[1], h[2], h[3], h[4], h[5] = src[0], src[1], src[2], src[3], src[4], src[5]
 		default:
 			copy(h, src)
 		}
@@ -199,20 +202,25 @@ func (s *slotReader) loadWritten(r *region) bool {
 // than 3,800.)
 func (s *slotReader) consume(r *region) {
 	if !s.inRing {
-		s.bi += len(s.head)
-		s.head = nil
-		if s.bi == len(s.backlog) {
-			s.backlog, s.bi = s.backlog[:0], 0
-		} else if s.bi >= 1<<16 && s.bi >= len(s.backlog)/2 {
-			s.backlog = s.backlog[:copy(s.backlog, s.backlog[s.bi:])]
-			s.bi = 0
-		}
+		s.consumeBacklog()
 		return
 	}
 	s.pos += uint64(len(s.head)) * 8
 	s.head = nil
 	if s.pos-s.released >= uint64(len(s.ring))*4 { // half the ring, in bytes
 		s.release(r)
+	}
+}
+
+// consumeBacklog drops the head, taken from the backlog.
+func (s *slotReader) consumeBacklog() {
+	s.bi += len(s.head)
+	s.head = nil
+	if s.bi == len(s.backlog) {
+		s.backlog, s.bi = s.backlog[:0], 0
+	} else if s.bi >= 1<<16 && s.bi >= len(s.backlog)/2 {
+		s.backlog = s.backlog[:copy(s.backlog, s.backlog[s.bi:])]
+		s.bi = 0
 	}
 }
 
@@ -558,7 +566,34 @@ func (p *process) release() {
 
 // handle writes the record at the head of s. It returns false to wait: a
 // fork whose child has not said hello yet.
+//
+// Allocations and frees, nearly every record, are handled here; the rest
+// in handleOther, whose big frame and many cases they do not pay for.
 func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
+	w := s.head
+	kind, stack := w[0]&0xff, w[0]>>stackShift&0xffffffff
+	if stack != 0 && !p.nodeWritten(stack) {
+		stack = p.writeStack(rec, stack)
+	}
+	switch {
+	case kind == recAlloc && len(w) >= recordWords[recAlloc] && len(p.parked) == 0:
+		ev := rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), w[2], stack)
+		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
+		rec.event(p, s, ev)
+	case kind == recFree && len(w) == recordWords[recFree] && len(s.pointers) == 0:
+		ev := rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[2], stack)
+		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
+		rec.event(p, s, ev)
+	default:
+		return p.handleOther(rec, s, final)
+	}
+	p.nextSeq++
+	s.consume(p.region)
+	return true
+}
+
+// handleOther is handle for any record.
+func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 	w := s.head
 	kind := w[0] & 0xff
 	api := trace.API(w[0] >> apiShift & 0xff)
@@ -743,6 +778,11 @@ func (p *process) stack(rec *Recorder, id uint64) uint64 {
 	if id == 0 || p.nodeWritten(id) {
 		return id
 	}
+	return p.writeStack(rec, id)
+}
+
+// writeStack is stack for a node not written yet.
+func (p *process) writeStack(rec *Recorder, id uint64) uint64 {
 	p.chain = p.chain[:0]
 	for cur := id; cur != 0 && !p.nodeWritten(cur); {
 		parent, module, offset, ok := p.region.node(cur)
