@@ -469,6 +469,7 @@ func (p *process) drain(rec *Recorder, final bool) int {
 		}
 	}()
 	p.spillFull()
+	sinceSpill := 0
 	for p.damaged == "" {
 		s := p.next(final)
 		if s == nil {
@@ -483,9 +484,88 @@ func (p *process) drain(rec *Recorder, final bool) int {
 		if !p.handle(rec, s, final) || p.damaged != "" {
 			return n
 		}
-		if n++; n%spillEvery == 0 {
+		handled := 1 + p.run(rec, s, spillEvery-1-sinceSpill)
+		n += handled
+		if sinceSpill += handled; sinceSpill >= spillEvery {
 			p.spillFull()
+			sinceSpill = 0
 		}
+	}
+	return n
+}
+
+// run handles the records that follow in the slot's backlog or ring, one
+// after the other, while each is the next due and a plain allocation or
+// free, at most limit of them, and returns how many it handled. A thread
+// that allocates flat out writes long runs of them: taken straight from
+// where they are, they skip the head (a copy), next and handle. Like the
+// head's copy, each word is read once, into a local, and what is checked
+// is what is used, whatever the program writes to its ring meanwhile.
+// Anything else (a record cut by the ring's end, one not due, one not
+// whole or of another kind) is left to handle.
+func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
+	if limit <= 0 || s.head != nil || len(p.parked) > 0 || len(s.pointers) > 0 {
+		return 0
+	}
+	var src []uint64
+	fromBacklog := s.bi < len(s.backlog)
+	if fromBacklog {
+		src = s.backlog[s.bi:]
+	} else {
+		if s.pos == s.written && (!s.loadWritten(p.region) || s.pos == s.written) {
+			return 0
+		}
+		at := s.pos / 8 & s.mask
+		src = s.ring[at:min(uint64(len(s.ring)), at+(s.written-s.pos)/8)]
+	}
+	i, n := 0, 0
+	for n < limit && p.damaged == "" && i < len(src) {
+		w0 := src[i]
+		words := int(w0 >> 8 & 0xff)
+		if words > len(src)-i {
+			break
+		}
+		r := src[i : i+words : i+words]
+		kind := w0 & 0xff
+		var ev *trace.Event
+		switch {
+		case kind == recAlloc && words == recordWords[recAlloc]:
+			seq, tsc, addr, size, inUse := r[1], r[2], r[3], r[4], r[5]
+			if seq != p.nextSeq {
+				return p.ran(s, fromBacklog, i, n)
+			}
+			ev = rec.newEvent(trace.KindAlloc, trace.API(w0>>apiShift&0xff), tsc, p.stack(rec, w0>>stackShift&0xffffffff))
+			ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
+		case kind == recFree && words == recordWords[recFree]:
+			seq, tsc, addr, inUse := r[1], r[2], r[3], r[4]
+			if seq != p.nextSeq {
+				return p.ran(s, fromBacklog, i, n)
+			}
+			ev = rec.newEvent(trace.KindFree, trace.API(w0>>apiShift&0xff), tsc, p.stack(rec, w0>>stackShift&0xffffffff))
+			ev.Addr, ev.StackInUse = addr, stackInUse(inUse)
+		default:
+			return p.ran(s, fromBacklog, i, n)
+		}
+		rec.event(p, s, ev)
+		p.nextSeq++
+		i += words
+		n++
+	}
+	return p.ran(s, fromBacklog, i, n)
+}
+
+// ran consumes the words of the n records run handled, and returns n.
+func (p *process) ran(s *slotReader, fromBacklog bool, words, n int) int {
+	if fromBacklog {
+		s.bi += words
+		if s.bi == len(s.backlog) {
+			s.backlog, s.bi = s.backlog[:0], 0
+		}
+		return n
+	}
+	s.pos += uint64(words) * 8
+	if s.pos-s.released >= uint64(len(s.ring))*4 { // half the ring, in bytes (see consume)
+		s.release(p.region)
 	}
 	return n
 }
