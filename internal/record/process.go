@@ -202,7 +202,9 @@ func (s *slotReader) loadWritten(r *region) bool {
 // than 3,800.)
 func (s *slotReader) consume(r *region) {
 	if !s.inRing {
-		s.consumeBacklog()
+		n := len(s.head)
+		s.head = nil
+		s.dropBacklog(n)
 		return
 	}
 	s.pos += uint64(len(s.head)) * 8
@@ -212,10 +214,9 @@ func (s *slotReader) consume(r *region) {
 	}
 }
 
-// consumeBacklog drops the head, taken from the backlog.
-func (s *slotReader) consumeBacklog() {
-	s.bi += len(s.head)
-	s.head = nil
+// dropBacklog drops the first words of the backlog, handled.
+func (s *slotReader) dropBacklog(words int) {
+	s.bi += words
 	if s.bi == len(s.backlog) {
 		s.backlog, s.bi = s.backlog[:0], 0
 	} else if s.bi >= 1<<16 && s.bi >= len(s.backlog)/2 {
@@ -534,17 +535,20 @@ func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
 			if seq != p.nextSeq {
 				return p.ran(s, fromBacklog, i, n)
 			}
-			ev = rec.newEvent(trace.KindAlloc, trace.API(w0>>apiShift&0xff), tsc, p.stack(rec, w0>>stackShift&0xffffffff))
+			ev = rec.newEvent(trace.KindAlloc, trace.API(w0>>apiShift&0xff), tsc, w0>>stackShift&0xffffffff)
 			ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
 		case kind == recFree && words == recordWords[recFree]:
 			seq, tsc, addr, inUse := r[1], r[2], r[3], r[4]
 			if seq != p.nextSeq {
 				return p.ran(s, fromBacklog, i, n)
 			}
-			ev = rec.newEvent(trace.KindFree, trace.API(w0>>apiShift&0xff), tsc, p.stack(rec, w0>>stackShift&0xffffffff))
+			ev = rec.newEvent(trace.KindFree, trace.API(w0>>apiShift&0xff), tsc, w0>>stackShift&0xffffffff)
 			ev.Addr, ev.StackInUse = addr, stackInUse(inUse)
 		default:
 			return p.ran(s, fromBacklog, i, n)
+		}
+		if ev.Stack != 0 && !p.nodeWritten(ev.Stack) {
+			ev.Stack = p.writeStack(rec, ev.Stack)
 		}
 		rec.event(p, s, ev)
 		p.nextSeq++
@@ -557,10 +561,7 @@ func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
 // ran consumes the words of the n records run handled, and returns n.
 func (p *process) ran(s *slotReader, fromBacklog bool, words, n int) int {
 	if fromBacklog {
-		s.bi += words
-		if s.bi == len(s.backlog) {
-			s.backlog, s.bi = s.backlog[:0], 0
-		}
+		s.dropBacklog(words)
 		return n
 	}
 	s.pos += uint64(words) * 8
