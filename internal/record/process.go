@@ -652,22 +652,21 @@ func (p *process) release() {
 // in handleOther, whose big frame and many cases they do not pay for.
 func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	w := s.head
-	kind, stack := w[0]&0xff, w[0]>>stackShift&0xffffffff
-	if stack != 0 && !p.nodeWritten(stack) {
-		stack = p.writeStack(rec, stack)
-	}
-	switch {
+	var ev *trace.Event
+	switch kind := w[0] & 0xff; {
 	case kind == recAlloc && len(w) >= recordWords[recAlloc] && len(p.parked) == 0:
-		ev := rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), w[2], stack)
+		ev = rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
 		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
-		rec.event(p, s, ev)
 	case kind == recFree && len(w) == recordWords[recFree] && len(s.pointers) == 0:
-		ev := rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[2], stack)
+		ev = rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
 		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
-		rec.event(p, s, ev)
 	default:
 		return p.handleOther(rec, s, final)
 	}
+	if ev.Stack != 0 && !p.nodeWritten(ev.Stack) {
+		ev.Stack = p.writeStack(rec, ev.Stack)
+	}
+	rec.event(p, s, ev)
 	p.nextSeq++
 	s.consume(p.region)
 	return true
