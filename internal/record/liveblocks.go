@@ -33,6 +33,7 @@ type blockTable struct {
 
 	lastKey [2]uint64 // page number + 1 of the pages found last (0: none), the latest first
 	lastIdx [2]uint32
+	lastPg  [2]*tablePage           // and the pages themselves: runs never move
 	near    [nearChunks]*tableChunk // a cache of dir, at the chunk number's low bits
 }
 
@@ -51,7 +52,11 @@ const (
 type tablePage struct {
 	key    uint64 // page number + 1; 0 for a page on the free list
 	starts [tablePageSlots / 64]uint64
-	before [tablePageSlots / 64]uint16 // blocks in the words of starts before each
+	// before counts the blocks in the words of starts before each, 16
+	// bits a word of starts (lane i of before[j] for word 4j+i): an
+	// insert or a delete adds to the counts of the words after its own
+	// with two additions, not a loop.
+	before [tablePageSlots / 64 / 4]uint64
 	sizes  []uint16
 	shared bool // sizes may be another table's too (see clone)
 }
@@ -75,22 +80,34 @@ func (t *blockTable) page(key uint64) (uint32, bool) {
 	if key+1 == t.lastKey[0] {
 		return t.lastIdx[0], true
 	}
+	if _, ok := t.findPage(key); !ok {
+		return 0, false
+	}
+	return t.lastIdx[0], true
+}
+
+// findPage is page, returning the page itself, for a key other than
+// lastKey[0]: the live set's updates, at every event, check that one
+// first, without a call.
+func (t *blockTable) findPage(key uint64) (*tablePage, bool) {
 	if key+1 == t.lastKey[1] {
 		t.lastKey[0], t.lastKey[1] = t.lastKey[1], t.lastKey[0]
 		t.lastIdx[0], t.lastIdx[1] = t.lastIdx[1], t.lastIdx[0]
-		return t.lastIdx[0], true
+		t.lastPg[0], t.lastPg[1] = t.lastPg[1], t.lastPg[0]
+		return t.lastPg[0], true
 	}
 	c := t.chunk(key >> tableChunkBits)
 	if c == nil {
-		return 0, false
+		return nil, false
 	}
 	p := c.pages[key&(1<<tableChunkBits-1)]
 	if p == 0 {
-		return 0, false
+		return nil, false
 	}
-	t.lastKey[1], t.lastIdx[1] = t.lastKey[0], t.lastIdx[0]
-	t.lastKey[0], t.lastIdx[0] = key+1, p-1
-	return p - 1, true
+	pg := t.at(p - 1)
+	t.lastKey[1], t.lastIdx[1], t.lastPg[1] = t.lastKey[0], t.lastIdx[0], t.lastPg[0]
+	t.lastKey[0], t.lastIdx[0], t.lastPg[0] = key+1, p-1, pg
+	return pg, true
 }
 
 func (t *blockTable) chunk(ck uint64) *tableChunk {
@@ -105,7 +122,7 @@ func (t *blockTable) chunk(ck uint64) *tableChunk {
 	return c
 }
 
-func (t *blockTable) newPage(key uint64) uint32 {
+func (t *blockTable) newPage(key uint64) *tablePage {
 	ck := key >> tableChunkBits
 	c := t.chunk(ck)
 	if c == nil {
@@ -126,39 +143,61 @@ func (t *blockTable) newPage(key uint64) uint32 {
 		p = t.npages
 		t.npages++
 	}
-	*t.at(p) = tablePage{key: key + 1}
+	pg := t.at(p)
+	*pg = tablePage{key: key + 1}
 	c.pages[key&(1<<tableChunkBits-1)] = p + 1
 	c.live++
-	return p
+	t.lastKey[1], t.lastIdx[1], t.lastPg[1] = t.lastKey[0], t.lastIdx[0], t.lastPg[0]
+	t.lastKey[0], t.lastIdx[0], t.lastPg[0] = key+1, p, pg
+	return pg
 }
 
-func (t *blockTable) freePage(key uint64, p uint32) {
-	*t.at(p) = tablePage{}
-	t.freePages = append(t.freePages, p)
+func (t *blockTable) freePage(key uint64) {
 	ck := key >> tableChunkBits
 	c := t.chunk(ck)
+	p := c.pages[key&(1<<tableChunkBits-1)] - 1
+	*t.at(p) = tablePage{}
+	t.freePages = append(t.freePages, p)
 	c.pages[key&(1<<tableChunkBits-1)] = 0
 	if c.live--; c.live == 0 {
 		delete(t.dir, ck)
 		t.near[ck%nearChunks] = nil
 	}
-	t.lastKey = [2]uint64{}
+	t.lastKey, t.lastPg = [2]uint64{}, [2]*tablePage{}
 }
 
 func slotIn(addr uint64) uint { return uint(addr>>tableSlotBits) & (tablePageSlots - 1) }
 
 // rank returns how many blocks of pg start before slot s.
 func (pg *tablePage) rank(s uint) int {
-	w := s / 64
-	return int(pg.before[w]) + bits.OnesCount64(pg.starts[w]&(1<<(s%64)-1))
+	w := s / 64 % (tablePageSlots / 64)
+	return int(uint16(pg.before[w>>2]>>((w&3)<<4))) + bits.OnesCount64(pg.starts[w]&(1<<(s%64)-1))
 }
 
-// count adds d to the blocks that start in slot s's word of pg, for the
-// words after it.
-func (pg *tablePage) count(s uint, d uint16) {
-	for w := s/64 + 1; w < uint(len(pg.before)); w++ {
-		pg.before[w] += d
+// afterWord holds, for each word of starts, the lanes of before of the
+// words after it set to 1.
+var afterWord = func() (a [tablePageSlots / 64][2]uint64) {
+	for w := range a {
+		for after := w + 1; after < len(a); after++ {
+			a[w][after/4] |= 1 << (16 * (after % 4))
+		}
 	}
+	return a
+}()
+
+// counted adds a block that starts in slot s to the counts of the words
+// after its own.
+func (pg *tablePage) counted(s uint) {
+	add := &afterWord[s/64%(tablePageSlots/64)]
+	pg.before[0] += add[0]
+	pg.before[1] += add[1]
+}
+
+// uncounted takes a block that started in slot s out of them.
+func (pg *tablePage) uncounted(s uint) {
+	sub := &afterWord[s/64%(tablePageSlots/64)]
+	pg.before[0] -= sub[0]
+	pg.before[1] -= sub[1]
 }
 
 func (pg *tablePage) has(s uint) bool { return pg.starts[s/64]&(1<<(s%64)) != 0 }
@@ -186,11 +225,14 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 		return old, existed
 	}
 	key := addr >> tablePageBits
-	p, ok := t.page(key)
-	if !ok {
-		p = t.newPage(key)
+	pg := t.lastPg[0]
+	if key+1 != t.lastKey[0] {
+		var ok bool
+		if pg, ok = t.findPage(key); !ok {
+			pg = t.newPage(key)
+		}
 	}
-	pg, s := t.at(p), slotIn(addr)
+	s := slotIn(addr)
 	pg.own()
 	r := pg.rank(s)
 	small := uint16(min(size, bigBlock))
@@ -202,7 +244,7 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 		pg.sizes[r] = small
 	} else {
 		pg.starts[s/64] |= 1 << (s % 64)
-		pg.count(s, 1)
+		pg.counted(s)
 		if len(pg.sizes) == cap(pg.sizes) {
 			// Grow by more than append would from nothing: a page of
 			// small blocks holds dozens, and each growth is a copy.
@@ -243,11 +285,14 @@ func (t *blockTable) remove(addr uint64) (size uint64, existed bool) {
 		return size, existed
 	}
 	key := addr >> tablePageBits
-	p, ok := t.page(key)
-	if !ok {
-		return 0, false
+	pg := t.lastPg[0]
+	if key+1 != t.lastKey[0] {
+		var ok bool
+		if pg, ok = t.findPage(key); !ok {
+			return 0, false
+		}
 	}
-	pg, s := t.at(p), slotIn(addr)
+	s := slotIn(addr)
 	if !pg.has(s) {
 		return 0, false
 	}
@@ -259,12 +304,12 @@ func (t *blockTable) remove(addr uint64) (size uint64, existed bool) {
 		delete(t.big, addr)
 	}
 	pg.starts[s/64] &^= 1 << (s % 64)
-	pg.count(s, ^uint16(0))
+	pg.uncounted(s)
 	copy(pg.sizes[r:], pg.sizes[r+1:])
 	pg.sizes = pg.sizes[:len(pg.sizes)-1]
 	t.n--
 	if len(pg.sizes) == 0 {
-		t.freePage(key, p)
+		t.freePage(key)
 	} else if cap(pg.sizes) >= 64 && len(pg.sizes) < cap(pg.sizes)/4 {
 		pg.sizes = slices.Clip(slices.Clone(pg.sizes)) // give back what a page that emptied no longer needs
 	}
@@ -280,11 +325,15 @@ func (t *blockTable) find(addr uint64) (uint64, bool) {
 		size, ok := t.odd[addr]
 		return size, ok
 	}
-	p, ok := t.page(addr >> tablePageBits)
-	if !ok {
-		return 0, false
+	key := addr >> tablePageBits
+	pg := t.lastPg[0]
+	if key+1 != t.lastKey[0] {
+		var ok bool
+		if pg, ok = t.findPage(key); !ok {
+			return 0, false
+		}
 	}
-	pg, s := t.at(p), slotIn(addr)
+	s := slotIn(addr)
 	if !pg.has(s) {
 		return 0, false
 	}

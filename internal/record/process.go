@@ -155,13 +155,16 @@ func (s *slotReader) fill(r *region) bool {
 	h := s.scratch[:n:n]
 	at := s.pos / 8 & s.mask
 	if at+uint64(n) <= uint64(len(s.ring)) {
-		// Most records are frees and allocations: copied as arrays of
-		// their length, they cost a few moves rather than a call.
+		// Most records are frees and allocations: copied a word at a
+		// time, they cost a few moves. (The compiler makes a call to
+		// memmove of a copy of arrays of their length.)
 		switch src := s.ring[at : at+uint64(n)]; n {
 		case 5:
-			*(*[5]uint64)(h) = *(*[5]uint64)(src)
+			src, h := src[:5:5], h[:5:5]
+			h[0], h[1], h[2], h[3], h[4] = src[0], src[1], src[2], src[3], src[4]
 		case 6:
-			*(*[6]uint64)(h) = *(*[6]uint64)(src)
+			src, h := src[:6:6], h[:6:6]
+			h[0], h[1], h[2], h[3], h[4], h[5] = src[0], src[1], src[2], src[3], src[4], src[5]
 		default:
 			copy(h, src)
 		}
@@ -199,20 +202,26 @@ func (s *slotReader) loadWritten(r *region) bool {
 // than 3,800.)
 func (s *slotReader) consume(r *region) {
 	if !s.inRing {
-		s.bi += len(s.head)
+		n := len(s.head)
 		s.head = nil
-		if s.bi == len(s.backlog) {
-			s.backlog, s.bi = s.backlog[:0], 0
-		} else if s.bi >= 1<<16 && s.bi >= len(s.backlog)/2 {
-			s.backlog = s.backlog[:copy(s.backlog, s.backlog[s.bi:])]
-			s.bi = 0
-		}
+		s.dropBacklog(n)
 		return
 	}
 	s.pos += uint64(len(s.head)) * 8
 	s.head = nil
 	if s.pos-s.released >= uint64(len(s.ring))*4 { // half the ring, in bytes
 		s.release(r)
+	}
+}
+
+// dropBacklog drops the first words of the backlog, handled.
+func (s *slotReader) dropBacklog(words int) {
+	s.bi += words
+	if s.bi == len(s.backlog) {
+		s.backlog, s.bi = s.backlog[:0], 0
+	} else if s.bi >= 1<<16 && s.bi >= len(s.backlog)/2 {
+		s.backlog = s.backlog[:copy(s.backlog, s.backlog[s.bi:])]
+		s.bi = 0
 	}
 }
 
@@ -461,6 +470,7 @@ func (p *process) drain(rec *Recorder, final bool) int {
 		}
 	}()
 	p.spillFull()
+	sinceSpill := 0
 	for p.damaged == "" {
 		s := p.next(final)
 		if s == nil {
@@ -475,9 +485,88 @@ func (p *process) drain(rec *Recorder, final bool) int {
 		if !p.handle(rec, s, final) || p.damaged != "" {
 			return n
 		}
-		if n++; n%spillEvery == 0 {
+		handled := 1 + p.run(rec, s, spillEvery-1-sinceSpill)
+		n += handled
+		if sinceSpill += handled; sinceSpill >= spillEvery {
 			p.spillFull()
+			sinceSpill = 0
 		}
+	}
+	return n
+}
+
+// run handles the records that follow in the slot's backlog or ring, one
+// after the other, while each is the next due and a plain allocation or
+// free, at most limit of them, and returns how many it handled. A thread
+// that allocates flat out writes long runs of them: taken straight from
+// where they are, they skip the head (a copy), next and handle. Like the
+// head's copy, each word is read once, into a local, and what is checked
+// is what is used, whatever the program writes to its ring meanwhile.
+// Anything else (a record cut by the ring's end, one not due, one not
+// whole or of another kind) is left to handle.
+func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
+	if limit <= 0 || s.head != nil || len(p.parked) > 0 || len(s.pointers) > 0 {
+		return 0
+	}
+	var src []uint64
+	fromBacklog := s.bi < len(s.backlog)
+	if fromBacklog {
+		src = s.backlog[s.bi:]
+	} else {
+		if s.pos == s.written && (!s.loadWritten(p.region) || s.pos == s.written) {
+			return 0
+		}
+		at := s.pos / 8 & s.mask
+		src = s.ring[at:min(uint64(len(s.ring)), at+(s.written-s.pos)/8)]
+	}
+	i, n := 0, 0
+	for n < limit && p.damaged == "" && i < len(src) {
+		w0 := src[i]
+		words := int(w0 >> 8 & 0xff)
+		if words > len(src)-i {
+			break
+		}
+		r := src[i : i+words : i+words]
+		kind := w0 & 0xff
+		var ev *trace.Event
+		switch {
+		case kind == recAlloc && words == recordWords[recAlloc]:
+			seq, tsc, addr, size, inUse := r[1], r[2], r[3], r[4], r[5]
+			if seq != p.nextSeq {
+				return p.ran(s, fromBacklog, i, n)
+			}
+			ev = rec.newEvent(trace.KindAlloc, trace.API(w0>>apiShift&0xff), tsc, w0>>stackShift&0xffffffff)
+			ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
+		case kind == recFree && words == recordWords[recFree]:
+			seq, tsc, addr, inUse := r[1], r[2], r[3], r[4]
+			if seq != p.nextSeq {
+				return p.ran(s, fromBacklog, i, n)
+			}
+			ev = rec.newEvent(trace.KindFree, trace.API(w0>>apiShift&0xff), tsc, w0>>stackShift&0xffffffff)
+			ev.Addr, ev.StackInUse = addr, stackInUse(inUse)
+		default:
+			return p.ran(s, fromBacklog, i, n)
+		}
+		if ev.Stack != 0 && !p.nodeWritten(ev.Stack) {
+			ev.Stack = p.writeStack(rec, ev.Stack)
+		}
+		rec.event(p, s, ev)
+		p.nextSeq++
+		i += words
+		n++
+	}
+	return p.ran(s, fromBacklog, i, n)
+}
+
+// ran consumes the words of the n records run handled, and returns n.
+func (p *process) ran(s *slotReader, fromBacklog bool, words, n int) int {
+	if fromBacklog {
+		s.dropBacklog(words)
+		return n
+	}
+	s.pos += uint64(words) * 8
+	if s.pos-s.released >= uint64(len(s.ring))*4 { // half the ring, in bytes (see consume)
+		s.release(p.region)
 	}
 	return n
 }
@@ -558,7 +647,33 @@ func (p *process) release() {
 
 // handle writes the record at the head of s. It returns false to wait: a
 // fork whose child has not said hello yet.
+//
+// Allocations and frees, nearly every record, are handled here; the rest
+// in handleOther, whose big frame and many cases they do not pay for.
 func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
+	w := s.head
+	var ev *trace.Event
+	switch kind := w[0] & 0xff; {
+	case kind == recAlloc && len(w) >= recordWords[recAlloc] && len(p.parked) == 0:
+		ev = rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
+		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
+	case kind == recFree && len(w) == recordWords[recFree] && len(s.pointers) == 0:
+		ev = rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
+		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
+	default:
+		return p.handleOther(rec, s, final)
+	}
+	if ev.Stack != 0 && !p.nodeWritten(ev.Stack) {
+		ev.Stack = p.writeStack(rec, ev.Stack)
+	}
+	rec.event(p, s, ev)
+	p.nextSeq++
+	s.consume(p.region)
+	return true
+}
+
+// handleOther is handle for any record.
+func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 	w := s.head
 	kind := w[0] & 0xff
 	api := trace.API(w[0] >> apiShift & 0xff)
@@ -743,6 +858,11 @@ func (p *process) stack(rec *Recorder, id uint64) uint64 {
 	if id == 0 || p.nodeWritten(id) {
 		return id
 	}
+	return p.writeStack(rec, id)
+}
+
+// writeStack is stack for a node not written yet.
+func (p *process) writeStack(rec *Recorder, id uint64) uint64 {
 	p.chain = p.chain[:0]
 	for cur := id; cur != 0 && !p.nodeWritten(cur); {
 		parent, module, offset, ok := p.region.node(cur)

@@ -983,29 +983,40 @@ func (r *Recorder) event(p *process, s *slotReader, ev *trace.Event) {
 	ev.Thread = s.thread
 	r.events++
 	p.events++
+	live := p.live
 	switch ev.Kind {
 	case trace.KindAlloc:
 		r.allocations++
 		r.bytesAllocated += ev.Size
+		if live != nil {
+			live.add(ev.Addr, ev.Size)
+		}
 	case trace.KindFree:
 		r.frees++
+		if live != nil {
+			live.remove(ev.Addr)
+		}
 	case trace.KindRealloc:
 		r.allocations++
 		r.frees++
 		r.bytesAllocated += ev.Size
-	}
-	if p.live != nil {
-		p.live.apply(ev)
+		if live != nil {
+			live.apply(ev)
+		}
 	}
 	r.write(r.w.EventAt(ev))
 }
 
 // write notes the first error writing the trace. After it, the agents are
-// told to stop: nothing more could be kept.
+// told to stop: nothing more could be kept. (It is called at every event:
+// the check is inlined, the rest is not.)
 func (r *Recorder) write(err error) {
-	if err == nil || r.writeErr != nil {
-		return
+	if err != nil && r.writeErr == nil {
+		r.writeFailed(err)
 	}
+}
+
+func (r *Recorder) writeFailed(err error) {
 	r.writeErr = err
 	for _, p := range r.procs {
 		*p.region.u64(hdrDisabled) = 1
