@@ -302,9 +302,15 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	p := rp.proc
 	sum := &p.Summary
 	rp.allocClock++
-	b := block{size: e.Size, api: e.API, born: e.Time, bornClock: rp.allocClock, thread: threadOf(e)}
+	// Field by field, not a composite literal: the compiler builds that
+	// apart and copies it 16 bytes at a time, and the copy waits for the
+	// 8-byte writes just made (as in heapTable.put).
+	var b block
+	b.size, b.api = e.Size, e.API
 	if prev != nil {
 		b.born, b.bornClock, b.reallocs, b.thread = prev.born, prev.bornClock, prev.reallocs+1, prev.thread
+	} else {
+		b.born, b.bornClock, b.thread = e.Time, rp.allocClock, threadOf(e)
 	}
 	rp.lastAlloc = addr
 	// A block counts if its object's thread and its own stack pass the
