@@ -79,7 +79,7 @@ type Options struct {
 // DefaultObjects is how many objects the object lists keep by default.
 const DefaultObjects = 100
 
-func (o Options) objects() int {
+func (o *Options) objects() int {
 	switch {
 	case o.Objects < 0:
 		return 0
@@ -91,12 +91,12 @@ func (o Options) objects() int {
 
 // afterWindow reports whether t, ns after a process started, is past the
 // window's end.
-func (o Options) afterWindow(t uint64) bool { return o.To != 0 && t > o.To }
+func (o *Options) afterWindow(t uint64) bool { return o.To != 0 && t > o.To }
 
 // filters reports whether o keeps only some of the blocks.
-func (o Options) filters() bool { return len(o.Threads) > 0 || !o.Filter.IsZero() }
+func (o *Options) filters() bool { return len(o.Threads) > 0 || !o.Filter.IsZero() }
 
-func (o Options) countsThread(thread uint64) bool {
+func (o *Options) countsThread(thread uint64) bool {
 	return len(o.Threads) == 0 || slices.Contains(o.Threads, thread)
 }
 

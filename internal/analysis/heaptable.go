@@ -319,10 +319,12 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	t.enter(blk)
 	ref, found := t.byHandle(addr, h)
 	if !found {
-		ref, found = t.index.Find(addr)
-	}
-	if !found {
-		return nil, false
+		// A block found in the index leaves it at once: one walk to
+		// its page and rank, not two.
+		if ref, found = t.index.Remove(addr); !found {
+			return nil, false
+		}
+		t.atw(ref).bits &^= bitIndexed
 	}
 	t.unpackTo(&t.taken, ref)
 	t.unlink(ref, addr)

@@ -49,23 +49,28 @@ func (t *topObjects) before(a, b *HeapObject) bool {
 	return a.Addr < b.Addr
 }
 
-// shorter reports whether an object of this key (its age, by age; its
-// size, by size) ranks after n kept, so that offering it is no use.
-func (t *topObjects) shorter(age uint64) bool {
-	return t.n <= 0 || t.cut && age < t.bar
-}
-
 // offer keeps o if it may rank among the n best.
 func (t *topObjects) offer(o HeapObject) {
-	if t.n <= 0 || t.cut && t.key(&o) < t.bar {
-		return
+	if p := t.place(t.key(&o)); p != nil {
+		*p = o
+	}
+}
+
+// place returns where to keep an object of key k if it may rank among the
+// n best, else nil. The caller writes the object there field by field: an
+// object built apart and copied in is read back 16 bytes at a time while
+// its 8-byte writes are under way, and the CPU waits for them.
+func (t *topObjects) place(k uint64) *HeapObject {
+	if t.n <= 0 || t.cut && k < t.bar {
+		return nil
 	}
 	// The buffer grows as objects come (a run may have fewer than n):
 	// its memory follows the objects, not the n asked for.
 	if len(t.objs) >= 4*t.n {
 		t.keepBest()
 	}
-	t.objs = append(t.objs, o)
+	t.objs = append(t.objs, HeapObject{})
+	return &t.objs[len(t.objs)-1]
 }
 
 // keepBest cuts the buffer to the n best.

@@ -8,7 +8,8 @@ import (
 
 // TestTopObjects checks the kept objects against a sort of all of them,
 // with many ties of key and of allocation time, offered in rising,
-// falling and random order, and skipping those shorter says need not be.
+// falling and random order, every other one offered whole and the others
+// written where place says.
 func TestTopObjects(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for _, n := range []int{0, 1, 7, 100} {
@@ -26,11 +27,12 @@ func TestTopObjects(t *testing.T) {
 				case "falling":
 					slices.SortStableFunc(all, func(a, b HeapObject) int { return cmpUint(top.key(&b), top.key(&a)) })
 				}
-				for _, o := range all {
-					if by == byAge && top.shorter(o.Age(0)) {
-						continue
+				for i, o := range all {
+					if i%2 == 0 {
+						top.offer(o)
+					} else if p := top.place(top.key(&o)); p != nil {
+						*p = o
 					}
-					top.offer(o)
 				}
 				want := slices.Clone(all)
 				slices.SortFunc(want, top.compare)

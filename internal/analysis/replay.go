@@ -302,9 +302,15 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	p := rp.proc
 	sum := &p.Summary
 	rp.allocClock++
-	b := block{size: e.Size, api: e.API, born: e.Time, bornClock: rp.allocClock, thread: threadOf(e)}
+	// Field by field, not a composite literal: the compiler builds that
+	// apart and copies it 16 bytes at a time, and the copy waits for the
+	// 8-byte writes just made (as in heapTable.put).
+	var b block
+	b.size, b.api = e.Size, e.API
 	if prev != nil {
 		b.born, b.bornClock, b.reallocs, b.thread = prev.born, prev.bornClock, prev.reallocs+1, prev.thread
+	} else {
+		b.born, b.bornClock, b.thread = e.Time, rp.allocClock, threadOf(e)
 	}
 	rp.lastAlloc = addr
 	// A block counts if its object's thread and its own stack pass the
@@ -438,10 +444,10 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 		lifetime := e.Time - min(b.born, e.Time)
 		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
-		if !rp.freedLonger.shorter(lifetime) {
-			o := rp.object(addr, b, e.Time)
+		// The key of freedLonger, byAge, is the lifetime.
+		if o := rp.freedLonger.place(lifetime); o != nil {
+			rp.objectTo(o, addr, b, e.Time)
 			o.FreeStack = e.Stack
-			rp.freedLonger.offer(o)
 		}
 	}
 }
@@ -449,8 +455,16 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 // object returns the object held by block b at addr; freed is when it was
 // freed, 0 if it is live.
 func (rp *replay) object(addr uint64, b *block, freed uint64) HeapObject {
-	return HeapObject{Addr: addr, Size: b.size, Allocated: b.born, Freed: freed, Thread: uint64(b.thread),
-		Reallocs: uint64(b.reallocs), Site: int(b.site), API: b.api}
+	var o HeapObject
+	rp.objectTo(&o, addr, b, freed)
+	return o
+}
+
+// objectTo writes the object of object(addr, b, freed) to o, a zero
+// HeapObject, field by field (see topObjects.place).
+func (rp *replay) objectTo(o *HeapObject, addr uint64, b *block, freed uint64) {
+	o.Addr, o.Size, o.Allocated, o.Freed = addr, b.size, b.born, freed
+	o.Thread, o.Reallocs, o.Site, o.API = uint64(b.thread), uint64(b.reallocs), int(b.site), b.api
 }
 
 // release takes the bytes of block b out of the live counts.
@@ -678,15 +692,17 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 		bin.KeptBytes += b.size
 		bin.KeptBlocks++
 		// Most blocks rank in neither list: only those that may are
-		// made objects, which costs more than the rest of this.
+		// made objects, which costs more than the rest of this. The
+		// keys are the size and the age (HeapObject.Age).
 		age := uint64(0)
 		if end > b.born {
 			age = end - b.born
 		}
-		if !bigger.shorter(b.size) || !older.shorter(age) {
-			o := rp.object(addr, b, 0)
-			bigger.offer(o)
-			older.offer(o)
+		if o := bigger.place(b.size); o != nil {
+			rp.objectTo(o, addr, b, 0)
+		}
+		if o := older.place(age); o != nil {
+			rp.objectTo(o, addr, b, 0)
 		}
 	})
 	p.LiveObjects, p.OldestObjects = bigger.sorted(), older.sorted()

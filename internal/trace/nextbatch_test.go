@@ -113,3 +113,20 @@ func TestDroppedReader(t *testing.T) {
 	}
 	t.Errorf("%d goroutines before reading, %d after dropping the Readers", before, runtime.NumGoroutine())
 }
+
+// TestReadOnOneCore checks that a trace of many blocks reads the same with
+// one core as with several: with GOMAXPROCS 1 the two halves of the
+// decoding of every block read ahead share one token, and must take
+// turns, never wait on each other while one holds it.
+func TestReadOnOneCore(t *testing.T) {
+	data := writeEvents(t, manyEvents(50000), 512, false)
+	want := readEvents(t, data)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	got := readEvents(t, data)
+	if !slices.Equal(got, want) {
+		t.Fatalf("with one core %d events were read, differing from the %d read with more", len(got), len(want))
+	}
+	if len(want) != 50000 {
+		t.Fatalf("%d events read, want 50000", len(want))
+	}
+}

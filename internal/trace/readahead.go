@@ -22,6 +22,12 @@ import (
 //  3. The Reader takes the blocks in order from blocks, and the batches
 //     of each block in order from the block's channel.
 //
+// The Reader's caller is what takes the time: the analysis's replay costs
+// more per event than both halves of decoding together. So the decoding
+// goroutines share GOMAXPROCS-1 cores at most (decodeTokens): with more
+// runnable goroutines than cores, Go's scheduler gives the caller no more
+// than the others, and it waited for a core for much of its run.
+//
 // Memory stays bounded: at most maxBlocks blocks are read and not yet
 // taken to their end by the Reader (the slots), and each half of a block's
 // decoding goes at most batchesAhead batches ahead of the next step.
@@ -39,6 +45,11 @@ type readAhead struct {
 	unitHint atomic.Uint64 // see blockDecoder.unit
 	ended    atomic.Bool   // a block held End: what follows does not count
 	buffers  chan []byte   // spare buffers for decoded streams
+	// tokens holds a token for each core the decoding goroutines may
+	// use at once. A goroutine holds one only while it decodes a batch,
+	// never while it waits on a channel, so that no two wait on each
+	// other.
+	tokens chan struct{}
 }
 
 // blockJob is a block read ahead, and the damage read before it, if any.
@@ -59,6 +70,23 @@ const batchesAhead = 8
 // Reader's caller, not decoding, is what takes the time.
 func maxBlocks() int { return max(2, min(4, runtime.GOMAXPROCS(0)/2+1)) }
 
+// decodeTokens returns how many goroutines may decode batches at once:
+// every core but the one the Reader's caller needs, and at least one.
+func decodeTokens() int { return max(1, runtime.GOMAXPROCS(0)-1) }
+
+// withToken runs f while it holds a token, and reports false, without
+// running it, if the readAhead stops first.
+func (p *readAhead) withToken(f func()) bool {
+	select {
+	case p.tokens <- struct{}{}:
+	case <-p.done:
+		return false
+	}
+	f()
+	<-p.tokens
+	return true
+}
+
 // newReadAhead reads the blocks of src, which comes after sound blocks
 // of its trace, where the time unit was unit.
 func newReadAhead(src *source, sound uint32, unit uint64) *readAhead {
@@ -69,6 +97,7 @@ func newReadAhead(src *source, sound uint32, unit uint64) *readAhead {
 		slots:   make(chan struct{}, n),
 		done:    make(chan struct{}),
 		buffers: make(chan []byte, n),
+		tokens:  make(chan struct{}, decodeTokens()),
 	}
 	p.unitHint.Store(unit)
 	go p.run(sound)
@@ -125,7 +154,11 @@ func (p *readAhead) decode(job *blockJob, sound uint32) {
 			putBatch(b)
 			continue
 		}
-		if !a.decode(b) {
+		sound := true
+		if !p.withToken(func() { sound = a.decode(b) }) {
+			return
+		}
+		if !sound {
 			damaged = true
 			close(skip)
 		}
@@ -153,7 +186,9 @@ func (p *readAhead) decodeRecords(job *blockJob, sound uint32, decoded chan<- *b
 	r := newBlockDecoder(&job.fetched, sound, &p.unitHint)
 	for more := true; more; {
 		b := getBatch()
-		more = r.fill(b)
+		if !p.withToken(func() { more = r.fill(b) }) {
+			return
+		}
 		select {
 		case decoded <- b:
 		case <-skip:
