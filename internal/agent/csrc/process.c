@@ -11,6 +11,7 @@
  * survives a crash or SIGKILL.
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -252,6 +253,10 @@ void mt_process_init(int flags, uint64_t fork_token)
 	/* Without it, every thread takes its numbers with a locked
 	 * instruction (see mt_seq_of). */
 	mt_proc.membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	/* PREFETCHW is CPUID 0x80000001 ECX bit 8: some x86-64 CPUs
+	 * without it fault on it rather than ignore it. */
+	unsigned eax, ebx, ecx, edx;
+	mt_proc.prefetchw = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 8)) != 0;
 	if (!thread_key_ready) {
 		thread_key_ready = pthread_key_create(&mt_thread_key, thread_exit) == 0;
 	}
@@ -558,7 +563,7 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 	return ok;
 }
 
-/* mt_emit_wait is mt_emit when the ring seems full. */
+/* mt_emit_wait is mt_reserve when the ring seems full. */
 int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 {
 	struct mt_slot *ctl = t->ctl;
