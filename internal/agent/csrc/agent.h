@@ -60,6 +60,10 @@ struct mt_thread {
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack (see mt_stack_cut) */
 	uint32_t uncounted; /* it was cut, and more frames than depth: their number is not known */
+	/* The cached stack's innermost frame when mt_capture_stack may reuse
+	 * the stack whole from it, else NULL (see mt_capture_walk). */
+	const struct mt_frame *top;
+	uintptr_t tp; /* the thread pointer of the thread it is the state of (see mt_self) */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
 	uintptr_t paint_lo, paint_hi; /* the part of it painted (stackuse.c) */
@@ -240,18 +244,18 @@ MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t modu
 MT_HIDDEN void mt_stacks_reset(void);
 
 /* mt_outer_unchanged reports whether the frames of the previous stack
- * outside index m are still on the stack as they were. The stack is kept
- * outermost first, so those are the frames 0..m-1. Their unwind read
- * memory, and that memory must still hold what it read: each frame's
- * return address (at its sp minus 8), its rbp where it was loaded from a
- * slot and mattered, and its CFA where it was loaded (a realigned stack).
- * Then, from the same pc, sp and rbp at frame m, the unwind would find
- * them again. (A return address alone is not enough: a frame with a
+ * outside frame m are still on the stack as they were. The stack is kept
+ * outermost first, so those are the frames from t->frame up to m. Their
+ * unwind read memory, and that memory must still hold what it read: each
+ * frame's return address (at its sp minus 8), its rbp where it was loaded
+ * from a slot and mattered, and its CFA where it was loaded (a realigned
+ * stack). Then, from the same pc, sp and rbp at frame m, the unwind would
+ * find them again. (A return address alone is not enough: a frame with a
  * different rbp, as alloca gives, has its return address elsewhere, and
  * the old slot may still hold the old value.) */
-static inline int mt_outer_unchanged(const struct mt_thread *t, int m)
+static inline int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
 {
-	for (const struct mt_frame *f = t->frame, *end = f + m; f < end; f++) {
+	for (const struct mt_frame *f = t->frame; f < m; f++) {
 		if (*(const uintptr_t *)(f->sp - 8) != f->ra)
 			return 0;
 		if (f->bp_used && f->bp_slot && *(const uintptr_t *)(f->sp - 8 * f->bp_slot) != f->bp)
@@ -278,18 +282,13 @@ static inline void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	 * the caller's frame is the previous stack's innermost, it and the
 	 * frames outside it unchanged, and the walk (mt_capture_walk) would
 	 * stop there at once and reuse the whole stack. That case is checked
-	 * here, without the walk's setup and inline in the hooks. The walk
-	 * leaves the innermost frame's node set to the stack whenever
-	 * max_frames > 0, and its cfa_at and bp_slot 0 (its CFA and rbp
-	 * come from registers), as a reuse here would leave them. */
-	uint32_t depth = t->depth;
-	if (MT_LIKELY(depth != 0 && t->modgen == mt_modgen && !t->uncounted && mt_proc.max_frames != 0 &&
-		      !mt_proc.hdr->full_unwind)) {
-		const struct mt_frame *f = &t->frame[depth - 1];
-		if (f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp) && mt_outer_unchanged(t, (int)depth - 1)) {
-			t->stack_id = f->node;
-			return;
-		}
+	 * here, without the walk's setup and inline in the hooks, from the
+	 * frame the walk left in t->top. */
+	const struct mt_frame *f = t->top;
+	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp) &&
+	    mt_outer_unchanged(t, f)) {
+		t->stack_id = f->node;
+		return;
 	}
 	mt_capture_walk(t, pc, sp, bp);
 }
@@ -315,14 +314,53 @@ MT_HIDDEN void mt_warn(const char *msg);
 MT_HIDDEN const char *mt_own_path(void);
 
 
+/*
+ * The calling thread's state is found under a pthread key. A call of
+ * pthread_getspecific on every event costs as much as the rest of
+ * entering the agent, so the states are also cached, direct-mapped by the
+ * thread pointer (%fs:0 holds its own address on x86-64: one load), and
+ * each state says which thread it belongs to (tp): an entry is checked
+ * against it, and a state given up when its thread exits says no thread
+ * (see thread_exit). A fork child empties the cache: its new threads may
+ * get the thread pointers of the parent's other threads.
+ */
+#define MT_SELF_CACHE 256
+extern struct mt_thread *mt_self_cache[MT_SELF_CACHE] MT_HIDDEN;
+
+static inline uintptr_t mt_thread_pointer(void)
+{
+	uintptr_t tp;
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return tp;
+}
+
+static inline uint32_t mt_self_slot(uintptr_t tp)
+{
+	return (uint32_t)(((tp >> 12) * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
+}
+
+/* mt_self returns the calling thread's state, NULL if it has none. It
+ * may only be called once the process is active: before, the key may not
+ * be created yet, and key 0 could be someone else's. */
+static inline struct mt_thread *mt_self(void)
+{
+	uintptr_t tp = mt_thread_pointer();
+	struct mt_thread **slot = &mt_self_cache[mt_self_slot(tp)];
+	struct mt_thread *t = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	if (MT_LIKELY(t != NULL && __atomic_load_n(&t->tp, __ATOMIC_RELAXED) == tp))
+		return t;
+	t = pthread_getspecific(mt_thread_key);
+	if (t != NULL && __atomic_load_n(&t->tp, __ATOMIC_RELAXED) == tp)
+		__atomic_store_n(slot, t, __ATOMIC_RELAXED);
+	return t;
+}
+
 /* mt_enter returns the calling thread's state, marked busy, or NULL when
  * this call must not be recorded (nested in the agent, or not recording). */
 static inline struct mt_thread *mt_enter(void)
 {
-	/* The key is only read once the process is active: before, it may not
-	 * be created yet, and key 0 could be someone else's. */
 	if (MT_LIKELY(__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)) {
-		struct mt_thread *t = pthread_getspecific(mt_thread_key);
+		struct mt_thread *t = mt_self();
 		if (MT_LIKELY(t != NULL && !t->busy && t->gen == mt_proc.gen &&
 			      !__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
 			t->busy = 1;

@@ -109,7 +109,7 @@ static inline struct mt_thread *calls_thread(void)
 {
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE)
 		return NULL;
-	struct mt_thread *t = pthread_getspecific(mt_thread_key);
+	struct mt_thread *t = mt_self();
 	if (t != NULL && t->busy)
 		return NULL;
 	return mt_enter();

@@ -522,7 +522,7 @@ void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t 
 		while (m >= 0 && t->frame[m].sp < sp)
 			m--;
 		if (m >= 0 && t->frame[m].sp == sp && t->frame[m].ra == pc && (!t->frame[m].bp_used || t->frame[m].bp == bp) &&
-		    n + m + 1 <= walk_limit && mt_outer_unchanged(t, m)) {
+		    n + m + 1 <= walk_limit && mt_outer_unchanged(t, &t->frame[m])) {
 			reuse = 1;
 			break;
 		}
@@ -585,4 +585,10 @@ void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t 
 	t->depth = (uint32_t)depth;
 	t->uncounted = (uint32_t)uncounted;
 	t->stack_id = parent;
+	/* What mt_capture_stack needs to reuse the whole stack from its
+	 * innermost frame, as step 1 would at once: the frame's node set to
+	 * the stack (so max_frames > 0), a counted stack, reuse allowed.
+	 * The frame's cfa_at and bp_slot are 0 (its CFA and rbp come from
+	 * registers), as such a reuse leaves them. */
+	t->top = depth > 0 && !uncounted && max > 0 && !mt_proc.hdr->full_unwind ? &t->frame[depth - 1] : NULL;
 }
