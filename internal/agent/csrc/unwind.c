@@ -480,6 +480,45 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
 }
 
 /*
+ * capture_sibling is mt_capture_walk for a caller in the frame of the
+ * previous stack's innermost one (the same stack pointer) at another
+ * call site, or with another rbp, as a loop that frees and allocates
+ * from two lines gives: the walk would unwind that one frame, find the
+ * next one outwards matching, and reuse the stack from there. That is
+ * done here without the walk's setup, with the same result. It returns 0
+ * where it does not apply, having changed nothing; the walk then runs.
+ */
+static int capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
+{
+	struct mt_frame *top = t->top != NULL ? &t->frame[t->depth - 1] : NULL;
+	/* The frame outside it must be reused with its node (step 3): a
+	 * cut stack keeps at least two frames for that. */
+	if (top == NULL || t->modgen != mt_modgen || top->sp != sp || t->depth < 2 ||
+	    (mt_stack_cut(t) && mt_proc.max_frames < 2))
+		return 0;
+	uint64_t r = rule_for(t, pc);
+	if (RULE_MOD(r) == NO_MODULE)
+		return 0;
+	uintptr_t outer_pc = pc, outer_sp = sp, outer_bp = bp, cfa_at;
+	if (!step(r, &outer_pc, &outer_sp, &outer_bp, &cfa_at, sp, t->stack_hi ? t->stack_hi : sp + (8u << 20)))
+		return 0;
+	struct mt_frame *outer = top - 1;
+	if (outer->sp != outer_sp || outer->ra != outer_pc || (outer->bp_used && outer->bp != outer_bp) ||
+	    !mt_outer_unchanged(t, outer))
+		return 0;
+	outer->cfa_at = cfa_at;
+	outer->bp_slot = (uint8_t)RULE_RBPK(r);
+	top->ra = pc;
+	top->bp = bp;
+	top->mod = (uint32_t)RULE_MOD(r);
+	top->bp_used = uses_bp(r) || (!RULE_RBPK(r) && outer->bp_used);
+	const struct mt_module *mod = mt_module_at(top->mod);
+	top->node = mt_intern(t, outer->node, mod->id, pc - mod->base);
+	t->stack_id = top->node;
+	return 1;
+}
+
+/*
  * mt_capture_walk sets t->stack_id to the stack of the allocator call whose
  * caller returns to pc with stack pointer sp and rbp bp.
  *
@@ -505,6 +544,8 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
  */
 void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
 {
+	if (capture_sibling(t, pc, sp, bp))
+		return;
 	int max = (int)mt_proc.max_frames, n = 0;
 	int walk_limit = max + MT_MAX_FRAMES_LIMIT;
 	if (t->modgen != mt_modgen || t->uncounted || mt_proc.hdr->full_unwind) {
