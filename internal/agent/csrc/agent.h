@@ -225,7 +225,6 @@ extern uint32_t mt_modgen MT_HIDDEN;
 
 /* unwind.c */
 MT_HIDDEN void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp);
-MT_HIDDEN int mt_capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp);
 MT_HIDDEN void mt_unwind_flush(void);
 
 /* stackuse.c: the stack in use, and each thread's high-water mark. */
@@ -256,9 +255,7 @@ MT_HIDDEN void mt_stacks_reset(void);
  * the old slot may still hold the old value.) */
 static inline int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
 {
-	/* Inner frames first: they are the ones that change. */
-	for (const struct mt_frame *f = m; f != t->frame;) {
-		f--;
+	for (const struct mt_frame *f = t->frame; f < m; f++) {
 		if (*(const uintptr_t *)(f->sp - 8) != f->ra)
 			return 0;
 		if (f->bp_used && f->bp_slot && *(const uintptr_t *)(f->sp - 8 * f->bp_slot) != f->bp)
@@ -288,15 +285,10 @@ static inline void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	 * here, without the walk's setup and inline in the hooks, from the
 	 * frame the walk left in t->top. */
 	const struct mt_frame *f = t->top;
-	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp) {
-		if (f->ra == pc && (!f->bp_used || f->bp == bp)) {
-			if (mt_outer_unchanged(t, f)) {
-				t->stack_id = f->node;
-				return;
-			}
-		} else if (mt_capture_sibling(t, pc, sp, bp)) {
-			return;
-		}
+	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp) &&
+	    mt_outer_unchanged(t, f)) {
+		t->stack_id = f->node;
+		return;
 	}
 	mt_capture_walk(t, pc, sp, bp);
 }

@@ -480,7 +480,7 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
 }
 
 /*
- * mt_capture_sibling is mt_capture_walk for a caller in the frame of the
+ * capture_sibling is mt_capture_walk for a caller in the frame of the
  * previous stack's innermost one (the same stack pointer) at another
  * call site, or with another rbp, as a loop that frees and allocates
  * from two lines gives: the walk would unwind that one frame, find the
@@ -488,7 +488,7 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
  * done here without the walk's setup, with the same result. It returns 0
  * where it does not apply, having changed nothing; the walk then runs.
  */
-int mt_capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
+static int capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
 {
 	struct mt_frame *top = t->top != NULL ? &t->frame[t->depth - 1] : NULL;
 	/* The frame outside it must be reused with its node (step 3): a
@@ -544,6 +544,8 @@ int mt_capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_
  */
 void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
 {
+	if (capture_sibling(t, pc, sp, bp))
+		return;
 	int max = (int)mt_proc.max_frames, n = 0;
 	int walk_limit = max + MT_MAX_FRAMES_LIMIT;
 	if (t->modgen != mt_modgen || t->uncounted || mt_proc.hdr->full_unwind) {
