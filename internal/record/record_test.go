@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -228,6 +229,52 @@ func TestSoleThreadHandoff(t *testing.T) {
 		if len(p.Threads) != 2 {
 			t.Errorf("pid %d: %d threads, want 2", p.PID, len(p.Threads))
 		}
+	}
+}
+
+// TestThreadReuse records threads that get the thread pointers of threads
+// gone before them, in a process and in its fork child: each thread's
+// allocations must be its own, as the thread printed them.
+func TestThreadReuse(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("threadreuse.c"), "-g", "-O2", "-pthread"))
+	if rec.res.Lost != 0 || strings.Contains(rec.stderr, "damaged") {
+		t.Fatalf("%d events lost; memtrail said:\n%s", rec.res.Lost, rec.stderr)
+	}
+	want := map[uint64]uint64{} // tid: allocations
+	pointers := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(rec.stdout), "\n")[1:] {
+		var tid, n uint64
+		var tp string
+		if _, err := fmt.Sscan(line, &tid, &tp, &n); err != nil {
+			t.Fatalf("the program printed %q: %v", line, err)
+		}
+		want[tid] = n
+		pointers[tp]++
+	}
+	if len(want) != 24 {
+		t.Fatalf("%d threads printed, want 24:\n%s", len(want), rec.stdout)
+	}
+	if len(pointers) == len(want) {
+		t.Logf("no thread pointer was used twice: the test did not test reuse")
+	}
+	if len(rec.model.Processes) != 2 {
+		t.Fatalf("%d processes recorded, want 2", len(rec.model.Processes))
+	}
+	seen := 0
+	for _, p := range rec.model.Processes {
+		for _, th := range p.Threads {
+			n, ok := want[th.TID]
+			if !ok {
+				continue
+			}
+			seen++
+			if th.Allocations != n || th.Frees != n {
+				t.Errorf("pid %d thread %d: %d allocations and %d frees, want %d each", p.PID, th.TID, th.Allocations, th.Frees, n)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d of the %d threads found in the trace", seen, len(want))
 	}
 }
 

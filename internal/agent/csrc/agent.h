@@ -20,9 +20,36 @@
 #define MT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* How far ahead of a record mt_put asks for the ring's line: a few
+ * records, so that the line is there by the time they are written. */
+#define MT_PREFETCH_WORDS 32
+
 /* The most frames one unwind goes through: the recorded ones, and beyond
  * the depth limit as many again, counted (see mt_capture_stack). */
 #define MT_WALK_LIMIT (2 * MT_MAX_FRAMES_LIMIT)
+
+/* A frame of a thread's last stack: its return address, the stack
+ * pointer in that frame, its module slot, and the node naming the stack
+ * from it outwards (recorded frames only); and what else its unwind read
+ * (see mt_outer_unchanged): rbp in that frame, whether it
+ * mattered, where it was loaded from (the slot k at sp - 8k, 0: the inner
+ * frame's), and the address the CFA was loaded from (0: none). Side by
+ * side, so that checking a frame reads one or two cache lines rather than
+ * one per field. */
+struct mt_frame {
+	uintptr_t ra, sp, bp, cfa_at;
+	uint32_t mod, node;
+	uint8_t bp_used, bp_slot;
+};
+
+/* A frame of the stack being unwound: as struct mt_frame, with its rule;
+ * cfa_at and bp_slot say how the frame got its CFA and rbp. */
+struct mt_new_frame {
+	uintptr_t ra, sp, bp, cfa_at;
+	uint64_t rule;
+	uint32_t mod;
+	uint8_t bp_slot;
+};
 
 /* Per-thread state, allocated from the arena on a thread's first event. */
 struct mt_thread {
@@ -33,6 +60,10 @@ struct mt_thread {
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack (see mt_stack_cut) */
 	uint32_t uncounted; /* it was cut, and more frames than depth: their number is not known */
+	/* The cached stack's innermost frame when mt_capture_stack may reuse
+	 * the stack whole from it, else NULL (see mt_capture_walk). */
+	const struct mt_frame *top;
+	uintptr_t tp; /* the thread pointer of the thread it is the state of (see mt_self) */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
 	uintptr_t paint_lo, paint_hi; /* the part of it painted (stackuse.c) */
@@ -53,22 +84,10 @@ struct mt_thread {
 	uint64_t calls_until, calls_last, calls_max, calls_level, calls_n;
 	uint64_t deep_bytes, deep_time;
 	uint32_t deep_pending;
-	/* The last stack, outermost first: return address, stack pointer in
-	 * that frame, its module slot, and the node naming the stack from it
-	 * outwards (recorded frames only); and what else its unwind read
-	 * (see outer_unchanged in unwind.c): rbp in that frame, whether it
-	 * mattered, where it was loaded from (the slot k at sp - 8k, 0: the
-	 * inner frame's), and the address the CFA was loaded from (0: none).
-	 * A cut stack keeps the frames beyond the cut too, those it counted,
-	 * so that a stack reusing its outer part knows them. */
-	uintptr_t ra[MT_WALK_LIMIT];
-	uintptr_t sp[MT_WALK_LIMIT];
-	uint32_t mod[MT_WALK_LIMIT];
-	uint32_t node[MT_WALK_LIMIT];
-	uintptr_t bp[MT_WALK_LIMIT];
-	uintptr_t cfa_at[MT_WALK_LIMIT];
-	uint8_t bp_used[MT_WALK_LIMIT];
-	uint8_t bp_slot[MT_WALK_LIMIT];
+	/* The last stack, outermost first (see struct mt_frame). A cut
+	 * stack keeps the frames beyond the cut too, those it counted, so
+	 * that a stack reusing its outer part knows them. */
+	struct mt_frame frame[MT_WALK_LIMIT];
 	/* Nodes this thread interned lately, direct-mapped by hash: most
 	 * lookups end here, without touching the shared table. */
 	struct {
@@ -77,13 +96,7 @@ struct mt_thread {
 	} recent[256];
 	/* Scratch for the stack being unwound, innermost first; one more
 	 * entry for the frame the walk stopped at. */
-	uintptr_t new_ra[MT_WALK_LIMIT];
-	uintptr_t new_sp[MT_WALK_LIMIT];
-	uint32_t new_mod[MT_WALK_LIMIT];
-	uintptr_t new_bp[MT_WALK_LIMIT];
-	uint64_t new_rule[MT_WALK_LIMIT];
-	uintptr_t new_cfa_at[MT_WALK_LIMIT + 1];
-	uint8_t new_bp_slot[MT_WALK_LIMIT + 1];
+	struct mt_new_frame new_frame[MT_WALK_LIMIT + 1];
 };
 
 /* Process-wide state. */
@@ -108,6 +121,7 @@ struct mt_process {
 	 * from when a second one attaches (or membarrier is not there). */
 	uintptr_t seq_owner;
 	int membarrier_ok; /* registered for MEMBARRIER_CMD_PRIVATE_EXPEDITED */
+	int prefetchw;     /* the CPU has PREFETCHW (see mt_put) */
 };
 #define MT_SEQ_SHARED ((uintptr_t)1)
 
@@ -154,7 +168,14 @@ struct mt_real {
 };
 extern struct mt_real mt_real MT_HIDDEN;
 MT_HIDDEN void mt_resolve(void);
-MT_HIDDEN int mt_in_bootstrap(const void *p);
+#define MT_BOOTSTRAP_SIZE (256 << 10)
+extern uint8_t mt_bootstrap[MT_BOOTSTRAP_SIZE] MT_HIDDEN;
+/* mt_in_bootstrap reports whether p is a block of the bootstrap buffer
+ * (real.c), which the real allocator never saw. */
+static inline int mt_in_bootstrap(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)mt_bootstrap < MT_BOOTSTRAP_SIZE;
+}
 MT_HIDDEN void *mt_bootstrap_alloc(size_t size, size_t align);
 MT_HIDDEN size_t mt_bootstrap_size(const void *p);
 
@@ -203,7 +224,7 @@ MT_HIDDEN void mt_modules_after_fork(void);
 extern uint32_t mt_modgen MT_HIDDEN;
 
 /* unwind.c */
-MT_HIDDEN void mt_capture_stack(struct mt_thread *t, uintptr_t *frame);
+MT_HIDDEN void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp);
 MT_HIDDEN void mt_unwind_flush(void);
 
 /* stackuse.c: the stack in use, and each thread's high-water mark. */
@@ -221,6 +242,56 @@ MT_HIDDEN void mt_calls_due(struct mt_thread *t);
 /* stacks.c: the call-stack tree in shared memory. */
 MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);
 MT_HIDDEN void mt_stacks_reset(void);
+
+/* mt_outer_unchanged reports whether the frames of the previous stack
+ * outside frame m are still on the stack as they were. The stack is kept
+ * outermost first, so those are the frames from t->frame up to m. Their
+ * unwind read memory, and that memory must still hold what it read: each
+ * frame's return address (at its sp minus 8), its rbp where it was loaded
+ * from a slot and mattered, and its CFA where it was loaded (a realigned
+ * stack). Then, from the same pc, sp and rbp at frame m, the unwind would
+ * find them again. (A return address alone is not enough: a frame with a
+ * different rbp, as alloca gives, has its return address elsewhere, and
+ * the old slot may still hold the old value.) */
+static inline int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
+{
+	for (const struct mt_frame *f = t->frame; f < m; f++) {
+		if (*(const uintptr_t *)(f->sp - 8) != f->ra)
+			return 0;
+		if (f->bp_used && f->bp_slot && *(const uintptr_t *)(f->sp - 8 * f->bp_slot) != f->bp)
+			return 0;
+		if (f->cfa_at && *(const uintptr_t *)f->cfa_at != f->sp)
+			return 0;
+	}
+	return 1;
+}
+
+/* mt_capture_stack sets t->stack_id, and t->stack_use, for the allocator
+ * call whose hook has frame pointer frame (frame[0]: the caller's rbp,
+ * frame[1]: the return address into the caller). */
+static inline void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
+{
+	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
+	/* The stack in use: from the base to the caller's stack pointer. */
+	t->stack_use = sp > t->stack_lo && sp <= t->stack_hi ? t->stack_hi - sp : 0;
+	/* A heap event publishes the thread's calls of a window that has
+	 * ended, so that they come before it in the trace. */
+	if (MT_UNLIKELY(t->calls_n != 0))
+		mt_calls_due(t);
+	/* Most events come from where the thread's previous one came from:
+	 * the caller's frame is the previous stack's innermost, it and the
+	 * frames outside it unchanged, and the walk (mt_capture_walk) would
+	 * stop there at once and reuse the whole stack. That case is checked
+	 * here, without the walk's setup and inline in the hooks, from the
+	 * frame the walk left in t->top. */
+	const struct mt_frame *f = t->top;
+	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp) &&
+	    mt_outer_unchanged(t, f)) {
+		t->stack_id = f->node;
+		return;
+	}
+	mt_capture_walk(t, pc, sp, bp);
+}
 
 /* Small lock for rare paths (module refresh, node inserts). */
 typedef struct { int v; } mt_lock_t;
@@ -243,14 +314,53 @@ MT_HIDDEN void mt_warn(const char *msg);
 MT_HIDDEN const char *mt_own_path(void);
 
 
+/*
+ * The calling thread's state is found under a pthread key. A call of
+ * pthread_getspecific on every event costs as much as the rest of
+ * entering the agent, so the states are also cached, direct-mapped by the
+ * thread pointer (%fs:0 holds its own address on x86-64: one load), and
+ * each state says which thread it belongs to (tp): an entry is checked
+ * against it, and a state given up when its thread exits says no thread
+ * (see thread_exit). A fork child empties the cache: its new threads may
+ * get the thread pointers of the parent's other threads.
+ */
+#define MT_SELF_CACHE 256
+extern struct mt_thread *mt_self_cache[MT_SELF_CACHE] MT_HIDDEN;
+
+static inline uintptr_t mt_thread_pointer(void)
+{
+	uintptr_t tp;
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return tp;
+}
+
+static inline uint32_t mt_self_slot(uintptr_t tp)
+{
+	return (uint32_t)(((tp >> 12) * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
+}
+
+/* mt_self returns the calling thread's state, NULL if it has none. It
+ * may only be called once the process is active: before, the key may not
+ * be created yet, and key 0 could be someone else's. */
+static inline struct mt_thread *mt_self(void)
+{
+	uintptr_t tp = mt_thread_pointer();
+	struct mt_thread **slot = &mt_self_cache[mt_self_slot(tp)];
+	struct mt_thread *t = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	if (MT_LIKELY(t != NULL && __atomic_load_n(&t->tp, __ATOMIC_RELAXED) == tp))
+		return t;
+	t = pthread_getspecific(mt_thread_key);
+	if (t != NULL && __atomic_load_n(&t->tp, __ATOMIC_RELAXED) == tp)
+		__atomic_store_n(slot, t, __ATOMIC_RELAXED);
+	return t;
+}
+
 /* mt_enter returns the calling thread's state, marked busy, or NULL when
  * this call must not be recorded (nested in the agent, or not recording). */
 static inline struct mt_thread *mt_enter(void)
 {
-	/* The key is only read once the process is active: before, it may not
-	 * be created yet, and key 0 could be someone else's. */
 	if (MT_LIKELY(__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)) {
-		struct mt_thread *t = pthread_getspecific(mt_thread_key);
+		struct mt_thread *t = mt_self();
 		if (MT_LIKELY(t != NULL && !t->busy && t->gen == mt_proc.gen &&
 			      !__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
 			t->busy = 1;
@@ -291,28 +401,55 @@ static inline uint64_t mt_seq_of(struct mt_thread *t)
 	return mt_seq();
 }
 
-/* mt_emit publishes a record of n words in the thread's ring. The
- * recorder's read position is only looked at when the space known to be
- * free runs out: its cache line stays put otherwise. The ring is written
- * a word at a time (volatile): the words were just stored one by one,
- * and a copy that loads them back 16 bytes at a time, as the compiler
- * vectorizes it, waits for those stores to reach the cache first. */
-static inline void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
+/* mt_reserve makes sure n words fit in the thread's ring, waiting for
+ * the recorder if need be; 0 if they never will (recording stopped: the
+ * event is counted as dropped). The recorder's read position is only
+ * looked at when the space known to be free runs out: its cache line
+ * stays put otherwise. The allocator hooks reserve before they take a
+ * sequence number, so that a thread waiting for space holds no number
+ * back from the recorder, and so that nothing but the record's words is
+ * live across the call. */
+static inline int mt_reserve(struct mt_thread *t, unsigned n)
+{
+	uint64_t bytes = (uint64_t)n * 8;
+	return MT_LIKELY(t->ctl->write + bytes <= t->ring_limit) || mt_emit_wait(t, bytes);
+}
+
+/* mt_put publishes a record of n words, reserved, in the thread's ring.
+ * The ring is written a word at a time (volatile): the words were just
+ * computed one by one, and a copy that loads them back 16 bytes at a time,
+ * as the compiler vectorizes it, waits for their stores to reach the cache
+ * first; unrolled, the words go from registers straight to the ring.
+ *
+ * The line a few records ahead is then asked for with the intent to write
+ * it: the recorder's core read it last, a ring ago, and the store would
+ * otherwise wait for it to be taken from there. */
+static inline void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
 	struct mt_slot *ctl = t->ctl;
-	uint64_t w = ctl->write, bytes = (uint64_t)n * 8;
-	if (MT_UNLIKELY(w + bytes > t->ring_limit) && !mt_emit_wait(t, bytes))
-		return;
-	volatile uint64_t *ring = t->ring;
+	uint64_t w = ctl->write;
 	uint64_t mask = t->ring_mask, at = w / 8 & mask;
 	if (MT_LIKELY(at + n <= mask + 1)) {
+		uint64_t *to = t->ring + at;
+#pragma GCC unroll 16
 		for (unsigned i = 0; i < n; i++)
-			ring[at + i] = words[i];
+			to[i] = words[i];
 	} else {
+		volatile uint64_t *ring = t->ring;
+#pragma GCC unroll 16
 		for (unsigned i = 0; i < n; i++)
 			ring[(at + i) & mask] = words[i];
 	}
-	__atomic_store_n(&ctl->write, w + bytes, __ATOMIC_RELEASE);
+	__atomic_store_n(&ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
+	if (MT_LIKELY(mt_proc.prefetchw))
+		__asm__ volatile("prefetchw %0" : : "m"(t->ring[(at + n + MT_PREFETCH_WORDS) & mask]));
+}
+
+/* mt_emit publishes a record of n words in the thread's ring. */
+static inline void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
+{
+	if (mt_reserve(t, n))
+		mt_put(t, words, n);
 }
 
 #endif

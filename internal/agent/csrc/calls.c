@@ -73,8 +73,8 @@ static void emit_deepest(struct mt_thread *t, int taken)
 		int depth = (int)t->depth;
 		int sized = mt_stack_cut(t) ? (int)mt_proc.max_frames - 1 : depth;
 		for (int i = depth - 1; i >= depth - sized; i--) {
-			uintptr_t above = i > 0 ? t->sp[i - 1] : t->stack_hi;
-			uint64_t size = above > t->sp[i] ? above - t->sp[i] : 0;
+			uintptr_t above = i > 0 ? t->frame[i - 1].sp : t->stack_hi;
+			uint64_t size = above > t->frame[i].sp ? above - t->frame[i].sp : 0;
 			if (size > 0xffffffffu)
 				size = 0xffffffffu;
 			rec[5 + n / 2] |= size << (32 * (n % 2));
@@ -109,7 +109,7 @@ static inline struct mt_thread *calls_thread(void)
 {
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE)
 		return NULL;
-	struct mt_thread *t = pthread_getspecific(mt_thread_key);
+	struct mt_thread *t = mt_self();
 	if (t != NULL && t->busy)
 		return NULL;
 	return mt_enter();

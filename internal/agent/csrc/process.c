@@ -11,6 +11,7 @@
  * survives a crash or SIGKILL.
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -34,6 +35,7 @@ static mt_lock_t init_lock;
 static mt_lock_t free_threads_lock;
 static struct mt_thread *free_threads;
 pthread_key_t mt_thread_key;
+struct mt_thread *mt_self_cache[MT_SELF_CACHE];
 static int thread_key_ready;
 static int once_per_image_done;
 static char hello_buf[MT_MAX_HELLO];
@@ -252,6 +254,10 @@ void mt_process_init(int flags, uint64_t fork_token)
 	/* Without it, every thread takes its numbers with a locked
 	 * instruction (see mt_seq_of). */
 	mt_proc.membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	/* PREFETCHW is CPUID 0x80000001 ECX bit 8: some x86-64 CPUs
+	 * without it fault on it rather than ignore it. */
+	unsigned eax, ebx, ecx, edx;
+	mt_proc.prefetchw = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 8)) != 0;
 	if (!thread_key_ready) {
 		thread_key_ready = pthread_key_create(&mt_thread_key, thread_exit) == 0;
 	}
@@ -319,6 +325,7 @@ static void after_fork_child(void)
 	mt_modules_after_fork();
 	mt_stacks_reset();
 	memset(in_setup, 0, sizeof in_setup);
+	memset(mt_self_cache, 0, sizeof mt_self_cache);
 	int guard = setup_begin(gettid_raw());
 	mt_process_init(MT_HELLO_FORK, token);
 	if (guard >= 0)
@@ -382,6 +389,7 @@ static int attach(struct mt_thread *t)
 	t->ring_limit = 0;
 	t->tid = (uint64_t)gettid_raw();
 	t->depth = 0;
+	t->top = NULL;
 	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
 	mt_calls_reset(t);
 	t->ctl->tid = (uint32_t)t->tid;
@@ -407,7 +415,9 @@ static struct mt_thread *thread_setup(void)
 		return NULL;
 	t->busy = 1;
 	t->gen = 0;
+	__atomic_store_n(&t->tp, mt_thread_pointer(), __ATOMIC_RELAXED);
 	if (pthread_setspecific(mt_thread_key, t) != 0 || !attach(t)) {
+		__atomic_store_n(&t->tp, 0, __ATOMIC_RELAXED);
 		pthread_setspecific(mt_thread_key, NULL);
 		mt_lock(&free_threads_lock);
 		t->next_free = free_threads;
@@ -438,6 +448,7 @@ static void thread_exit(void *arg)
 	struct mt_thread *t = arg;
 	t->busy = 1;
 	release_thread(t);
+	__atomic_store_n(&t->tp, 0, __ATOMIC_RELAXED); /* its cache entry no longer holds (mt_self) */
 	mt_lock(&free_threads_lock);
 	t->next_free = free_threads;
 	free_threads = t;
@@ -558,7 +569,7 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 	return ok;
 }
 
-/* mt_emit_wait is mt_emit when the ring seems full. */
+/* mt_emit_wait is mt_reserve when the ring seems full. */
 int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 {
 	struct mt_slot *ctl = t->ctl;

@@ -17,7 +17,7 @@
 
 struct mt_real mt_real;
 
-static _Alignas(64) uint8_t bootstrap[256 << 10];
+_Alignas(64) uint8_t mt_bootstrap[MT_BOOTSTRAP_SIZE];
 static size_t bootstrap_used;
 /* The thread looking the functions up; its nested allocations use the
  * bootstrap buffer. The agent has no thread-local variables: a TLS module
@@ -32,18 +32,13 @@ void *mt_bootstrap_alloc(size_t size, size_t align)
 	if (align < 16)
 		align = 16;
 	size_t start = (bootstrap_used + 16 + align - 1) & ~(align - 1);
-	if (start + size > sizeof bootstrap || size > sizeof bootstrap) {
+	if (start + size > sizeof mt_bootstrap || size > sizeof mt_bootstrap) {
 		mt_warn("memtrail: agent bootstrap buffer exhausted\n");
 		return NULL;
 	}
 	bootstrap_used = start + size;
-	*(size_t *)(bootstrap + start - 16) = size;
-	return bootstrap + start;
-}
-
-int mt_in_bootstrap(const void *p)
-{
-	return (const uint8_t *)p >= bootstrap && (const uint8_t *)p < bootstrap + sizeof bootstrap;
+	*(size_t *)(mt_bootstrap + start - 16) = size;
+	return mt_bootstrap + start;
 }
 
 size_t mt_bootstrap_size(const void *p) { return *(const size_t *)((const uint8_t *)p - 16); }

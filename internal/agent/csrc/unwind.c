@@ -442,29 +442,6 @@ static inline uint64_t rule_for(struct mt_thread *t, uintptr_t pc)
 	return v;
 }
 
-/* outer_unchanged reports whether the frames of the previous stack outside
- * index m are still on the stack as they were. The stack is kept
- * outermost first, so those are the frames 0..m-1. Their unwind read
- * memory, and that memory must still hold what it read: each frame's
- * return address (at its sp minus 8), its rbp where it was loaded from a
- * slot and mattered, and its CFA where it was loaded (a realigned stack).
- * Then, from the same pc, sp and rbp at frame m, the unwind would find
- * them again. (A return address alone is not enough: a frame with a
- * different rbp, as alloca gives, has its return address elsewhere, and
- * the old slot may still hold the old value.) */
-static inline int outer_unchanged(const struct mt_thread *t, int m)
-{
-	for (int i = 0; i < m; i++) {
-		if (*(const uintptr_t *)(t->sp[i] - 8) != t->ra[i])
-			return 0;
-		if (t->bp_used[i] && t->bp_slot[i] && *(const uintptr_t *)(t->sp[i] - 8 * t->bp_slot[i]) != t->bp[i])
-			return 0;
-		if (t->cfa_at[i] && *(const uintptr_t *)t->cfa_at[i] != t->sp[i])
-			return 0;
-	}
-	return 1;
-}
-
 /* uses_bp reports whether the rule r computes the CFA from rbp. */
 static inline int uses_bp(uint64_t r) { return RULE_KIND(r) == CFA_RBP || RULE_KIND(r) == CFA_DEREF_RBP; }
 
@@ -503,9 +480,47 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
 }
 
 /*
- * mt_capture_stack sets t->stack_id to the stack of the allocator call
- * whose hook has frame pointer frame (frame[0]: the caller's rbp, frame[1]:
- * the return address into the caller).
+ * capture_sibling is mt_capture_walk for a caller in the frame of the
+ * previous stack's innermost one (the same stack pointer) at another
+ * call site, or with another rbp, as a loop that frees and allocates
+ * from two lines gives: the walk would unwind that one frame, find the
+ * next one outwards matching, and reuse the stack from there. That is
+ * done here without the walk's setup, with the same result. It returns 0
+ * where it does not apply, having changed nothing; the walk then runs.
+ */
+static int capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
+{
+	struct mt_frame *top = t->top != NULL ? &t->frame[t->depth - 1] : NULL;
+	/* The frame outside it must be reused with its node (step 3): a
+	 * cut stack keeps at least two frames for that. */
+	if (top == NULL || t->modgen != mt_modgen || top->sp != sp || t->depth < 2 ||
+	    (mt_stack_cut(t) && mt_proc.max_frames < 2))
+		return 0;
+	uint64_t r = rule_for(t, pc);
+	if (RULE_MOD(r) == NO_MODULE)
+		return 0;
+	uintptr_t outer_pc = pc, outer_sp = sp, outer_bp = bp, cfa_at;
+	if (!step(r, &outer_pc, &outer_sp, &outer_bp, &cfa_at, sp, t->stack_hi ? t->stack_hi : sp + (8u << 20)))
+		return 0;
+	struct mt_frame *outer = top - 1;
+	if (outer->sp != outer_sp || outer->ra != outer_pc || (outer->bp_used && outer->bp != outer_bp) ||
+	    !mt_outer_unchanged(t, outer))
+		return 0;
+	outer->cfa_at = cfa_at;
+	outer->bp_slot = (uint8_t)RULE_RBPK(r);
+	top->ra = pc;
+	top->bp = bp;
+	top->mod = (uint32_t)RULE_MOD(r);
+	top->bp_used = uses_bp(r) || (!RULE_RBPK(r) && outer->bp_used);
+	const struct mt_module *mod = mt_module_at(top->mod);
+	top->node = mt_intern(t, outer->node, mod->id, pc - mod->base);
+	t->stack_id = top->node;
+	return 1;
+}
+
+/*
+ * mt_capture_walk sets t->stack_id to the stack of the allocator call whose
+ * caller returns to pc with stack pointer sp and rbp bp.
  *
  *  1. Unwind from the caller outwards, frame by frame, until a frame matches
  *     the previous stack at the same stack address and its outer frames
@@ -527,33 +542,28 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
  *     them over the previous stack's inner frames: it is kept outermost
  *     first so that the reused part never moves.
  */
-void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
+void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
 {
-	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
+	if (capture_sibling(t, pc, sp, bp))
+		return;
 	int max = (int)mt_proc.max_frames, n = 0;
 	int walk_limit = max + MT_MAX_FRAMES_LIMIT;
 	if (t->modgen != mt_modgen || t->uncounted || mt_proc.hdr->full_unwind) {
 		t->depth = 0;
 		t->modgen = mt_modgen;
 	}
-	/* A heap event publishes the thread's calls of a window that has
-	 * ended, so that they come before it in the trace. */
-	if (MT_UNLIKELY(t->calls_n != 0))
-		mt_calls_due(t);
 	int m = (int)t->depth - 1; /* the previous stack's frame to compare with */
 	int reuse = 0;
 	int uncounted = 0; /* the stack goes on beyond walk_limit frames */
 	uintptr_t lo = sp, hi = t->stack_hi ? t->stack_hi : sp + (8u << 20);
-	/* The stack in use: from the base to the caller's stack pointer. */
-	t->stack_use = sp > t->stack_lo && sp <= t->stack_hi ? t->stack_hi - sp : 0;
 	/* How the innermost frame got its rbp and CFA: from registers. */
-	t->new_cfa_at[0] = 0;
-	t->new_bp_slot[0] = 0;
+	t->new_frame[0].cfa_at = 0;
+	t->new_frame[0].bp_slot = 0;
 	while (pc != 0) {
-		while (m >= 0 && t->sp[m] < sp)
+		while (m >= 0 && t->frame[m].sp < sp)
 			m--;
-		if (m >= 0 && t->sp[m] == sp && t->ra[m] == pc && (!t->bp_used[m] || t->bp[m] == bp) &&
-		    n + m + 1 <= walk_limit && outer_unchanged(t, m)) {
+		if (m >= 0 && t->frame[m].sp == sp && t->frame[m].ra == pc && (!t->frame[m].bp_used || t->frame[m].bp == bp) &&
+		    n + m + 1 <= walk_limit && mt_outer_unchanged(t, &t->frame[m])) {
 			reuse = 1;
 			break;
 		}
@@ -564,14 +574,15 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 			uncounted = 1;
 			break;
 		}
-		t->new_ra[n] = pc;
-		t->new_sp[n] = sp;
-		t->new_bp[n] = bp;
-		t->new_rule[n] = r;
-		t->new_mod[n] = (uint32_t)RULE_MOD(r);
+		struct mt_new_frame *f = &t->new_frame[n];
+		f->ra = pc;
+		f->sp = sp;
+		f->bp = bp;
+		f->rule = r;
+		f->mod = (uint32_t)RULE_MOD(r);
 		n++;
-		t->new_bp_slot[n] = (uint8_t)RULE_RBPK(r);
-		if (!step(r, &pc, &sp, &bp, &t->new_cfa_at[n], lo, hi))
+		f[1].bp_slot = (uint8_t)RULE_RBPK(r);
+		if (!step(r, &pc, &sp, &bp, &f[1].cfa_at, lo, hi))
 			break;
 	}
 	/* Step 2: the frames kept, and how many of them are recorded. */
@@ -582,35 +593,43 @@ void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	uint32_t parent = 0;
 	int from = first; /* the outermost frame to intern */
 	if (reuse && m >= first && (cut ? mt_stack_cut(t) && (int)t->depth == depth : !mt_stack_cut(t))) {
-		parent = t->node[m];
+		parent = t->frame[m].node;
 		from = m + 1;
 	} else if (cut) {
 		parent = mt_intern(t, 0, MT_MODULE_CUT, uncounted ? 0 : (uint64_t)(depth - max));
 	}
 	if (reuse) {
 		/* The matched frame now hangs below the new frames. */
-		t->cfa_at[m] = t->new_cfa_at[n];
-		t->bp_slot[m] = t->new_bp_slot[n];
+		t->frame[m].cfa_at = t->new_frame[n].cfa_at;
+		t->frame[m].bp_slot = t->new_frame[n].bp_slot;
 	}
 	/* Step 4. */
 	for (int i = n - 1, at = base; i >= 0; i--, at++) {
-		uint64_t r = t->new_rule[i];
-		t->ra[at] = t->new_ra[i];
-		t->sp[at] = t->new_sp[i];
-		t->mod[at] = t->new_mod[i];
-		t->bp[at] = t->new_bp[i];
-		t->cfa_at[at] = t->new_cfa_at[i];
-		t->bp_slot[at] = t->new_bp_slot[i];
+		const struct mt_new_frame *nf = &t->new_frame[i];
+		struct mt_frame *f = &t->frame[at];
+		uint64_t r = nf->rule;
+		f->ra = nf->ra;
+		f->sp = nf->sp;
+		f->mod = nf->mod;
+		f->bp = nf->bp;
+		f->cfa_at = nf->cfa_at;
+		f->bp_slot = nf->bp_slot;
 		/* Its rbp matters if its rule uses it, or passes it on
 		 * unchanged to an outer frame that needs it. */
-		t->bp_used[at] = uses_bp(r) || (!RULE_RBPK(r) && at > 0 && t->bp_used[at - 1]);
+		f->bp_used = uses_bp(r) || (!RULE_RBPK(r) && at > 0 && f[-1].bp_used);
 	}
 	for (int at = from; at < depth; at++) {
-		const struct mt_module *mod = mt_module_at(t->mod[at]);
-		parent = mt_intern(t, parent, mod->id, t->ra[at] - mod->base);
-		t->node[at] = parent;
+		const struct mt_module *mod = mt_module_at(t->frame[at].mod);
+		parent = mt_intern(t, parent, mod->id, t->frame[at].ra - mod->base);
+		t->frame[at].node = parent;
 	}
 	t->depth = (uint32_t)depth;
 	t->uncounted = (uint32_t)uncounted;
 	t->stack_id = parent;
+	/* What mt_capture_stack needs to reuse the whole stack from its
+	 * innermost frame, as step 1 would at once: the frame's node set to
+	 * the stack (so max_frames > 0), a counted stack, reuse allowed.
+	 * The frame's cfa_at and bp_slot are 0 (its CFA and rbp come from
+	 * registers), as such a reuse leaves them. */
+	t->top = depth > 0 && !uncounted && max > 0 && !mt_proc.hdr->full_unwind ? &t->frame[depth - 1] : NULL;
 }
