@@ -20,10 +20,24 @@ type blockIndex struct {
 	n     int      // the table's blocks, the odd ones left out
 
 	lo, hi uint64 // every block lies in [lo, hi)
+
+	main finder // for find, on the scan's own goroutine
+}
+
+// finder finds blocks of a blockIndex for one goroutine: the table's own
+// lookups remember the pages they found in the table, so several
+// goroutines finding at once each need a finder, with its memory of the
+// page and chunk found last.
+type finder struct {
+	ix      *blockIndex
+	lastKey uint64 // page number + 1 of the page found last (0: none)
+	lastIdx uint32
+	chunk   *tableChunk // the chunk found last
 }
 
 func newBlockIndex(t *blockTable) *blockIndex {
 	ix := &blockIndex{t: t, pages: t.sortedPages(), base: make([]uint32, t.npages)}
+	ix.main.ix = ix
 	ix.odd = slices.Sorted(maps.Keys(t.odd))
 	ix.lo = ^uint64(0)
 	for _, p := range ix.pages {
@@ -106,6 +120,34 @@ func holds(start, size, v uint64) bool {
 // means that none holds v: blocks do not overlap, so one that starts
 // further back would cover it.
 func (ix *blockIndex) find(v uint64) (num uint32, start, size uint64, ok bool) {
+	return ix.main.find(v)
+}
+
+// page returns the index of the table's page of number key, and false if
+// no block starts in it, as blockTable.page does but with f's memory.
+func (f *finder) page(key uint64) (uint32, bool) {
+	if key+1 == f.lastKey {
+		return f.lastIdx, true
+	}
+	ck := key >> tableChunkBits
+	c := f.chunk
+	if c == nil || c.key != ck {
+		if c = f.ix.t.dir[ck]; c == nil {
+			return 0, false
+		}
+		f.chunk = c
+	}
+	p := c.pages[key&(1<<tableChunkBits-1)]
+	if p == 0 {
+		return 0, false
+	}
+	f.lastKey, f.lastIdx = key+1, p-1
+	return p - 1, true
+}
+
+// find is blockIndex.find, for f's goroutine.
+func (f *finder) find(v uint64) (num uint32, start, size uint64, ok bool) {
+	ix := f.ix
 	if v < ix.lo || v >= ix.hi {
 		return 0, 0, 0, false
 	}
@@ -115,14 +157,14 @@ func (ix *blockIndex) find(v uint64) (num uint32, start, size uint64, ok bool) {
 		}
 	}
 	t, key := ix.t, v>>tablePageBits
-	if p, found := t.page(key); found {
+	if p, found := f.page(key); found {
 		pg := t.at(p)
 		if r, a, found := lastAtOrBefore(pg, slotIn(v)); found {
 			size := t.sizeAt(pg, r, a)
 			return ix.base[p] + uint32(r), a, size, holds(a, size, v)
 		}
 	}
-	if p, found := t.page(key - 1); found {
+	if p, found := f.page(key - 1); found {
 		pg := t.at(p)
 		if r, a, found := lastAtOrBefore(pg, tablePageSlots-1); found {
 			size := t.sizeAt(pg, r, a)
@@ -134,7 +176,7 @@ func (ix *blockIndex) find(v uint64) (num uint32, start, size uint64, ok bool) {
 		return 0, 0, 0, false
 	}
 	a := ix.large[i]
-	p, _ := t.page(a >> tablePageBits)
+	p, _ := f.page(a >> tablePageBits)
 	pg := t.at(p)
 	r := pg.rank(slotIn(a))
 	size = t.sizeAt(pg, r, a)

@@ -154,16 +154,25 @@ const (
 	innerBatch   = 4096
 )
 
+// inflightBatches is how many batches are read at once: one read while
+// the words of another are noted is what two CPUs can do. A variable, so
+// that tests can check that any number marks the same.
+var inflightBatches = 2
+
 // marker marks the blocks of a blockIndex from the roots (step 2 and 3
 // of scanMemory).
 type marker struct {
-	ix      *blockIndex
-	heur    *heuristics
-	state   []uint8      // by block number
-	stack   []stackEntry // the blocks whose state rose, to scan
-	big     []uint64     // the addresses of those bigger than a window
-	inner   []innerPtr
-	batches [2]blockBatch // one read while the other's words are noted
+	ix    *blockIndex
+	heur  *heuristics
+	state []uint8      // by block number
+	stack []stackEntry // the blocks whose state rose, to scan
+	big   []uint64     // the addresses of those bigger than a window
+	inner []innerPtr
+	// batches are read (and their words looked up) while those read
+	// before are noted: inflight, in the order they were started.
+	batches  []blockBatch
+	inflight []*blockBatch
+	windows  [2]blockBatch // of roots and big blocks: the next read while one is noted
 	// ahead is how much a batch of one block reads from its start, and
 	// aheadHits how many batches its last such read served.
 	ahead     uint64
@@ -221,18 +230,22 @@ func (m *marker) raise(num uint32, start, definite bool) bool {
 
 // note handles a word v of a root or of a block.
 func (m *marker) note(v uint64, definite bool) {
-	num, start, size, ok := m.ix.find(v)
-	if !ok {
+	if num, start, size, ok := m.ix.find(v); ok {
+		m.noteFound(innerPtr{v: v, start: start, size: size, num: num, definite: definite})
+	}
+}
+
+// noteFound handles a word p.v of a root or of a block that points into
+// the block p describes.
+func (m *marker) noteFound(p innerPtr) {
+	if p.v == p.start {
+		m.push(p.num, p.start, p.size, true, p.definite)
 		return
 	}
-	if v == start {
-		m.push(num, start, size, true, definite)
-		return
-	}
-	if st := m.state[num]; st == reachable || st == possible && !definite {
+	if st := m.state[p.num]; st == reachable || st == possible && !p.definite {
 		return // no pointer of this kind can raise it
 	}
-	m.inner = append(m.inner, innerPtr{v: v, start: start, size: size, num: num, definite: definite})
+	m.inner = append(m.inner, p)
 	if len(m.inner) >= innerBatch {
 		m.resolveInner()
 	}
@@ -259,24 +272,28 @@ func (m *marker) drain() {
 }
 
 // drainSmall scans the blocks whose state rose, but for those bigger than
-// a window, which it leaves in m.big. While it notes the words of one
-// batch, the next is read: the scan holds the program, so both CPUs are
-// the recorder's, and either order of batches gives the same outcome.
+// a window, which it leaves in m.big. While it notes the pointers of one
+// batch, the next ones are read and their words looked up in the index,
+// each on a goroutine of its own: the scan holds the program, so the
+// machine's CPUs are the recorder's, and notes in the order of the
+// batches' words give the outcome a scan a word at a time would.
 func (m *marker) drainSmall() {
-	var inflight *blockBatch
 	for m.err == nil {
-		if inflight == nil && len(m.stack) > 0 && m.shouldSweep() {
+		if len(m.inflight) == 0 && len(m.stack) > 0 && m.shouldSweep() {
 			m.sweep()
 			continue
 		}
-		var next *blockBatch
-		if len(m.stack) > 0 {
-			next = m.startBatch(inflight)
+		for len(m.stack) > 0 && len(m.inflight) < len(m.batches) {
+			bb := m.startBatch()
+			if bb == nil {
+				break
+			}
+			m.inflight = append(m.inflight, bb)
 		}
-		if inflight != nil {
-			m.finishBatch(inflight)
-		}
-		if inflight = next; inflight != nil || len(m.stack) > 0 {
+		if len(m.inflight) > 0 {
+			bb := m.inflight[0]
+			m.inflight = append(m.inflight[:0], m.inflight[1:]...)
+			m.finishBatch(bb)
 			continue
 		}
 		if len(m.inner) == 0 {
@@ -284,29 +301,55 @@ func (m *marker) drainSmall() {
 		}
 		m.resolveInner()
 	}
-	if inflight != nil {
-		<-inflight.done
+	for _, bb := range m.inflight {
+		<-bb.done
 	}
+	m.inflight = m.inflight[:0]
 }
 
 // scanRange notes the words of [lo, hi) a window at a time, scanning
-// what each window raises before reading the next (but the big blocks).
+// what each window raises before noting the next (but the big blocks);
+// the next window is read meanwhile.
 func (m *marker) scanRange(lo, hi uint64, definite bool) {
-	for w := lo; w < hi && m.err == nil; w += scanWindow {
-		if err := m.wmem.words(w, min(w+scanWindow, hi), func(v uint64) { m.note(v, definite) }); err != nil {
-			m.err = err
-			return
+	lo, hi = (lo+7)&^7, hi&^7
+	if lo >= hi || m.err != nil {
+		return
+	}
+	start := func(bb *blockBatch, w uint64) *blockBatch {
+		bb.items = append(bb.items[:0], scanItem{addr: w, size: min(w+scanWindow, hi) - w, definite: definite})
+		bb.plan()
+		bb.done = make(chan struct{})
+		go func() {
+			bb.read()
+			bb.collect()
+			close(bb.done)
+		}()
+		return bb
+	}
+	k, w := 0, lo
+	for next := start(&m.windows[0], lo); next != nil; {
+		bb := next
+		next = nil
+		if w += scanWindow; w < hi && m.err == nil {
+			k = 1 - k
+			next = start(&m.windows[k], w)
 		}
-		m.drainSmall()
+		m.finishBatch(bb)
+		if m.err == nil {
+			m.drainSmall()
+		}
 	}
 }
 
-// startBatch takes blocks off the stack and starts reading them, in the
-// batch that busy is not; nil if they were all bigger than a window.
-func (m *marker) startBatch(busy *blockBatch) *blockBatch {
-	bb := &m.batches[0]
-	if bb == busy {
-		bb = &m.batches[1]
+// startBatch takes blocks off the stack and starts reading them, in a
+// batch not in flight; nil if they were all bigger than a window.
+func (m *marker) startBatch() *blockBatch {
+	var bb *blockBatch
+	for i := range m.batches {
+		if !slices.Contains(m.inflight, &m.batches[i]) {
+			bb = &m.batches[i]
+			break
+		}
 	}
 	bb.items = bb.items[:0]
 	var bytes uint64
@@ -328,10 +371,11 @@ func (m *marker) startBatch(busy *blockBatch) *blockBatch {
 	if len(bb.items) == 0 {
 		return nil // all big
 	}
-	slices.SortFunc(bb.items, func(a, b scanItem) int { return cmp.Compare(a.addr, b.addr) })
+	sortByAddress(bb.items)
 	bb.done = make(chan struct{})
 	if bb.fromCache() {
 		m.aheadHits++
+		bb.collect()
 		close(bb.done)
 		return bb
 	}
@@ -342,6 +386,7 @@ func (m *marker) startBatch(busy *blockBatch) *blockBatch {
 		bb.plan()
 		go func() {
 			bb.read()
+			bb.collect()
 			close(bb.done)
 		}()
 		return bb
@@ -362,26 +407,97 @@ func (m *marker) startBatch(busy *blockBatch) *blockBatch {
 	m.aheadLast = at
 	go func() {
 		bb.readAhead(ahead, back)
+		bb.collect()
 		close(bb.done)
 	}()
 	return bb
 }
 
-// finishBatch waits for bb's blocks and notes their words.
+// sortByAddress sorts items by address. Blocks come off the stack in the
+// reverse of the order they were found in, and a root or a block of
+// pointers often holds them in increasing order: those need no sort.
+func sortByAddress(items []scanItem) {
+	descending := true
+	for i := 1; i < len(items) && descending; i++ {
+		descending = items[i].addr < items[i-1].addr
+	}
+	if descending {
+		slices.Reverse(items)
+		return
+	}
+	slices.SortFunc(items, func(a, b scanItem) int { return cmp.Compare(a.addr, b.addr) })
+}
+
+// finishBatch waits for bb's pointers to blocks and notes them.
 func (m *marker) finishBatch(bb *blockBatch) {
 	<-bb.done
-	lo, span := m.ix.lo, m.ix.hi-m.ix.lo
-	err := bb.each(func(k int, b []byte) {
-		definite := bb.items[k].definite
+	if bb.err != nil {
+		m.err = bb.err
+		return
+	}
+	inner := bb.inner
+	for _, h := range bb.hits {
+		definite := h.size&hitDefinite != 0
+		if h.size&hitInterior == 0 {
+			m.push(h.num, h.start, uint64(h.size&hitSize), true, definite)
+			continue
+		}
+		m.noteFound(inner[0])
+		inner = inner[1:]
+	}
+}
+
+// hit is a pointer to a block's start (or, hitInterior, into it) that
+// collect found: the block's number, start and size, up to hitSize (a
+// bigger one is bigger than a window anyway), and flags.
+type hit struct {
+	start     uint64
+	num, size uint32
+}
+
+const (
+	hitInterior = 1 << 31 // the pointer is the next of the batch's inner
+	hitDefinite = 1 << 30 // from a root or a reachable block
+	hitSize     = 1<<30 - 1
+)
+
+// collect looks up the words of bb's blocks, read, in the index: its hits
+// are those that point into a block, in the order of the words. It runs
+// on the goroutine that read them, with bb's own finder.
+func (bb *blockBatch) collect() {
+	var words uint64
+	for _, b := range bb.items {
+		words += b.size / 8
+	}
+	// As many as there may be, at once: growing a slice of a hundred
+	// thousand a few at a time copies it over and over.
+	if uint64(cap(bb.hits)) < words {
+		bb.hits = make([]hit, 0, words)
+	}
+	bb.hits, bb.inner = bb.hits[:0], bb.inner[:0]
+	lo, span := bb.f.ix.lo, bb.f.ix.hi-bb.f.ix.lo
+	bb.err = bb.each(func(k int, b []byte) {
+		flags := uint32(0)
+		if bb.items[k].definite {
+			flags = hitDefinite
+		}
 		for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
-			if v := wordAt(b, w); v-lo < span {
-				m.note(v, definite)
+			v := wordAt(b, w)
+			if v-lo >= span {
+				continue
 			}
+			num, start, size, ok := bb.f.find(v)
+			if !ok {
+				continue
+			}
+			h := hit{start: start, num: num, size: uint32(min(size, hitSize)) | flags}
+			if v != start {
+				h.size |= hitInterior
+				bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: flags != 0})
+			}
+			bb.hits = append(bb.hits, h)
 		}
 	})
-	if err != nil {
-		m.err = err
-	}
 }
 
 // blockBatch is blocks (in increasing order of address, not overlapping)
@@ -393,6 +509,12 @@ type blockBatch struct {
 	buf             []byte   // the ranges' bytes, one after the other
 	ok              bool     // all of them could be read
 	done            chan struct{}
+	// f looks up the words read (collect): the pointers into blocks,
+	// hits, or err if the process could not be read.
+	f     finder
+	hits  []hit
+	inner []innerPtr // the pointers into interiors of hits
+	err   error
 	// cache is what the batch's last read ahead got, the memory at
 	// cacheAt on (in mem's buffer, until it reads again).
 	cache   []byte
@@ -552,7 +674,13 @@ func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 		state: make([]uint8, ix.count()),
 		wmem:  &processMemory{pid: pid},
 	}
-	m.batches[0].mem, m.batches[1].mem = &processMemory{pid: pid}, &processMemory{pid: pid}
+	m.batches = make([]blockBatch, inflightBatches)
+	for i := range m.batches {
+		m.batches[i].mem, m.batches[i].f.ix = &processMemory{pid: pid}, ix
+	}
+	for i := range m.windows {
+		m.windows[i].mem, m.windows[i].f.ix = &processMemory{pid: pid}, ix
+	}
 	for i := range m.state {
 		m.state[i] = unreached
 	}
