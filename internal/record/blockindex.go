@@ -29,10 +29,11 @@ type blockIndex struct {
 // goroutines finding at once each need a finder, with its memory of the
 // page and chunk found last.
 type finder struct {
-	ix      *blockIndex
-	lastKey uint64 // page number + 1 of the page found last (0: none)
-	lastIdx uint32
-	chunk   *tableChunk // the chunk found last
+	ix       *blockIndex
+	lastKey  uint64 // page number + 1 of the page found last (0: none)
+	lastPage *tablePage
+	lastBase uint32      // the number of its first block
+	chunk    *tableChunk // the chunk found last
 }
 
 func newBlockIndex(t *blockTable) *blockIndex {
@@ -123,26 +124,27 @@ func (ix *blockIndex) find(v uint64) (num uint32, start, size uint64, ok bool) {
 	return ix.main.find(v)
 }
 
-// page returns the index of the table's page of number key, and false if
-// no block starts in it, as blockTable.page does but with f's memory.
-func (f *finder) page(key uint64) (uint32, bool) {
+// page returns the table's page of number key and the number of its first
+// block, and false if no block starts in it, as blockTable.page does but
+// with f's memory.
+func (f *finder) page(key uint64) (*tablePage, uint32, bool) {
 	if key+1 == f.lastKey {
-		return f.lastIdx, true
+		return f.lastPage, f.lastBase, true
 	}
 	ck := key >> tableChunkBits
 	c := f.chunk
 	if c == nil || c.key != ck {
 		if c = f.ix.t.dir[ck]; c == nil {
-			return 0, false
+			return nil, 0, false
 		}
 		f.chunk = c
 	}
 	p := c.pages[key&(1<<tableChunkBits-1)]
 	if p == 0 {
-		return 0, false
+		return nil, 0, false
 	}
-	f.lastKey, f.lastIdx = key+1, p-1
-	return p - 1, true
+	f.lastKey, f.lastPage, f.lastBase = key+1, f.ix.t.at(p-1), f.ix.base[p-1]
+	return f.lastPage, f.lastBase, true
 }
 
 // find is blockIndex.find, for f's goroutine.
@@ -157,18 +159,16 @@ func (f *finder) find(v uint64) (num uint32, start, size uint64, ok bool) {
 		}
 	}
 	t, key := ix.t, v>>tablePageBits
-	if p, found := f.page(key); found {
-		pg := t.at(p)
+	if pg, base, found := f.page(key); found {
 		if r, a, found := lastAtOrBefore(pg, slotIn(v)); found {
 			size := t.sizeAt(pg, r, a)
-			return ix.base[p] + uint32(r), a, size, holds(a, size, v)
+			return base + uint32(r), a, size, holds(a, size, v)
 		}
 	}
-	if p, found := f.page(key - 1); found {
-		pg := t.at(p)
+	if pg, base, found := f.page(key - 1); found {
 		if r, a, found := lastAtOrBefore(pg, tablePageSlots-1); found {
 			size := t.sizeAt(pg, r, a)
-			return ix.base[p] + uint32(r), a, size, holds(a, size, v)
+			return base + uint32(r), a, size, holds(a, size, v)
 		}
 	}
 	i := sort.Search(len(ix.large), func(i int) bool { return ix.large[i] > v }) - 1
@@ -176,11 +176,10 @@ func (f *finder) find(v uint64) (num uint32, start, size uint64, ok bool) {
 		return 0, 0, 0, false
 	}
 	a := ix.large[i]
-	p, _ := f.page(a >> tablePageBits)
-	pg := t.at(p)
+	pg, base, _ := f.page(a >> tablePageBits)
 	r := pg.rank(slotIn(a))
 	size = t.sizeAt(pg, r, a)
-	return ix.base[p] + uint32(r), a, size, holds(a, size, v)
+	return base + uint32(r), a, size, holds(a, size, v)
 }
 
 // each calls f with each block's number, address and size, in increasing

@@ -18,7 +18,10 @@ import (
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
-var heldBlocks = flag.Int("held-blocks", 1000000, "blocks of the heaps BenchmarkScanHeld scans")
+var (
+	heldBlocks   = flag.Int("held-blocks", 1000000, "blocks of the heaps BenchmarkScanHeld scans")
+	heldInflight = flag.Int("held-inflight", 0, "batches BenchmarkScanHeld reads at once (0: the default)")
+)
 
 // heldHeap starts testdata/heldheap.c with how, n blocks and seed, and
 // returns its pid, the values of the globals that keep its blocks and its
@@ -82,6 +85,10 @@ func BenchmarkScanHeld(b *testing.B) {
 	for _, how := range []string{"bigheap", "list"} {
 		b.Run(how, func(b *testing.B) {
 			pid, _, live := heldHeap(b, how, *heldBlocks, 1)
+			if *heldInflight > 0 {
+				defer func(old int) { inflightBatches = old }(inflightBatches)
+				inflightBatches = *heldInflight
+			}
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			var self0, thread0 unix.Rusage

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,13 +140,17 @@ const (
 
 // How much of the program's memory the scan reads at once: blocks are
 // read a batch at a time, sorted by address, those close to each other as
-// one range, in one process_vm_readv of up to batchRanges ranges (one
+// one range, in process_vm_readv calls of up to batchRanges ranges (one
 // call a block made the scan of a million blocks several times slower);
 // roots and blocks bigger than a window are read a window at a time. So
-// what the scan holds follows the window, not the heap.
+// what the scan holds follows the window, not the heap. A batch holds up
+// to batchBlocks blocks: each batch is handed to a goroutine and back,
+// which costs, on a busy machine, what reading a thousand small blocks
+// does.
 const (
 	scanWindow  = 1 << 20
-	batchRanges = 1024
+	batchRanges = 1024 // the most process_vm_readv takes
+	batchBlocks = 16384
 	rangeGap    = pageSize // bytes between blocks read with them rather than in another range
 	// A batch of one block reads from minReadAhead to maxReadAhead bytes
 	// (see marker.startBatch).
@@ -154,10 +159,10 @@ const (
 	innerBatch   = 4096
 )
 
-// inflightBatches is how many batches are read at once: one read while
-// the words of another are noted is what two CPUs can do. A variable, so
+// inflightBatches is how many batches (or windows) are in flight at once:
+// one whose words are noted, and one read for each CPU. A variable, so
 // that tests can check that any number marks the same.
-var inflightBatches = 2
+var inflightBatches = min(runtime.GOMAXPROCS(0), 4) + 1
 
 // marker marks the blocks of a blockIndex from the roots (step 2 and 3
 // of scanMemory).
@@ -172,7 +177,7 @@ type marker struct {
 	// before are noted: inflight, in the order they were started.
 	batches  []blockBatch
 	inflight []*blockBatch
-	windows  [2]blockBatch // of roots and big blocks: the next read while one is noted
+	windows  []blockBatch // of roots and big blocks: the next ones read while one is noted
 	// ahead is how much a batch of one block reads from its start, and
 	// aheadHits how many batches its last such read served.
 	ahead     uint64
@@ -315,8 +320,11 @@ func (m *marker) scanRange(lo, hi uint64, definite bool) {
 	if lo >= hi || m.err != nil {
 		return
 	}
-	start := func(bb *blockBatch, w uint64) *blockBatch {
-		bb.items = append(bb.items[:0], scanItem{addr: w, size: min(w+scanWindow, hi) - w, definite: definite})
+	// Window k is read by windows[k%len(windows)].
+	next := lo // the next window to start
+	start := func(k int) {
+		bb := &m.windows[k%len(m.windows)]
+		bb.items = append(bb.items[:0], scanItem{addr: next, size: min(next+scanWindow, hi) - next, definite: definite})
 		bb.plan()
 		bb.done = make(chan struct{})
 		go func() {
@@ -324,17 +332,18 @@ func (m *marker) scanRange(lo, hi uint64, definite bool) {
 			bb.collect()
 			close(bb.done)
 		}()
-		return bb
+		next += bb.items[0].size
 	}
-	k, w := 0, lo
-	for next := start(&m.windows[0], lo); next != nil; {
-		bb := next
-		next = nil
-		if w += scanWindow; w < hi && m.err == nil {
-			k = 1 - k
-			next = start(&m.windows[k], w)
+	started := 0 // windows k to started-1 are in flight
+	for k := 0; ; k++ {
+		for started-k < len(m.windows) && next < hi && m.err == nil {
+			start(started)
+			started++
 		}
-		m.finishBatch(bb)
+		if k == started {
+			return
+		}
+		m.finishBatch(&m.windows[k%len(m.windows)])
 		if m.err == nil {
 			m.drainSmall()
 		}
@@ -353,7 +362,7 @@ func (m *marker) startBatch() *blockBatch {
 	}
 	bb.items = bb.items[:0]
 	var bytes uint64
-	for len(m.stack) > 0 && len(bb.items) < batchRanges && bytes < scanWindow {
+	for len(m.stack) > 0 && len(bb.items) < batchBlocks && bytes < scanWindow {
 		e := m.stack[len(m.stack)-1]
 		m.stack = m.stack[:len(m.stack)-1]
 		if m.graph != nil && m.graph.has(e.num) {
@@ -571,11 +580,17 @@ func (bb *blockBatch) readCache(addr, n uint64) bool {
 	return true
 }
 
+// plan joins bb's blocks into ranges to read: those less than rangeGap
+// apart, as long as the bytes between blocks read stay within a window.
 func (bb *blockBatch) plan() {
 	bb.los, bb.his, bb.sizes = bb.los[:0], bb.his[:0], bb.sizes[:0]
+	var gaps uint64
 	for _, b := range bb.items {
 		end := b.addr + b.size&^7
-		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap {
+		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap && gaps <= scanWindow {
+			if b.addr > bb.his[n-1] {
+				gaps += b.addr - bb.his[n-1]
+			}
 			bb.his[n-1] = max(bb.his[n-1], end)
 			continue
 		}
@@ -674,10 +689,11 @@ func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 		state: make([]uint8, ix.count()),
 		wmem:  &processMemory{pid: pid},
 	}
-	m.batches = make([]blockBatch, inflightBatches)
+	m.batches = make([]blockBatch, max(inflightBatches, 1))
 	for i := range m.batches {
 		m.batches[i].mem, m.batches[i].f.ix = &processMemory{pid: pid}, ix
 	}
+	m.windows = make([]blockBatch, max(inflightBatches, 1))
 	for i := range m.windows {
 		m.windows[i].mem, m.windows[i].f.ix = &processMemory{pid: pid}, ix
 	}
@@ -693,7 +709,7 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 	res := &scanResult{}
 	var notReached []scanItem // the blocks not reachable, in increasing order of address; definite if lost
 	var lost []scanItem
-	ix.each(0, math.MaxUint64, func(num uint32, addr, size uint64) {
+	add := func(num uint32, addr, size uint64) {
 		switch state[num] {
 		case reachable:
 			res.bytes[trace.StillReachable] += size
@@ -704,7 +720,25 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 		default:
 			notReached = append(notReached, scanItem{addr: addr, size: size})
 		}
-	})
+	}
+	if len(ix.odd) > 0 {
+		ix.each(0, math.MaxUint64, add)
+	} else {
+		// Most pages of a big heap hold only reachable blocks: their
+		// sizes are summed without the addresses.
+		t := ix.t
+		for _, p := range ix.pages {
+			pg, base := t.at(p), ix.base[p]
+			if !allReachable(state[base:int(base)+len(pg.sizes)], pg.sizes) {
+				t.eachInPage(p, func(r int, addr, size uint64) { add(base+uint32(r), addr, size) })
+				continue
+			}
+			for _, size := range pg.sizes {
+				res.bytes[trace.StillReachable] += uint64(size)
+			}
+			res.blocks[trace.StillReachable] += uint64(len(pg.sizes))
+		}
+	}
 	// The pointers of lost blocks to lost blocks, by their index in lost.
 	edgeStart := make([]uint32, 0, len(lost)+1)
 	var edges []uint32
@@ -769,6 +803,17 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 		res.lost = append(res.lost, lb)
 	}
 	return res, nil
+}
+
+// allReachable reports whether the blocks of states are all reachable and
+// of sizes below bigBlock (so sizes holds them).
+func allReachable(states []uint8, sizes []uint16) bool {
+	for r, st := range states {
+		if st != reachable || sizes[r] == bigBlock {
+			return false
+		}
+	}
+	return true
 }
 
 // finalLeader follows the leaders of block i to the definitely lost one,
@@ -850,7 +895,7 @@ func (m *processMemory) wordsAt(addrs []uint64) []uint64 {
 }
 
 // readBlocks reads ranges of memory (addresses and sizes) one after the
-// other, in one call; false if not all could be read.
+// other, batchRanges at a time; false if not all could be read.
 func (m *processMemory) readBlocks(addrs, sizes []uint64) ([]byte, bool) {
 	var total uint64
 	for _, s := range sizes {
@@ -863,15 +908,26 @@ func (m *processMemory) readBlocks(addrs, sizes []uint64) ([]byte, bool) {
 		m.buf = make([]byte, total)
 	}
 	b := m.buf[:total]
-	remote := m.remote[:0]
-	for k, a := range addrs {
-		if sizes[k] > 0 {
-			remote = append(remote, unix.RemoteIovec{Base: uintptr(a), Len: int(sizes[k])})
+	var at uint64 // where in b the next call reads to
+	for k := 0; k < len(addrs); {
+		remote, bytes := m.remote[:0], uint64(0)
+		for ; k < len(addrs) && len(remote) < batchRanges; k++ {
+			if sizes[k] > 0 {
+				remote = append(remote, unix.RemoteIovec{Base: uintptr(addrs[k]), Len: int(sizes[k])})
+				bytes += sizes[k]
+			}
 		}
+		m.remote = remote
+		if bytes == 0 {
+			continue
+		}
+		got, err := unix.ProcessVMReadv(m.pid, []unix.Iovec{{Base: &b[at], Len: bytes}}, remote, 0)
+		if err != nil || uint64(got) != bytes {
+			return b, false
+		}
+		at += bytes
 	}
-	m.remote = remote
-	got, err := unix.ProcessVMReadv(m.pid, []unix.Iovec{{Base: &b[0], Len: total}}, remote, 0)
-	return b, err == nil && uint64(got) == total
+	return b, true
 }
 
 // mapping is a line of /proc/PID/maps.
