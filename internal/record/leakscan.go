@@ -380,10 +380,10 @@ func (m *marker) startBatch() *blockBatch {
 	if len(bb.items) == 0 {
 		return nil // all big
 	}
-	sortByAddress(bb.items)
 	bb.done = make(chan struct{})
 	if bb.fromCache() {
 		m.aheadHits++
+		sortByAddress(bb.items)
 		bb.collect()
 		close(bb.done)
 		return bb
@@ -392,8 +392,9 @@ func (m *marker) startBatch() *blockBatch {
 		m.smallReads++
 	}
 	if len(bb.items) > 1 {
-		bb.plan()
 		go func() {
+			sortByAddress(bb.items)
+			bb.plan()
 			bb.read()
 			bb.collect()
 			close(bb.done)
