@@ -32,8 +32,8 @@ type finder struct {
 	ix       *blockIndex
 	lastKey  uint64 // page number + 1 of the page found last (0: none)
 	lastPage *tablePage
-	lastBase uint32      // the number of its first block
-	chunk    *tableChunk // the chunk found last
+	lastBase uint32                  // the number of its first block
+	near     [nearChunks]*tableChunk // chunks found, at their number's low bits
 }
 
 func newBlockIndex(t *blockTable) *blockIndex {
@@ -132,12 +132,13 @@ func (f *finder) page(key uint64) (*tablePage, uint32, bool) {
 		return f.lastPage, f.lastBase, true
 	}
 	ck := key >> tableChunkBits
-	c := f.chunk
+	near := &f.near[ck%nearChunks]
+	c := *near
 	if c == nil || c.key != ck {
 		if c = f.ix.t.dir[ck]; c == nil {
 			return nil, 0, false
 		}
-		f.chunk = c
+		*near = c
 	}
 	p := c.pages[key&(1<<tableChunkBits-1)]
 	if p == 0 {
@@ -149,6 +150,17 @@ func (f *finder) page(key uint64) (*tablePage, uint32, bool) {
 
 // find is blockIndex.find, for f's goroutine.
 func (f *finder) find(v uint64) (num uint32, start, size uint64, ok bool) {
+	return f.findSized(v, true)
+}
+
+// findStart is find, but for a pointer to a block's start it leaves size
+// 0: the sizes are one more place in memory to look at, and a sweep
+// keeps only the block's number.
+func (f *finder) findStart(v uint64) (num uint32, start, size uint64, ok bool) {
+	return f.findSized(v, false)
+}
+
+func (f *finder) findSized(v uint64, sized bool) (num uint32, start, size uint64, ok bool) {
 	ix := f.ix
 	if v < ix.lo || v >= ix.hi {
 		return 0, 0, 0, false
@@ -161,6 +173,9 @@ func (f *finder) find(v uint64) (num uint32, start, size uint64, ok bool) {
 	t, key := ix.t, v>>tablePageBits
 	if pg, base, found := f.page(key); found {
 		if r, a, found := lastAtOrBefore(pg, slotIn(v)); found {
+			if a == v && !sized {
+				return base + uint32(r), a, 0, true
+			}
 			size := t.sizeAt(pg, r, a)
 			return base + uint32(r), a, size, holds(a, size, v)
 		}

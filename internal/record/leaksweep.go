@@ -118,7 +118,7 @@ func (m *marker) sweep() {
 				if v-lo >= span {
 					continue
 				}
-				t, start, size, ok := ix.find(v)
+				t, start, size, ok := ix.main.findStart(v)
 				if !ok || m.state[t] == reachable {
 					continue
 				}
