@@ -52,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -726,18 +727,40 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 		ix.each(0, math.MaxUint64, add)
 	} else {
 		// Most pages of a big heap hold only reachable blocks: their
-		// sizes are summed without the addresses.
-		t := ix.t
-		for _, p := range ix.pages {
-			pg, base := t.at(p), ix.base[p]
-			if !allReachable(state[base:int(base)+len(pg.sizes)], pg.sizes) {
+		// sizes are summed without the addresses, a part of the pages
+		// on each CPU; the other pages are gone through in order.
+		type part struct {
+			bytes, blocks uint64
+			others        []uint32
+		}
+		t, parts := ix.t, make([]part, min(runtime.GOMAXPROCS(0), 4))
+		var wg sync.WaitGroup
+		for i := range parts {
+			pages := ix.pages[len(ix.pages)*i/len(parts) : len(ix.pages)*(i+1)/len(parts)]
+			wg.Add(1)
+			go func(pt *part) {
+				defer wg.Done()
+				for _, p := range pages {
+					pg, base := t.at(p), ix.base[p]
+					if !allReachable(state[base:int(base)+len(pg.sizes)], pg.sizes) {
+						pt.others = append(pt.others, p)
+						continue
+					}
+					for _, size := range pg.sizes {
+						pt.bytes += uint64(size)
+					}
+					pt.blocks += uint64(len(pg.sizes))
+				}
+			}(&parts[i])
+		}
+		wg.Wait()
+		for _, pt := range parts {
+			res.bytes[trace.StillReachable] += pt.bytes
+			res.blocks[trace.StillReachable] += pt.blocks
+			for _, p := range pt.others {
+				base := ix.base[p]
 				t.eachInPage(p, func(r int, addr, size uint64) { add(base+uint32(r), addr, size) })
-				continue
 			}
-			for _, size := range pg.sizes {
-				res.bytes[trace.StillReachable] += uint64(size)
-			}
-			res.blocks[trace.StillReachable] += uint64(len(pg.sizes))
 		}
 	}
 	// The pointers of lost blocks to lost blocks, by their index in lost.
