@@ -183,8 +183,8 @@ type marker struct {
 	// aheadHits how many batches its last such read served.
 	ahead     uint64
 	aheadHits int
-	aheadLast uint64         // the block the last read ahead was for
-	wmem      *processMemory // for windows of roots and big blocks
+	aheadLast uint64 // the block the last read ahead was for
+	pid       int
 	err       error
 	// reached counts the reachable blocks, smallReads the batches of
 	// fewer than smallBatch blocks read, for the sweep (leaksweep.go),
@@ -476,15 +476,6 @@ const (
 // are those that point into a block, in the order of the words. It runs
 // on the goroutine that read them, with bb's own finder.
 func (bb *blockBatch) collect() {
-	var words uint64
-	for _, b := range bb.items {
-		words += b.size / 8
-	}
-	// As many as there may be, at once: growing a slice of a hundred
-	// thousand a few at a time copies it over and over.
-	if uint64(cap(bb.hits)) < words {
-		bb.hits = make([]hit, 0, words)
-	}
 	bb.hits, bb.inner = bb.hits[:0], bb.inner[:0]
 	lo, span := bb.f.ix.lo, bb.f.ix.hi-bb.f.ix.lo
 	bb.err = bb.each(func(k int, b []byte) {
@@ -505,6 +496,12 @@ func (bb *blockBatch) collect() {
 			if v != start {
 				h.size |= hitInterior
 				bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: flags != 0})
+			}
+			if len(bb.hits) == cap(bb.hits) {
+				// Doubled by hand: append grows a slice of a
+				// hundred thousand by a quarter, and copies it
+				// over and over.
+				bb.hits = append(make([]hit, 0, max(2*cap(bb.hits), 1024)), bb.hits...)
 			}
 			bb.hits = append(bb.hits, h)
 		}
@@ -689,7 +686,7 @@ func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 		ix:    ix,
 		heur:  &heuristics{mem: &processMemory{pid: pid}, maps: ms, vtables: map[uint64]bool{}},
 		state: make([]uint8, ix.count()),
-		wmem:  &processMemory{pid: pid},
+		pid:   pid,
 	}
 	m.batches = make([]blockBatch, max(inflightBatches, 1))
 	for i := range m.batches {

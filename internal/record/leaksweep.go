@@ -85,7 +85,7 @@ func (m *marker) sweep() {
 	// pending becomes swept as blocks are: a block pending is swept, and
 	// the bit of one not swept is cleared.
 	var (
-		bb       = &blockBatch{mem: &processMemory{pid: m.wmem.pid}}
+		bb       = &blockBatch{mem: &processMemory{pid: m.pid}}
 		nums     []uint32
 		inner    []innerPtr
 		innerAt  []int // where each of inner is in g.targets
