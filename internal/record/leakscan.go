@@ -308,7 +308,7 @@ func (m *marker) drainSmall() {
 		m.resolveInner()
 	}
 	for _, bb := range m.inflight {
-		<-bb.done
+		bb.cancel()
 	}
 	m.inflight = m.inflight[:0]
 }
@@ -327,12 +327,10 @@ func (m *marker) scanRange(lo, hi uint64, definite bool) {
 		bb := &m.windows[k%len(m.windows)]
 		bb.items = append(bb.items[:0], scanItem{addr: next, size: min(next+scanWindow, hi) - next, definite: definite})
 		bb.plan()
-		bb.done = make(chan struct{})
-		go func() {
+		bb.launch(func() {
 			bb.read()
 			bb.collect()
-			close(bb.done)
-		}()
+		})
 		next += bb.items[0].size
 	}
 	started := 0 // windows k to started-1 are in flight
@@ -381,25 +379,23 @@ func (m *marker) startBatch() *blockBatch {
 	if len(bb.items) == 0 {
 		return nil // all big
 	}
-	bb.done = make(chan struct{})
 	if bb.fromCache() {
 		m.aheadHits++
 		sortByAddress(bb.items)
+		bb.launch(nil)
 		bb.collect()
-		close(bb.done)
 		return bb
 	}
 	if len(bb.items) < smallBatch {
 		m.smallReads++
 	}
 	if len(bb.items) > 1 {
-		go func() {
+		bb.launch(func() {
 			sortByAddress(bb.items)
 			bb.plan()
 			bb.read()
 			bb.collect()
-			close(bb.done)
-		}()
+		})
 		return bb
 	}
 	// One block, as when following a list: read the memory after it
@@ -416,12 +412,53 @@ func (m *marker) startBatch() *blockBatch {
 	at := bb.items[0].addr
 	ahead, back := m.ahead, at < m.aheadLast
 	m.aheadLast = at
-	go func() {
+	bb.launch(func() {
 		bb.readAhead(ahead, back)
 		bb.collect()
-		close(bb.done)
-	}()
+	})
 	return bb
+}
+
+// launch has work done for bb on a goroutine of its own, or by wait if
+// that goroutine has not begun it yet: on a busy machine a goroutine's
+// thread may start long after, and the scan, the program held, would wait
+// on the rest of the machine rather than do the work. Without work, bb is
+// done.
+//
+// A goroutine of bb's last launch that starts late may do the work of
+// this one: it reads bb.work and bb.done only once it has claimed them.
+func (bb *blockBatch) launch(work func()) {
+	bb.done = make(chan struct{})
+	if work == nil {
+		bb.claimed.Store(true)
+		close(bb.done)
+		return
+	}
+	bb.work = work
+	bb.claimed.Store(false)
+	go func() {
+		if bb.claimed.CompareAndSwap(false, true) {
+			bb.work()
+			close(bb.done)
+		}
+	}()
+}
+
+// wait returns once bb's work is done, doing it itself if no goroutine
+// has begun it.
+func (bb *blockBatch) wait() {
+	if bb.claimed.CompareAndSwap(false, true) {
+		bb.work()
+		return
+	}
+	<-bb.done
+}
+
+// cancel returns once bb's work is done or will never be.
+func (bb *blockBatch) cancel() {
+	if !bb.claimed.CompareAndSwap(false, true) {
+		<-bb.done
+	}
 }
 
 // sortByAddress sorts items by address. Blocks come off the stack in the
@@ -441,7 +478,7 @@ func sortByAddress(items []scanItem) {
 
 // finishBatch waits for bb's pointers to blocks and notes them.
 func (m *marker) finishBatch(bb *blockBatch) {
-	<-bb.done
+	bb.wait()
 	if bb.err != nil {
 		m.err = bb.err
 		return
@@ -516,7 +553,12 @@ type blockBatch struct {
 	los, his, sizes []uint64 // the ranges
 	buf             []byte   // the ranges' bytes, one after the other
 	ok              bool     // all of them could be read
-	done            chan struct{}
+	// work is what is to be done for the batch: by whoever claims it
+	// first, the goroutine launched or wait; done closes after the
+	// goroutine did it.
+	work    func()
+	claimed atomic.Bool
+	done    chan struct{}
 	// f looks up the words read (collect): the pointers into blocks,
 	// hits, or err if the process could not be read.
 	f     finder
@@ -685,7 +727,7 @@ func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 	m := &marker{
 		ix:    ix,
 		heur:  &heuristics{mem: &processMemory{pid: pid}, maps: ms, vtables: map[uint64]bool{}},
-		state: make([]uint8, ix.count()),
+		state: hugeSlice[uint8](ix.count(), ix.count()),
 		pid:   pid,
 	}
 	m.batches = make([]blockBatch, max(inflightBatches, 1))
@@ -850,6 +892,24 @@ func finalLeader(leader []int32, state []uint8, i int) int {
 		j = next
 	}
 	return l
+}
+
+// hugeSlice returns make([]T, n, c), its memory backed by huge pages where
+// the kernel has them to give: marking reads the scan's arrays by block
+// number, in the order a list was linked, and at a TLB miss a step the
+// arrays of a heap of millions of blocks cost twice as much to read on
+// 4 KiB pages.
+func hugeSlice[T any](n, c int) []T {
+	s := make([]T, n, c)
+	const huge = 2 << 20
+	if size := uintptr(c) * unsafe.Sizeof(*new(T)); size >= 2*huge {
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+		lo, hi := (start+huge-1)&^(huge-1), (start+size)&^(huge-1)
+		// Advice only: a kernel without huge pages says no, and the
+		// slice works as well.
+		unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_HUGEPAGE)
+	}
+	return s
 }
 
 // wordAt returns the 64-bit word at offset off of b.
