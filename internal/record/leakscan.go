@@ -160,6 +160,10 @@ const (
 	innerBatch   = 4096
 )
 
+// inlineBytes is how much memory a batch reads at least to be read on a
+// goroutine of its own.
+const inlineBytes = 64 << 10
+
 // inflightBatches is how many batches (or windows) are in flight at once:
 // one whose words are noted, and one read for each CPU. A variable, so
 // that tests can check that any number marks the same.
@@ -327,7 +331,7 @@ func (m *marker) scanRange(lo, hi uint64, definite bool) {
 		bb := &m.windows[k%len(m.windows)]
 		bb.items = append(bb.items[:0], scanItem{addr: next, size: min(next+scanWindow, hi) - next, definite: definite})
 		bb.plan()
-		bb.launch(func() {
+		bb.launch(bb.items[0].size, func() {
 			bb.read()
 			bb.collect()
 		})
@@ -382,15 +386,14 @@ func (m *marker) startBatch() *blockBatch {
 	if bb.fromCache() {
 		m.aheadHits++
 		sortByAddress(bb.items)
-		bb.launch(nil)
-		bb.collect()
+		bb.launch(0, bb.collect)
 		return bb
 	}
 	if len(bb.items) < smallBatch {
 		m.smallReads++
 	}
 	if len(bb.items) > 1 {
-		bb.launch(func() {
+		bb.launch(bytes, func() {
 			sortByAddress(bb.items)
 			bb.plan()
 			bb.read()
@@ -412,25 +415,27 @@ func (m *marker) startBatch() *blockBatch {
 	at := bb.items[0].addr
 	ahead, back := m.ahead, at < m.aheadLast
 	m.aheadLast = at
-	bb.launch(func() {
+	bb.launch(max(ahead, bytes), func() {
 		bb.readAhead(ahead, back)
 		bb.collect()
 	})
 	return bb
 }
 
-// launch has work done for bb on a goroutine of its own, or by wait if
-// that goroutine has not begun it yet: on a busy machine a goroutine's
-// thread may start long after, and the scan, the program held, would wait
-// on the rest of the machine rather than do the work. Without work, bb is
-// done.
+// launch has work, reading about bytes, done for bb on a goroutine of
+// its own, or by wait if that goroutine has not begun it yet: on a busy
+// machine a goroutine's thread may start long after, and the scan, the
+// program held, would wait on the rest of the machine rather than do the
+// work. Work of less than inlineBytes is done at once: handing it over
+// costs more than it.
 //
 // A goroutine of bb's last launch that starts late may do the work of
 // this one: it reads bb.work and bb.done only once it has claimed them.
-func (bb *blockBatch) launch(work func()) {
+func (bb *blockBatch) launch(bytes uint64, work func()) {
 	bb.done = make(chan struct{})
-	if work == nil {
+	if bytes < inlineBytes {
 		bb.claimed.Store(true)
+		work()
 		close(bb.done)
 		return
 	}
