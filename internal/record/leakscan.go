@@ -182,7 +182,8 @@ type marker struct {
 	// before are noted: inflight, in the order they were started.
 	batches  []blockBatch
 	inflight []*blockBatch
-	windows  []blockBatch // of roots and big blocks: the next ones read while one is noted
+	read     chan struct{} // a word from each goroutine that read a batch
+	windows  []blockBatch  // of roots and big blocks: the next ones read while one is noted
 	// ahead is how much a batch of one block reads from its start, and
 	// aheadHits how many batches its last such read served.
 	ahead     uint64
@@ -301,8 +302,9 @@ func (m *marker) drainSmall() {
 			m.inflight = append(m.inflight, bb)
 		}
 		if len(m.inflight) > 0 {
-			bb := m.inflight[0]
-			m.inflight = append(m.inflight[:0], m.inflight[1:]...)
+			i := m.nextRead()
+			bb := m.inflight[i]
+			m.inflight = slices.Delete(m.inflight, i, i+1)
 			m.finishBatch(bb)
 			continue
 		}
@@ -315,6 +317,32 @@ func (m *marker) drainSmall() {
 		bb.cancel()
 	}
 	m.inflight = m.inflight[:0]
+}
+
+// nextRead returns the index in m.inflight of a batch read: one that a
+// goroutine has read, or else one that none has begun (read here), or
+// else the first a goroutine reads. The outcome is the same in whatever
+// order batches are noted, and on a busy machine the thread of a batch's
+// goroutine may be put aside for a while: the scan goes on with the
+// others meanwhile.
+func (m *marker) nextRead() int {
+	for {
+		for i, bb := range m.inflight {
+			select {
+			case <-bb.done:
+				return i
+			default:
+			}
+		}
+		for i, bb := range m.inflight {
+			if bb.claimed.CompareAndSwap(false, true) {
+				bb.work()
+				close(bb.done)
+				return i
+			}
+		}
+		<-m.read
+	}
 }
 
 // scanRange notes the words of [lo, hi) a window at a time, scanning
@@ -445,6 +473,12 @@ func (bb *blockBatch) launch(bytes uint64, work func()) {
 		if bb.claimed.CompareAndSwap(false, true) {
 			bb.work()
 			close(bb.done)
+			if bb.told != nil {
+				select {
+				case bb.told <- struct{}{}:
+				default: // a word is waiting already
+				}
+			}
 		}
 	}()
 }
@@ -454,6 +488,7 @@ func (bb *blockBatch) launch(bytes uint64, work func()) {
 func (bb *blockBatch) wait() {
 	if bb.claimed.CompareAndSwap(false, true) {
 		bb.work()
+		close(bb.done)
 		return
 	}
 	<-bb.done
@@ -564,6 +599,7 @@ type blockBatch struct {
 	work    func()
 	claimed atomic.Bool
 	done    chan struct{}
+	told    chan struct{} // if not nil, told when a goroutine has done work
 	// f looks up the words read (collect): the pointers into blocks,
 	// hits, or err if the process could not be read.
 	f     finder
@@ -735,9 +771,9 @@ func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 		state: hugeSlice[uint8](ix.count(), ix.count()),
 		pid:   pid,
 	}
-	m.batches = make([]blockBatch, max(inflightBatches, 1))
+	m.batches, m.read = make([]blockBatch, max(inflightBatches, 1)), make(chan struct{}, 1)
 	for i := range m.batches {
-		m.batches[i].mem, m.batches[i].f.ix = &processMemory{pid: pid}, ix
+		m.batches[i].mem, m.batches[i].f.ix, m.batches[i].told = &processMemory{pid: pid}, ix, m.read
 	}
 	m.windows = make([]blockBatch, max(inflightBatches, 1))
 	for i := range m.windows {
