@@ -320,11 +320,12 @@ func (m *marker) drainSmall() {
 }
 
 // nextRead returns the index in m.inflight of a batch read: one that a
-// goroutine has read, or else one that none has begun (read here), or
-// else the first a goroutine reads. The outcome is the same in whatever
-// order batches are noted, and on a busy machine the thread of a batch's
-// goroutine may be put aside for a while: the scan goes on with the
-// others meanwhile.
+// goroutine has read, or else the oldest if none has begun it (read
+// here), or else the first a goroutine reads. The outcome is the same in
+// whatever order batches are noted, and on a busy machine the thread of a
+// batch's goroutine may be put aside for a while: the scan goes on with
+// the others meanwhile. A younger batch not begun is left to its
+// goroutine: on an idle machine it begins as soon as a CPU is free.
 func (m *marker) nextRead() int {
 	for {
 		for i, bb := range m.inflight {
@@ -334,12 +335,10 @@ func (m *marker) nextRead() int {
 			default:
 			}
 		}
-		for i, bb := range m.inflight {
-			if bb.claimed.CompareAndSwap(false, true) {
-				bb.work()
-				close(bb.done)
-				return i
-			}
+		if bb := m.inflight[0]; bb.claimed.CompareAndSwap(false, true) {
+			bb.work()
+			close(bb.done)
+			return 0
 		}
 		<-m.read
 	}
