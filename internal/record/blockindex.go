@@ -20,10 +20,25 @@ type blockIndex struct {
 	n     int      // the table's blocks, the odd ones left out
 
 	lo, hi uint64 // every block lies in [lo, hi)
+
+	main finder // for find, on the scan's own goroutine
+}
+
+// finder finds blocks of a blockIndex for one goroutine: the table's own
+// lookups remember the pages they found in the table, so several
+// goroutines finding at once each need a finder, with its memory of the
+// page and chunk found last.
+type finder struct {
+	ix       *blockIndex
+	lastKey  uint64 // page number + 1 of the page found last (0: none)
+	lastPage *tablePage
+	lastBase uint32                  // the number of its first block
+	near     [nearChunks]*tableChunk // chunks found, at their number's low bits
 }
 
 func newBlockIndex(t *blockTable) *blockIndex {
 	ix := &blockIndex{t: t, pages: t.sortedPages(), base: make([]uint32, t.npages)}
+	ix.main.ix = ix
 	ix.odd = slices.Sorted(maps.Keys(t.odd))
 	ix.lo = ^uint64(0)
 	for _, p := range ix.pages {
@@ -106,6 +121,47 @@ func holds(start, size, v uint64) bool {
 // means that none holds v: blocks do not overlap, so one that starts
 // further back would cover it.
 func (ix *blockIndex) find(v uint64) (num uint32, start, size uint64, ok bool) {
+	return ix.main.find(v)
+}
+
+// page returns the table's page of number key and the number of its first
+// block, and false if no block starts in it, as blockTable.page does but
+// with f's memory.
+func (f *finder) page(key uint64) (*tablePage, uint32, bool) {
+	if key+1 == f.lastKey {
+		return f.lastPage, f.lastBase, true
+	}
+	ck := key >> tableChunkBits
+	near := &f.near[ck%nearChunks]
+	c := *near
+	if c == nil || c.key != ck {
+		if c = f.ix.t.dir[ck]; c == nil {
+			return nil, 0, false
+		}
+		*near = c
+	}
+	p := c.pages[key&(1<<tableChunkBits-1)]
+	if p == 0 {
+		return nil, 0, false
+	}
+	f.lastKey, f.lastPage, f.lastBase = key+1, f.ix.t.at(p-1), f.ix.base[p-1]
+	return f.lastPage, f.lastBase, true
+}
+
+// find is blockIndex.find, for f's goroutine.
+func (f *finder) find(v uint64) (num uint32, start, size uint64, ok bool) {
+	return f.findSized(v, true)
+}
+
+// findStart is find, but for a pointer to a block's start it leaves size
+// 0: the sizes are one more place in memory to look at, and a sweep
+// keeps only the block's number.
+func (f *finder) findStart(v uint64) (num uint32, start, size uint64, ok bool) {
+	return f.findSized(v, false)
+}
+
+func (f *finder) findSized(v uint64, sized bool) (num uint32, start, size uint64, ok bool) {
+	ix := f.ix
 	if v < ix.lo || v >= ix.hi {
 		return 0, 0, 0, false
 	}
@@ -115,18 +171,19 @@ func (ix *blockIndex) find(v uint64) (num uint32, start, size uint64, ok bool) {
 		}
 	}
 	t, key := ix.t, v>>tablePageBits
-	if p, found := t.page(key); found {
-		pg := t.at(p)
+	if pg, base, found := f.page(key); found {
 		if r, a, found := lastAtOrBefore(pg, slotIn(v)); found {
+			if a == v && !sized {
+				return base + uint32(r), a, 0, true
+			}
 			size := t.sizeAt(pg, r, a)
-			return ix.base[p] + uint32(r), a, size, holds(a, size, v)
+			return base + uint32(r), a, size, holds(a, size, v)
 		}
 	}
-	if p, found := t.page(key - 1); found {
-		pg := t.at(p)
+	if pg, base, found := f.page(key - 1); found {
 		if r, a, found := lastAtOrBefore(pg, tablePageSlots-1); found {
 			size := t.sizeAt(pg, r, a)
-			return ix.base[p] + uint32(r), a, size, holds(a, size, v)
+			return base + uint32(r), a, size, holds(a, size, v)
 		}
 	}
 	i := sort.Search(len(ix.large), func(i int) bool { return ix.large[i] > v }) - 1
@@ -134,11 +191,10 @@ func (ix *blockIndex) find(v uint64) (num uint32, start, size uint64, ok bool) {
 		return 0, 0, 0, false
 	}
 	a := ix.large[i]
-	p, _ := t.page(a >> tablePageBits)
-	pg := t.at(p)
+	pg, base, _ := f.page(a >> tablePageBits)
 	r := pg.rank(slotIn(a))
 	size = t.sizeAt(pg, r, a)
-	return ix.base[p] + uint32(r), a, size, holds(a, size, v)
+	return base + uint32(r), a, size, holds(a, size, v)
 }
 
 // each calls f with each block's number, address and size, in increasing

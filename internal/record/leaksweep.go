@@ -81,11 +81,11 @@ func (m *marker) sweep() {
 		}
 	}
 	budget := sweepBudget(ix.count())
-	g := &blockGraph{swept: pending, start: make([]uint32, ix.n+1), targets: make([]uint32, 0, min(budget, 1<<16))}
+	g := &blockGraph{swept: pending, start: hugeSlice[uint32](ix.n+1, ix.n+1), targets: make([]uint32, 0, min(budget, 1<<16))}
 	// pending becomes swept as blocks are: a block pending is swept, and
 	// the bit of one not swept is cleared.
 	var (
-		bb       = &blockBatch{mem: &processMemory{pid: m.wmem.pid}}
+		bb       = &blockBatch{mem: &processMemory{pid: m.pid}}
 		nums     []uint32
 		inner    []innerPtr
 		innerAt  []int // where each of inner is in g.targets
@@ -118,7 +118,7 @@ func (m *marker) sweep() {
 				if v-lo >= span {
 					continue
 				}
-				t, start, size, ok := ix.find(v)
+				t, start, size, ok := ix.main.findStart(v)
 				if !ok || m.state[t] == reachable {
 					continue
 				}
@@ -128,7 +128,7 @@ func (m *marker) sweep() {
 				}
 				if len(g.targets) == cap(g.targets) {
 					// Grown by hand: append could go past the budget.
-					g.targets = append(make([]uint32, 0, min(2*cap(g.targets), budget)), g.targets...)
+					g.targets = append(hugeSlice[uint32](0, min(2*cap(g.targets), budget)), g.targets...)
 				}
 				if v == start {
 					// Twice the same pointer (a doubly linked
