@@ -12,9 +12,9 @@ import (
 const pgoProfile = "cmd/memtrail/default.pgo"
 
 // pgoWorkloads are the workloads the profile is made of: the dense loop
-// for the hot loops, and real programs with big heaps and many call
-// stacks.
-const pgoWorkloads = "dense,sqlite3,jq,python3"
+// for the hot loops, real programs with many call stacks, and bigheap for
+// the leak scan and the live set of millions of blocks.
+const pgoWorkloads = "dense,sqlite3,jq,python3,bigheap"
 
 // writePGO records each workload and reports on its trace, runs times,
 // with memtrail profiling itself (MEMTRAIL_CPUPROFILE), and merges the
