@@ -31,8 +31,7 @@ type blockTable struct {
 	odd       map[uint64]uint64      // blocks at addresses not 8-byte aligned
 	n         int
 
-	lastKey [2]uint64 // page number + 1 of the pages found last (0: none), the latest first
-	lastIdx [2]uint32
+	lastKey [2]uint64               // page number + 1 of the pages found last (0: none), the latest first
 	lastPg  [2]*tablePage           // and the pages themselves: runs never move
 	near    [nearChunks]*tableChunk // a cache of dir, at the chunk number's low bits
 }
@@ -74,25 +73,12 @@ func (t *blockTable) at(p uint32) *tablePage {
 	return &t.runs[p>>pageRunBits][p&(1<<pageRunBits-1)]
 }
 
-// page returns the index of the page of number key, and false if no block
-// starts in it.
-func (t *blockTable) page(key uint64) (uint32, bool) {
-	if key+1 == t.lastKey[0] {
-		return t.lastIdx[0], true
-	}
-	if _, ok := t.findPage(key); !ok {
-		return 0, false
-	}
-	return t.lastIdx[0], true
-}
-
-// findPage is page, returning the page itself, for a key other than
-// lastKey[0]: the live set's updates, at every event, check that one
-// first, without a call.
+// findPage returns the page of number key, and false if no block starts
+// in it, for a key other than lastKey[0]: the live set's updates, at
+// every event, check that one first, without a call.
 func (t *blockTable) findPage(key uint64) (*tablePage, bool) {
 	if key+1 == t.lastKey[1] {
 		t.lastKey[0], t.lastKey[1] = t.lastKey[1], t.lastKey[0]
-		t.lastIdx[0], t.lastIdx[1] = t.lastIdx[1], t.lastIdx[0]
 		t.lastPg[0], t.lastPg[1] = t.lastPg[1], t.lastPg[0]
 		return t.lastPg[0], true
 	}
@@ -105,8 +91,8 @@ func (t *blockTable) findPage(key uint64) (*tablePage, bool) {
 		return nil, false
 	}
 	pg := t.at(p - 1)
-	t.lastKey[1], t.lastIdx[1], t.lastPg[1] = t.lastKey[0], t.lastIdx[0], t.lastPg[0]
-	t.lastKey[0], t.lastIdx[0], t.lastPg[0] = key+1, p-1, pg
+	t.lastKey[1], t.lastPg[1] = t.lastKey[0], t.lastPg[0]
+	t.lastKey[0], t.lastPg[0] = key+1, pg
 	return pg, true
 }
 
@@ -147,8 +133,8 @@ func (t *blockTable) newPage(key uint64) *tablePage {
 	*pg = tablePage{key: key + 1}
 	c.pages[key&(1<<tableChunkBits-1)] = p + 1
 	c.live++
-	t.lastKey[1], t.lastIdx[1], t.lastPg[1] = t.lastKey[0], t.lastIdx[0], t.lastPg[0]
-	t.lastKey[0], t.lastIdx[0], t.lastPg[0] = key+1, p, pg
+	t.lastKey[1], t.lastPg[1] = t.lastKey[0], t.lastPg[0]
+	t.lastKey[0], t.lastPg[0] = key+1, pg
 	return pg
 }
 
