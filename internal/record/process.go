@@ -503,7 +503,10 @@ func (p *process) drain(rec *Recorder, final bool) int {
 // head's copy, each word is read once, into a local, and what is checked
 // is what is used, whatever the program writes to its ring meanwhile.
 // Anything else (a record cut by the ring's end, one not due, one not
-// whole or of another kind) is left to handle.
+// whole or of another kind) is left to handle. The two records' fields
+// are read here and in handle as written out rather than through a
+// shared helper: neither Go would inline, and the calls cost the drain
+// about a tenth of its time per event (BenchmarkDrain).
 func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
 	if limit <= 0 || s.head != nil || len(p.parked) > 0 || len(s.pointers) > 0 {
 		return 0
