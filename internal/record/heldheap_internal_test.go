@@ -162,16 +162,7 @@ func TestScanHeldMarksAsPlainSearch(t *testing.T) {
 		for readers := 1; readers <= 4; readers++ {
 			for _, sweep := range []bool{false, true} {
 				inflightBatches = readers
-				m := newMarker(pid, ix, ms)
-				m.noSweep = !sweep
-				if sweep {
-					m.smallReads = 1 << 40
-				}
-				for _, v := range roots {
-					m.note(v, true)
-				}
-				m.resolveInner()
-				m.drain()
+				m := markFrom(pid, ix, ms, roots, sweep)
 				if m.err != nil {
 					t.Fatalf("%s %d, %d batches at once, sweep %v: %v", c.how, c.n, readers, sweep, m.err)
 				}

@@ -79,16 +79,7 @@ func TestSweepMarksAsPlainSearch(t *testing.T) {
 			budget int
 		}{{"batches", false, 0}, {"sweep", true, 1 << 30}, {"sweep over budget", true, r.Intn(nblocks)}, {"sweep of nothing", true, 0}} {
 			sweepBudget = func(int) int { return way.budget }
-			m := newMarker(os.Getpid(), ix, ms)
-			m.noSweep = !way.sweep
-			if way.sweep {
-				m.smallReads = 1 << 40
-			}
-			for _, v := range roots {
-				m.note(v, true)
-			}
-			m.resolveInner()
-			m.drain()
+			m := markFrom(os.Getpid(), ix, ms, roots, way.sweep)
 			if m.err != nil {
 				t.Fatalf("round %d, %s: %v", round, way.name, m.err)
 			}
@@ -156,4 +147,21 @@ func plainMark(addrs, sizes []uint64, roots []uint64, word func(uint64) uint64) 
 		}
 	}
 	return state
+}
+
+// markFrom marks the blocks of ix reachable from roots in process pid's
+// memory, as the scan at exit does, with the sweep made at once (its
+// count of small batches set past any threshold) or never.
+func markFrom(pid int, ix *blockIndex, ms []mapping, roots []uint64, sweep bool) *marker {
+	m := newMarker(pid, ix, ms)
+	m.noSweep = !sweep
+	if sweep {
+		m.smallReads = 1 << 40
+	}
+	for _, v := range roots {
+		m.note(v, true)
+	}
+	m.resolveInner()
+	m.drain()
+	return m
 }
