@@ -50,6 +50,8 @@ type heapTable struct {
 	// looking its address up.
 	handles handleTable
 	inBlock uint32
+	// entering holds the blocks that enter puts into the index next.
+	entering entering
 	// strays are the blocks whose handle a later allocation of their trace
 	// block was given too (only a damaged trace does that): live, but
 	// found neither by handle nor by address.
@@ -108,6 +110,14 @@ type freedBlock struct {
 	freeStack uint64
 	site      int32
 	api       trace.API
+}
+
+// entering is a batch of blocks going into the address index: their
+// addresses and refs, and the refs of the blocks they replace there.
+type entering struct {
+	addrs []uint64
+	refs  []uint32
+	olds  []uint32
 }
 
 // stray is a live block that neither the index nor the handle table has.
@@ -218,13 +228,42 @@ func (t *heapTable) enter(blk uint32) {
 	if blk == t.inBlock {
 		return
 	}
-	t.handles.each(func(r uint32, addr uint64) {
-		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-			t.addToIndex(r-1, addr)
-		}
-	})
+	t.indexHandles(&t.handles)
 	t.handles.clear()
 	t.inBlock = blk
+}
+
+// enterBatch is how many blocks indexHandles puts into the index at once.
+const enterBatch = 4096
+
+// indexHandles puts the live blocks of ht that the index does not have
+// yet into it. They go in batches, in the order of their handles, which
+// is mostly the order of their addresses (see addrmap.Map.PutAll).
+func (t *heapTable) indexHandles(ht *handleTable) {
+	ht.each(func(r uint32, addr uint64) {
+		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			t.atw(r - 1).bits |= bitIndexed
+			t.entering.addrs = append(t.entering.addrs, addr)
+			t.entering.refs = append(t.entering.refs, r-1)
+			if len(t.entering.addrs) == enterBatch {
+				t.flushEntering()
+			}
+		}
+	})
+	t.flushEntering()
+}
+
+// flushEntering puts the blocks of t.entering into the index.
+func (t *heapTable) flushEntering() {
+	e := &t.entering
+	e.olds = t.index.PutAll(e.addrs, e.refs, e.olds[:0])
+	for _, old := range e.olds {
+		// As in addToIndex: the older of two blocks at one address
+		// lost its free.
+		t.atw(old).bits &^= bitIndexed
+		t.dropRef(old)
+	}
+	e.addrs, e.refs = e.addrs[:0], e.refs[:0]
 }
 
 // addToIndex puts the live block of ref, at addr, into the address index.
@@ -457,11 +496,8 @@ func (t *heapTable) clone() heapTable {
 	// The blocks of the handle table go into the copy's index; the
 	// table itself stays t's.
 	c.handles = handleTable{}
-	t.handles.each(func(r uint32, addr uint64) {
-		if lb := c.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-			c.addToIndex(r-1, addr)
-		}
-	})
+	c.entering = entering{} // t's buffers stay t's: clones are made at once
+	c.indexHandles(&t.handles)
 	c.inBlock = 0
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
@@ -516,7 +552,8 @@ func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 	n := uint64(len(t.handles.chunks))*uint64(unsafe.Sizeof(handleChunk{})) +
 		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedBlock{})) + uint64(cap(t.addrs))*8 +
 		uint64(len(t.seen.bits))*8 + uint64(len(t.big))*uint64(unsafe.Sizeof(block{})+8) +
-		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{}))
+		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{})) +
+		uint64(cap(t.entering.addrs))*8 + uint64(cap(t.entering.refs)+cap(t.entering.olds))*4
 	for _, chunk := range t.arena {
 		key := unsafe.Pointer(unsafe.SliceData(chunk))
 		if !counted[key] {

@@ -14,8 +14,15 @@ import (
 // a lost free of it (by handle); allocations over blocks of earlier trace
 // blocks, which the table must find itself; frees of addresses not live;
 // and the address the index cannot key. Few distinct addresses collide
-// often, so that probing, deletion and growth are all exercised.
+// often, so that probing, deletion and growth are all exercised. In
+// "carved", most addresses go up as an allocator's carving fresh memory
+// does, so that blocks enter the index in runs of a page.
 func TestHeapTableModel(t *testing.T) {
+	t.Run("random", func(t *testing.T) { testHeapTableModel(t, false) })
+	t.Run("carved", func(t *testing.T) { testHeapTableModel(t, true) })
+}
+
+func testHeapTableModel(t *testing.T, carved bool) {
 	var h heapTable
 	type live struct {
 		size   uint64
@@ -25,9 +32,14 @@ func TestHeapTableModel(t *testing.T) {
 	var blk uint32 = 1
 	var nextHandle uint32
 	r := rand.New(rand.NewSource(1))
+	var cursor uint64
 	addrOf := func() uint64 {
 		if r.Intn(500) == 0 {
 			return 0
+		}
+		if carved && r.Intn(8) != 0 {
+			cursor = cursor%(3000*16) + 16*uint64(1+r.Intn(3))
+			return cursor
 		}
 		return uint64(r.Intn(3000)+1) * 16
 	}
