@@ -320,7 +320,9 @@ func (t *heapTable) newRef() uint32 {
 		return ref
 	}
 	if t.refs>>chunkBits == uint32(len(t.arena)) {
-		t.arena = append(t.arena, make([]liveBlock, 1<<chunkBits))
+		chunk := make([]liveBlock, 1<<chunkBits)
+		prefault(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(chunk))), len(chunk)*int(unsafe.Sizeof(liveBlock{}))))
+		t.arena = append(t.arena, chunk)
 	}
 	t.refs++
 	return t.refs - 1
