@@ -37,6 +37,9 @@ type heapTable struct {
 	shared   []bool // by chunk: the chunk may be another table's too (see clone)
 	refs     uint32 // refs given out so far
 	freeRefs uint32
+	// spare brings the arena's next chunk, made ahead by grow (nil
+	// until the arena is big enough for that to pay).
+	spare chan []liveBlock
 	// big holds, by ref, the blocks whose fields do not fit a liveBlock
 	// (see pack): rare, so a map.
 	big map[uint32]block
@@ -320,12 +323,41 @@ func (t *heapTable) newRef() uint32 {
 		return ref
 	}
 	if t.refs>>chunkBits == uint32(len(t.arena)) {
-		chunk := make([]liveBlock, 1<<chunkBits)
-		prefault(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(chunk))), len(chunk)*int(unsafe.Sizeof(liveBlock{}))))
-		t.arena = append(t.arena, chunk)
+		t.grow()
 	}
 	t.refs++
 	return t.refs - 1
+}
+
+// spareAfter is how many chunks the arena has before the next one is
+// made ahead, on another goroutine.
+const spareAfter = 8
+
+// grow adds a chunk to the arena. Mapping a chunk's fresh pages is most
+// of the cost of a block in a table that keeps growing: once the arena
+// has spareAfter chunks, the next is made while the replay fills this
+// one, on a core the replay leaves to the decoders.
+func (t *heapTable) grow() {
+	var chunk []liveBlock
+	if t.spare != nil {
+		chunk = <-t.spare
+	} else {
+		chunk = newChunk()
+	}
+	t.arena = append(t.arena, chunk)
+	if len(t.arena) >= spareAfter {
+		if t.spare == nil {
+			t.spare = make(chan []liveBlock, 1)
+		}
+		go func(spare chan<- []liveBlock) { spare <- newChunk() }(t.spare)
+	}
+}
+
+// newChunk returns a chunk of the arena, its pages mapped.
+func newChunk() []liveBlock {
+	chunk := make([]liveBlock, 1<<chunkBits)
+	prefault(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(chunk))), len(chunk)*int(unsafe.Sizeof(liveBlock{}))))
+	return chunk
 }
 
 // share marks every chunk of the arena shared, writing t only if one is
@@ -499,6 +531,7 @@ func (t *heapTable) clone() heapTable {
 	// table itself stays t's.
 	c.handles = handleTable{}
 	c.entering = entering{} // t's buffers stay t's: clones are made at once
+	c.spare = nil           // and so does its next chunk
 	c.indexHandles(&t.handles)
 	c.inBlock = 0
 	c.ring = append([]freedBlock(nil), t.ring...)

@@ -213,6 +213,48 @@ func TestHeapTableClones(t *testing.T) {
 	check("clone of the clone", b)
 }
 
+// TestHeapTableGrowsApart checks tables whose arenas grow past
+// spareAfter chunks, so that their next chunks are made ahead: a clone of
+// one, and the original, then grow each their own way.
+func TestHeapTableGrowsApart(t *testing.T) {
+	const n = (spareAfter + 2) << chunkBits
+	var orig heapTable
+	for i := range n {
+		orig.put(0x10000+uint64(i)*32, uint32(i+1), 1, &block{size: uint64(i)})
+	}
+	c := orig.clone()
+	for i := range n {
+		orig.put(0x1000_0000+uint64(i)*32, uint32(i+1), 2, &block{size: 1})
+		c.put(0x2000_0000+uint64(i)*32, uint32(i+1), 2, &block{size: 2})
+	}
+	for _, tc := range []struct {
+		name string
+		h    *heapTable
+		size uint64 // of the blocks allocated after the clone
+		base uint64 // and their addresses
+	}{{"original", &orig, 1, 0x1000_0000}, {"clone", &c, 2, 0x2000_0000}} {
+		got := 0
+		tc.h.each(func(addr uint64, b *block) {
+			got++
+			switch {
+			case addr >= tc.base && addr < tc.base+n*32:
+				if b.size != tc.size {
+					t.Fatalf("%s: block at %#x of size %d, want %d", tc.name, addr, b.size, tc.size)
+				}
+			case addr >= 0x10000 && addr < 0x10000+n*32:
+				if want := (addr - 0x10000) / 32; b.size != want {
+					t.Fatalf("%s: block at %#x of size %d, want %d", tc.name, addr, b.size, want)
+				}
+			default:
+				t.Fatalf("%s: a block at %#x", tc.name, addr)
+			}
+		})
+		if got != 2*n {
+			t.Errorf("%s: %d live blocks, want %d", tc.name, got, 2*n)
+		}
+	}
+}
+
 // TestHeapTablePacking checks that every field of a block comes back as
 // it went in, whether it fits the packed arena or not (a size of 4 GiB or
 // more, a high thread index, many reallocs, a late allocation clock, an
