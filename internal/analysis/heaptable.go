@@ -228,9 +228,14 @@ func (t *heapTable) unpackTo(b *block, ref uint32) {
 // The blocks of the one before that are still live go into the address
 // index: later trace blocks free them by address.
 func (t *heapTable) enter(blk uint32) {
-	if blk == t.inBlock {
-		return
+	// Small enough to inline: every put and take calls it, and most
+	// stay in the trace block.
+	if blk != t.inBlock {
+		t.enterNew(blk)
 	}
+}
+
+func (t *heapTable) enterNew(blk uint32) {
 	t.indexHandles(&t.handles)
 	t.handles.clear()
 	t.inBlock = blk
