@@ -236,8 +236,7 @@ func (t *heapTable) enter(blk uint32) {
 }
 
 func (t *heapTable) enterNew(blk uint32) {
-	t.indexHandles(&t.handles)
-	t.handles.clear()
+	t.indexHandles(&t.handles, true)
 	t.inBlock = blk
 }
 
@@ -245,19 +244,37 @@ func (t *heapTable) enterNew(blk uint32) {
 const enterBatch = 4096
 
 // indexHandles puts the live blocks of ht that the index does not have
-// yet into it. They go in batches, in the order of their handles, which
-// is mostly the order of their addresses (see addrmap.Map.PutAll).
-func (t *heapTable) indexHandles(ht *handleTable) {
-	ht.each(func(r uint32, addr uint64) {
-		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-			t.atw(r - 1).bits |= bitIndexed
-			t.entering.addrs = append(t.entering.addrs, addr)
-			t.entering.refs = append(t.entering.refs, r-1)
-			if len(t.entering.addrs) == enterBatch {
-				t.flushEntering()
+// yet into it, and if drain is set, drops ht's handles in the same pass
+// (keeping its chunks for the next trace block). The blocks go in
+// batches, in the order of their handles, which is mostly the order of
+// their addresses (see addrmap.Map.PutAll).
+func (t *heapTable) indexHandles(ht *handleTable, drain bool) {
+	for _, c := range ht.chunks {
+		if c.used == 0 {
+			continue
+		}
+		for i := range c.entries {
+			e := &c.entries[i]
+			if e.ref1 == 0 {
+				continue
+			}
+			ref := e.ref1 - 1
+			if drain {
+				e.ref1 = 0
+			}
+			if lb := t.at(ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+				t.atw(ref).bits |= bitIndexed
+				t.entering.addrs = append(t.entering.addrs, e.addr)
+				t.entering.refs = append(t.entering.refs, ref)
+				if len(t.entering.addrs) == enterBatch {
+					t.flushEntering()
+				}
 			}
 		}
-	})
+		if drain {
+			c.used = 0
+		}
+	}
 	t.flushEntering()
 }
 
@@ -537,7 +554,7 @@ func (t *heapTable) clone() heapTable {
 	c.handles = handleTable{}
 	c.entering = entering{} // t's buffers stay t's: clones are made at once
 	c.spare = nil           // and so does its next chunk
-	c.indexHandles(&t.handles)
+	c.indexHandles(&t.handles, false)
 	c.inBlock = 0
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
@@ -664,18 +681,6 @@ func (ht *handleTable) each(f func(ref1 uint32, addr uint64)) {
 			if e := &c.entries[i]; e.ref1 != 0 {
 				f(e.ref1, e.addr)
 			}
-		}
-	}
-}
-
-// clear drops every handle, keeping the chunks for the next trace block.
-func (ht *handleTable) clear() {
-	for _, c := range ht.chunks {
-		if c.used != 0 {
-			for i := range c.entries {
-				c.entries[i].ref1 = 0
-			}
-			c.used = 0
 		}
 	}
 }
