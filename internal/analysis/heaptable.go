@@ -51,6 +51,12 @@ type heapTable struct {
 	// handles maps the handles of trace block inBlock to their blocks:
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
+	//
+	// A live block is in one place only: the index, the handle table
+	// or strays; a handle is dropped when its block is freed or moves
+	// to the index. So the place a block is found in tells whether the
+	// index has it, and moving a trace block's blocks to the index
+	// reads none of them in the arena.
 	handles handleTable
 	inBlock uint32
 	// entering holds the blocks that enter puts into the index next.
@@ -95,9 +101,8 @@ const (
 	reallocsShift = threadShift + threadBits
 	apiShift      = reallocsShift + reallocsBits
 
-	bitLive    = 1 << 61
-	bitIndexed = 1 << 62 // in the address index
-	bitBig     = 1 << 63 // the block is in heapTable.big
+	bitLive = 1 << 61
+	bitBig  = 1 << 63 // the block is in heapTable.big
 )
 
 // maxFreed is how many frees are remembered.
@@ -150,14 +155,14 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 			t.unpackTo(&t.replaced, ref)
 			replaced = true
 			old = &t.replaced
-			t.unlink(ref, addr)
+			t.unlink(ref, addr, true)
 		}
 	}
 	ref := t.newRef()
 	t.pack(ref, b, bitLive)
 	if h != 0 && h < maxHandle {
 		if r, was := t.handles.get(h); r != 0 {
-			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			if t.at(r-1).bits&bitLive != 0 {
 				t.strays = append(t.strays, stray{r - 1, was})
 			}
 		}
@@ -262,13 +267,10 @@ func (t *heapTable) indexHandles(ht *handleTable, drain bool) {
 			if drain {
 				e.ref1 = 0
 			}
-			if lb := t.at(ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-				t.atw(ref).bits |= bitIndexed
-				t.entering.addrs = append(t.entering.addrs, e.addr)
-				t.entering.refs = append(t.entering.refs, ref)
-				if len(t.entering.addrs) == enterBatch {
-					t.flushEntering()
-				}
+			t.entering.addrs = append(t.entering.addrs, e.addr)
+			t.entering.refs = append(t.entering.refs, ref)
+			if len(t.entering.addrs) == enterBatch {
+				t.flushEntering()
 			}
 		}
 		if drain {
@@ -285,7 +287,6 @@ func (t *heapTable) flushEntering() {
 	for _, old := range e.olds {
 		// As in addToIndex: the older of two blocks at one address
 		// lost its free.
-		t.atw(old).bits &^= bitIndexed
 		t.dropRef(old)
 	}
 	e.addrs, e.refs = e.addrs[:0], e.refs[:0]
@@ -293,23 +294,22 @@ func (t *heapTable) flushEntering() {
 
 // addToIndex puts the live block of ref, at addr, into the address index.
 func (t *heapTable) addToIndex(ref uint32, addr uint64) {
-	t.atw(ref).bits |= bitIndexed
 	if old, had := t.index.Put(addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
-		t.atw(old).bits &^= bitIndexed
 		t.dropRef(old)
 	}
 }
 
-// unlink takes the live block of ref, at addr, out of the table.
-func (t *heapTable) unlink(ref uint32, addr uint64) {
+// unlink takes the live block of ref, at addr, out of the table (out of
+// the index too if indexed says it is there).
+func (t *heapTable) unlink(ref uint32, addr uint64, indexed bool) {
+	if indexed {
+		t.index.Remove(addr)
+	}
 	lb := t.atw(ref)
-	if lb.bits&(bitIndexed|bitBig) != 0 {
-		if lb.bits&bitIndexed != 0 {
-			t.index.Remove(addr)
-		}
+	if lb.bits&bitBig != 0 {
 		delete(t.big, ref)
 	}
 	lb.bits, lb.size = 0, t.freeRefs
@@ -419,10 +419,9 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 		if ref, found = t.index.Remove(addr); !found {
 			return nil, false
 		}
-		t.atw(ref).bits &^= bitIndexed
 	}
 	t.unpackTo(&t.taken, ref)
-	t.unlink(ref, addr)
+	t.unlink(ref, addr, false)
 	return &t.taken, true
 }
 
@@ -505,13 +504,13 @@ func (t *heapTable) each(f func(addr uint64, b *block)) {
 		f(addr, &b)
 	})
 	t.handles.each(func(r uint32, addr uint64) {
-		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+		if t.at(r-1).bits&bitLive != 0 {
 			t.unpackTo(&b, r-1)
 			f(addr, &b)
 		}
 	})
 	for _, s := range t.strays {
-		if lb := t.at(s.ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+		if t.at(s.ref).bits&bitLive != 0 {
 			t.unpackTo(&b, s.ref)
 			f(s.addr, &b)
 		}
@@ -528,7 +527,7 @@ func (t *heapTable) update(f func(*block)) {
 				ref := uint32(c<<chunkBits | i)
 				b := t.unpack(ref)
 				f(&b)
-				t.pack(ref, &b, lb.bits&(bitLive|bitIndexed))
+				t.pack(ref, &b, bitLive)
 			}
 		}
 	}
