@@ -264,3 +264,31 @@ func TestPutAllShared(t *testing.T) {
 		}
 	}
 }
+
+// benchmarkInsert puts 1M blocks of 48 bytes, in address order, into an
+// empty Map, in batches of 4,096, as the analysis enters a trace block's
+// surviving blocks: one at a time, or each batch through PutAll.
+func benchmarkInsert(b *testing.B, all bool) {
+	const n, batch = 1 << 20, 4096
+	addrs := make([]uint64, n)
+	vals := make([]uint32, n)
+	for i := range addrs {
+		addrs[i], vals[i] = 0x5555_0000_0000+uint64(i)*48, uint32(i)
+	}
+	for b.Loop() {
+		var x Map
+		for i := 0; i < n; i += batch {
+			if all {
+				x.PutAll(addrs[i:i+batch], vals[i:i+batch], nil)
+				continue
+			}
+			for k := i; k < i+batch; k++ {
+				x.Put(addrs[k], vals[k])
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/block")
+}
+
+func BenchmarkPut(b *testing.B)    { benchmarkInsert(b, false) }
+func BenchmarkPutAll(b *testing.B) { benchmarkInsert(b, true) }
