@@ -176,10 +176,14 @@ func (x *Map) Find(addr uint64) (uint32, bool) {
 		return 0, false
 	}
 	pg := x.at(p)
-	if r, ok := pg.rank(slotOf(addr)); ok {
-		return pg.vals[r], true
+	slot := slotOf(addr)
+	if pg.starts[slot/64]&(1<<(slot%64)) == 0 {
+		// Most lookups are of allocations, at addresses where no block
+		// lives: no need to count the blocks before.
+		return 0, false
 	}
-	return 0, false
+	r, _ := pg.rank(slot)
+	return pg.vals[r], true
 }
 
 // Put makes v the value of addr. If addr had one already, it returns
