@@ -248,8 +248,9 @@ func (t *heapTable) enterNew(blk uint32) {
 // enterBatch is how many blocks indexHandles puts into the index at once.
 const enterBatch = 4096
 
-// indexHandles puts the live blocks of ht that the index does not have
-// yet into it, and if drain is set, drops ht's handles in the same pass
+// indexHandles puts the blocks of ht's handles, all live and none in the
+// index (see heapTable.handles), into the index; if drain is set, it
+// drops ht's handles in the same pass
 // (keeping its chunks for the next trace block). The blocks go in
 // batches, in the order of their handles, which is mostly the order of
 // their addresses (see addrmap.Map.PutAll).
