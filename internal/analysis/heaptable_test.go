@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"maps"
 	"math/rand"
 	"testing"
 
@@ -342,4 +343,49 @@ func TestHeapTablePacking(t *testing.T) {
 		cwant[addr] = b
 	}
 	check("clone, updated apart", &c, cwant)
+}
+
+// TestHeapTableDamagedHandles checks the blocks of a damaged trace's
+// handles as they move into the index: a handle given to two blocks (the
+// first is a stray, found neither by handle nor by address), two handles
+// at one address (the later wins the address when they move), and a free
+// that names a handle at another address.
+func TestHeapTableDamagedHandles(t *testing.T) {
+	const a, b, c, d, f, e = 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000
+	var h heapTable
+	h.put(a, 1, 1, &block{size: 1})
+	h.put(b, 1, 1, &block{size: 2}) // handle 1 again: a is a stray
+	h.put(c, 2, 1, &block{size: 3})
+	h.put(c, 3, 1, &block{size: 4}) // no lost free of the first at c
+	if _, ok := h.take(d, 3, 1); ok {
+		t.Fatal("a free at d by the handle of a block at c found a block")
+	}
+	if got, ok := h.free(c, 2, 1, 0); !ok || got.size != 3 {
+		t.Fatalf("free of c by handle 2: %v, %v; want the block of size 3", got, ok)
+	}
+	h.put(f, 5, 1, &block{size: 5})
+	h.put(f, 6, 1, &block{size: 6})
+	h.put(e, 0, 2, &block{size: 7}) // the next trace block: the handles move
+	want := map[uint64]uint64{a: 1, b: 2, c: 4, f: 6, e: 7}
+	got := map[uint64]uint64{}
+	h.each(func(addr uint64, bl *block) {
+		if _, dup := got[addr]; dup {
+			t.Errorf("each gave %#x twice", addr)
+		}
+		got[addr] = bl.size
+	})
+	if !maps.Equal(got, want) {
+		t.Errorf("each gave %v, want %v", got, want)
+	}
+	for _, addr := range []uint64{b, c, f, e} {
+		if bl, ok := h.free(addr, 0, 2, 0); !ok || bl.size != want[addr] {
+			t.Errorf("free of %#x by address: %v, %v; want size %d", addr, bl, ok, want[addr])
+		}
+	}
+	if _, ok := h.free(a, 0, 2, 0); ok {
+		t.Error("the stray at a was found by address")
+	}
+	if n := h.len(); n != 1 {
+		t.Errorf("%d live blocks, want the stray alone", n)
+	}
 }
