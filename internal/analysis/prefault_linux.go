@@ -7,10 +7,10 @@ import (
 )
 
 // prefault maps the pages of b, fresh memory for the most part, in one
-// call, before they are written one by one: a page fault for each 4 KiB
-// page of the heap table's arena was a tenth of the replay of a big heap.
-// It changes nothing in b; if the kernel cannot do it, the pages fault in
-// as they are written, as they would have.
+// call (MADV_POPULATE_WRITE), before they are written: one fault for each
+// 4 KiB page of the heap table's arena costs far more on a big heap. It
+// changes nothing in b; if the kernel cannot do it (before Linux 5.14),
+// the pages fault in as they are written, as they would have.
 func prefault(b []byte) {
 	const page = 4096
 	p := unsafe.Pointer(unsafe.SliceData(b))
