@@ -176,10 +176,14 @@ func (x *Map) Find(addr uint64) (uint32, bool) {
 		return 0, false
 	}
 	pg := x.at(p)
-	if r, ok := pg.rank(slotOf(addr)); ok {
-		return pg.vals[r], true
+	slot := slotOf(addr)
+	if pg.starts[slot/64]&(1<<(slot%64)) == 0 {
+		// Most lookups are of allocations, at addresses where no block
+		// lives: no need to count the blocks before.
+		return 0, false
 	}
-	return 0, false
+	r, _ := pg.rank(slot)
+	return pg.vals[r], true
 }
 
 // Put makes v the value of addr. If addr had one already, it returns
@@ -218,6 +222,123 @@ func (x *Map) Put(addr uint64, v uint32) (old uint32, existed bool) {
 		x.n++
 	}
 	return old, existed
+}
+
+// PutAll makes vals[i] the value of addrs[i], for every i, as Put would,
+// and appends to olds the values it replaces. It inserts the addresses
+// that follow each other up in one page at once (one walk to the page,
+// one merge of its values): the analysis enters the surviving blocks of
+// a trace block in the order they were allocated, which for a heap carved
+// from fresh memory is the order of their addresses.
+func (x *Map) PutAll(addrs []uint64, vals []uint32, olds []uint32) []uint32 {
+	for i := 0; i < len(addrs); {
+		addr := addrs[i]
+		// 1. The run: the addresses from i on that go up in addr's page.
+		key := addr >> idxPageBits
+		var add [idxPageSlots / 64]uint64
+		j := i
+		for prev := uint64(0); j < len(addrs); j++ {
+			a := addrs[j]
+			if a&(1<<idxAlignBits-1) != 0 || a>>idxPageBits != key || j > i && a <= prev {
+				break
+			}
+			slot := slotOf(a)
+			add[slot/64] |= 1 << (slot % 64)
+			prev = a
+		}
+		if j-i < 2 {
+			// Alone in its page, or not aligned: Put is as quick.
+			if old, had := x.Put(addr, vals[i]); had {
+				olds = append(olds, old)
+			}
+			i++
+			continue
+		}
+		// 2. Merge the run into the page, unless the page has one of its
+		// addresses already (only a damaged trace does that): then Put
+		// tells which.
+		p, ok := x.page(key)
+		if !ok {
+			p = x.newPage(key)
+		}
+		pg := x.atw(p)
+		if !pg.putRun(add, vals[i:j], x.lastFill) {
+			for k := i; k < j; k++ {
+				if old, had := x.Put(addrs[k], vals[k]); had {
+					olds = append(olds, old)
+				}
+			}
+			i = j
+			continue
+		}
+		x.n += j - i
+		x.lastFill = len(pg.vals)
+		i = j
+	}
+	return olds
+}
+
+// putRun adds to pg the blocks whose slots add has, with values vals in
+// the order of their slots, and returns true; or changes nothing and
+// returns false if pg has one of them already. A page given its first
+// blocks gets room for fill, the blocks the page filled last has: the
+// allocator carves its pages alike.
+func (pg *indexPage) putRun(add [idxPageSlots / 64]uint64, vals []uint32, fill int) bool {
+	var above bool // pg has a block above the lowest slot of add
+	low := -1
+	for w := range add {
+		if pg.starts[w]&add[w] != 0 {
+			return false
+		}
+		if low < 0 && add[w] != 0 {
+			low = w
+			lowBit := add[w] & -add[w]
+			above = pg.starts[w]&^(lowBit|(lowBit-1)) != 0
+		} else if low >= 0 && pg.starts[w] != 0 {
+			above = true
+		}
+	}
+	n, m := len(pg.vals), len(vals)
+	if n+m > cap(pg.vals) {
+		c := n + m
+		if n == 0 {
+			c = max(c, fill)
+		} else {
+			c = max(c, n+n/2+4)
+		}
+		grown := make([]uint32, n, c)
+		copy(grown, pg.vals)
+		pg.vals = grown
+	}
+	if !above {
+		// The run goes after every block the page has.
+		pg.vals = append(pg.vals, vals...)
+	} else {
+		// Merge from the top, over the union of the slots: a slot of
+		// add takes the run's next value down, another the page's.
+		pg.vals = pg.vals[:n+m]
+		a, b := n-1, m-1
+		w := n + m - 1
+		for word := len(add) - 1; word >= 0 && b >= 0; word-- {
+			union := pg.starts[word] | add[word]
+			for union != 0 && b >= 0 {
+				bit := 63 - bits.LeadingZeros64(union)
+				union &^= 1 << bit
+				if add[word]&(1<<bit) != 0 {
+					pg.vals[w] = vals[b]
+					b--
+				} else {
+					pg.vals[w] = pg.vals[a]
+					a--
+				}
+				w--
+			}
+		}
+	}
+	for w := range add {
+		pg.starts[w] |= add[w]
+	}
+	return true
 }
 
 // insertVal inserts v at vals[r]. It grows vals by half, not double as

@@ -169,3 +169,126 @@ func TestAbsentChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestPutAll checks PutAll against a map: batches of ascending runs in
+// one page (into empty pages, after a page's blocks and among them),
+// runs that meet blocks already there, addresses twice in a batch, not
+// aligned, in random order, each batch followed by some removals.
+func TestPutAll(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	var x Map
+	want := map[uint64]uint32{}
+	var olds []uint32
+	v := uint32(0)
+	for round := range 2_000 {
+		var addrs []uint64
+		var vals []uint32
+		for range 1 + r.Intn(8) {
+			base := 0x55_0000_0000 + uint64(r.Intn(64))<<idxPageBits
+			switch r.Intn(5) {
+			case 0: // random order, maybe twice, maybe not aligned
+				for range r.Intn(20) {
+					a := base + uint64(r.Intn(idxPageSlots))*8
+					if r.Intn(10) == 0 {
+						a += 4
+					}
+					addrs = append(addrs, a)
+				}
+			default: // up in one page, from some slot, by some stride
+				slot, stride := r.Intn(idxPageSlots), 1+r.Intn(12)
+				for n := r.Intn(100); n > 0 && slot < idxPageSlots; n-- {
+					addrs = append(addrs, base+uint64(slot)*8)
+					slot += stride
+				}
+			}
+		}
+		// The olds are the values replaced, in any order: the model's
+		// replaced values, counted.
+		wantOlds := map[uint32]int{}
+		for _, a := range addrs {
+			v++
+			vals = append(vals, v)
+			if old, ok := want[a]; ok {
+				wantOlds[old]++
+			}
+			want[a] = v
+		}
+		olds = x.PutAll(addrs, vals, olds[:0])
+		gotOlds := map[uint32]int{}
+		for _, o := range olds {
+			gotOlds[o]++
+		}
+		if !maps.Equal(gotOlds, wantOlds) {
+			t.Fatalf("round %d: PutAll replaced %v, want %v", round, gotOlds, wantOlds)
+		}
+		if x.Len() != len(want) {
+			t.Fatalf("round %d: %d indexed, want %d", round, x.Len(), len(want))
+		}
+		for a, w := range want {
+			if got, ok := x.Find(a); !ok || got != w {
+				t.Fatalf("round %d: find(%#x) = %d, %v; want %d", round, a, got, ok, w)
+			}
+			if r.Intn(3) == 0 {
+				if got, ok := x.Remove(a); !ok || got != w {
+					t.Fatalf("round %d: remove(%#x) = %d, %v; want %d", round, a, got, ok, w)
+				}
+				delete(want, a)
+			}
+		}
+	}
+	seen := map[uint64]uint32{}
+	x.Each(func(a uint64, v uint32) { seen[a] = v })
+	if !maps.Equal(seen, want) {
+		t.Fatalf("Each gave %d addresses, want %d (or other values)", len(seen), len(want))
+	}
+}
+
+// TestPutAllShared checks that PutAll into a clone leaves the original
+// as it was (copy on write).
+func TestPutAllShared(t *testing.T) {
+	var x Map
+	x.PutAll([]uint64{0x1000, 0x1010, 0x1020}, []uint32{1, 2, 3}, nil)
+	c := x.Clone()
+	c.PutAll([]uint64{0x1008, 0x1018, 0x1028}, []uint32{4, 5, 6}, nil)
+	for a, want := range map[uint64]uint32{0x1000: 1, 0x1010: 2, 0x1020: 3} {
+		if got, ok := x.Find(a); !ok || got != want {
+			t.Errorf("original: find(%#x) = %d, %v; want %d", a, got, ok, want)
+		}
+	}
+	if _, ok := x.Find(0x1008); ok || x.Len() != 3 {
+		t.Errorf("original has the clone's blocks: %d blocks", x.Len())
+	}
+	for a, want := range map[uint64]uint32{0x1000: 1, 0x1008: 4, 0x1010: 2, 0x1018: 5, 0x1020: 3, 0x1028: 6} {
+		if got, ok := c.Find(a); !ok || got != want {
+			t.Errorf("clone: find(%#x) = %d, %v; want %d", a, got, ok, want)
+		}
+	}
+}
+
+// benchmarkInsert puts 1M blocks of 48 bytes, in address order, into an
+// empty Map, in batches of 4,096, as the analysis enters a trace block's
+// surviving blocks: one at a time, or each batch through PutAll.
+func benchmarkInsert(b *testing.B, all bool) {
+	const n, batch = 1 << 20, 4096
+	addrs := make([]uint64, n)
+	vals := make([]uint32, n)
+	for i := range addrs {
+		addrs[i], vals[i] = 0x5555_0000_0000+uint64(i)*48, uint32(i)
+	}
+	for b.Loop() {
+		var x Map
+		for i := 0; i < n; i += batch {
+			if all {
+				x.PutAll(addrs[i:i+batch], vals[i:i+batch], nil)
+				continue
+			}
+			for k := i; k < i+batch; k++ {
+				x.Put(addrs[k], vals[k])
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/block")
+}
+
+func BenchmarkPut(b *testing.B)    { benchmarkInsert(b, false) }
+func BenchmarkPutAll(b *testing.B) { benchmarkInsert(b, true) }

@@ -37,6 +37,9 @@ type heapTable struct {
 	shared   []bool // by chunk: the chunk may be another table's too (see clone)
 	refs     uint32 // refs given out so far
 	freeRefs uint32
+	// spare brings the arena's next chunk, made ahead by grow (nil
+	// until the arena is big enough for that to pay).
+	spare chan []liveBlock
 	// big holds, by ref, the blocks whose fields do not fit a liveBlock
 	// (see pack): rare, so a map.
 	big map[uint32]block
@@ -48,8 +51,16 @@ type heapTable struct {
 	// handles maps the handles of trace block inBlock to their blocks:
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
+	//
+	// A live block is in one place only: the index, the handle table
+	// or strays; a handle is dropped when its block is freed or moves
+	// to the index. So the place a block is found in tells whether the
+	// index has it, and moving a trace block's blocks to the index
+	// reads none of them in the arena.
 	handles handleTable
 	inBlock uint32
+	// entering holds the blocks that enter puts into the index next.
+	entering entering
 	// strays are the blocks whose handle a later allocation of their trace
 	// block was given too (only a damaged trace does that): live, but
 	// found neither by handle nor by address.
@@ -90,9 +101,8 @@ const (
 	reallocsShift = threadShift + threadBits
 	apiShift      = reallocsShift + reallocsBits
 
-	bitLive    = 1 << 61
-	bitIndexed = 1 << 62 // in the address index
-	bitBig     = 1 << 63 // the block is in heapTable.big
+	bitLive = 1 << 61
+	bitBig  = 1 << 63 // the block is in heapTable.big
 )
 
 // maxFreed is how many frees are remembered.
@@ -108,6 +118,14 @@ type freedBlock struct {
 	freeStack uint64
 	site      int32
 	api       trace.API
+}
+
+// entering is a batch of blocks going into the address index: their
+// addresses and refs, and the refs of the blocks they replace there.
+type entering struct {
+	addrs []uint64
+	refs  []uint32
+	olds  []uint32
 }
 
 // stray is a live block that neither the index nor the handle table has.
@@ -137,14 +155,14 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 			t.unpackTo(&t.replaced, ref)
 			replaced = true
 			old = &t.replaced
-			t.unlink(ref, addr)
+			t.unlink(ref, addr, true)
 		}
 	}
 	ref := t.newRef()
 	t.pack(ref, b, bitLive)
 	if h != 0 && h < maxHandle {
 		if r, was := t.handles.get(h); r != 0 {
-			if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+			if t.at(r-1).bits&bitLive != 0 {
 				t.strays = append(t.strays, stray{r - 1, was})
 			}
 		}
@@ -215,37 +233,84 @@ func (t *heapTable) unpackTo(b *block, ref uint32) {
 // The blocks of the one before that are still live go into the address
 // index: later trace blocks free them by address.
 func (t *heapTable) enter(blk uint32) {
-	if blk == t.inBlock {
-		return
+	// Small enough to inline: every put and take calls it, and most
+	// stay in the trace block.
+	if blk != t.inBlock {
+		t.enterNew(blk)
 	}
-	t.handles.each(func(r uint32, addr uint64) {
-		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-			t.addToIndex(r-1, addr)
-		}
-	})
-	t.handles.clear()
+}
+
+func (t *heapTable) enterNew(blk uint32) {
+	t.indexHandles(&t.handles, true)
 	t.inBlock = blk
+}
+
+// enterBatch is how many blocks indexHandles puts into the index at once.
+const enterBatch = 4096
+
+// indexHandles puts the blocks of ht's handles, all live and none in the
+// index (see heapTable.handles), into the index; if drain is set, it
+// drops ht's handles in the same pass
+// (keeping its chunks for the next trace block). The blocks go in
+// batches, in the order of their handles, which is mostly the order of
+// their addresses (see addrmap.Map.PutAll).
+func (t *heapTable) indexHandles(ht *handleTable, drain bool) {
+	for _, c := range ht.chunks {
+		if c.used == 0 {
+			continue
+		}
+		for i := range c.entries {
+			e := &c.entries[i]
+			if e.ref1 == 0 {
+				continue
+			}
+			ref := e.ref1 - 1
+			if drain {
+				e.ref1 = 0
+			}
+			t.entering.addrs = append(t.entering.addrs, e.addr)
+			t.entering.refs = append(t.entering.refs, ref)
+			if len(t.entering.addrs) == enterBatch {
+				t.flushEntering()
+			}
+		}
+		if drain {
+			c.used = 0
+		}
+	}
+	t.flushEntering()
+}
+
+// flushEntering puts the blocks of t.entering into the index.
+func (t *heapTable) flushEntering() {
+	e := &t.entering
+	e.olds = t.index.PutAll(e.addrs, e.refs, e.olds[:0])
+	for _, old := range e.olds {
+		// As in addToIndex: the older of two blocks at one address
+		// lost its free.
+		t.dropRef(old)
+	}
+	e.addrs, e.refs = e.addrs[:0], e.refs[:0]
 }
 
 // addToIndex puts the live block of ref, at addr, into the address index.
 func (t *heapTable) addToIndex(ref uint32, addr uint64) {
-	t.atw(ref).bits |= bitIndexed
 	if old, had := t.index.Put(addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
-		t.atw(old).bits &^= bitIndexed
 		t.dropRef(old)
 	}
 }
 
-// unlink takes the live block of ref, at addr, out of the table.
-func (t *heapTable) unlink(ref uint32, addr uint64) {
+// unlink takes the live block of ref, at addr, out of the table (out of
+// the index too if indexed says it is there).
+func (t *heapTable) unlink(ref uint32, addr uint64, indexed bool) {
+	if indexed {
+		t.index.Remove(addr)
+	}
 	lb := t.atw(ref)
-	if lb.bits&(bitIndexed|bitBig) != 0 {
-		if lb.bits&bitIndexed != 0 {
-			t.index.Remove(addr)
-		}
+	if lb.bits&bitBig != 0 {
 		delete(t.big, ref)
 	}
 	lb.bits, lb.size = 0, t.freeRefs
@@ -281,10 +346,41 @@ func (t *heapTable) newRef() uint32 {
 		return ref
 	}
 	if t.refs>>chunkBits == uint32(len(t.arena)) {
-		t.arena = append(t.arena, make([]liveBlock, 1<<chunkBits))
+		t.grow()
 	}
 	t.refs++
 	return t.refs - 1
+}
+
+// spareAfter is how many chunks the arena has before the next one is
+// made ahead, on another goroutine.
+const spareAfter = 8
+
+// grow adds a chunk to the arena. Mapping a chunk's fresh pages is most
+// of the cost of a block in a table that keeps growing: once the arena
+// has spareAfter chunks, the next is made while the replay fills this
+// one, on a core the replay leaves to the decoders.
+func (t *heapTable) grow() {
+	var chunk []liveBlock
+	if t.spare != nil {
+		chunk = <-t.spare
+	} else {
+		chunk = newChunk()
+	}
+	t.arena = append(t.arena, chunk)
+	if len(t.arena) >= spareAfter {
+		if t.spare == nil {
+			t.spare = make(chan []liveBlock, 1)
+		}
+		go func(spare chan<- []liveBlock) { spare <- newChunk() }(t.spare)
+	}
+}
+
+// newChunk returns a chunk of the arena, its pages mapped.
+func newChunk() []liveBlock {
+	chunk := make([]liveBlock, 1<<chunkBits)
+	prefault(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(chunk))), len(chunk)*int(unsafe.Sizeof(liveBlock{}))))
+	return chunk
 }
 
 // share marks every chunk of the arena shared, writing t only if one is
@@ -324,10 +420,9 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 		if ref, found = t.index.Remove(addr); !found {
 			return nil, false
 		}
-		t.atw(ref).bits &^= bitIndexed
 	}
 	t.unpackTo(&t.taken, ref)
-	t.unlink(ref, addr)
+	t.unlink(ref, addr, false)
 	return &t.taken, true
 }
 
@@ -410,13 +505,13 @@ func (t *heapTable) each(f func(addr uint64, b *block)) {
 		f(addr, &b)
 	})
 	t.handles.each(func(r uint32, addr uint64) {
-		if lb := t.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+		if t.at(r-1).bits&bitLive != 0 {
 			t.unpackTo(&b, r-1)
 			f(addr, &b)
 		}
 	})
 	for _, s := range t.strays {
-		if lb := t.at(s.ref); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
+		if t.at(s.ref).bits&bitLive != 0 {
 			t.unpackTo(&b, s.ref)
 			f(s.addr, &b)
 		}
@@ -433,7 +528,7 @@ func (t *heapTable) update(f func(*block)) {
 				ref := uint32(c<<chunkBits | i)
 				b := t.unpack(ref)
 				f(&b)
-				t.pack(ref, &b, lb.bits&(bitLive|bitIndexed))
+				t.pack(ref, &b, bitLive)
 			}
 		}
 	}
@@ -457,11 +552,9 @@ func (t *heapTable) clone() heapTable {
 	// The blocks of the handle table go into the copy's index; the
 	// table itself stays t's.
 	c.handles = handleTable{}
-	t.handles.each(func(r uint32, addr uint64) {
-		if lb := c.at(r - 1); lb.bits&bitLive != 0 && lb.bits&bitIndexed == 0 {
-			c.addToIndex(r-1, addr)
-		}
-	})
+	c.entering = entering{} // t's buffers stay t's: clones are made at once
+	c.spare = nil           // and so does its next chunk
+	c.indexHandles(&t.handles, false)
 	c.inBlock = 0
 	c.ring = append([]freedBlock(nil), t.ring...)
 	c.addrs = append([]uint64(nil), t.addrs...)
@@ -516,7 +609,8 @@ func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 	n := uint64(len(t.handles.chunks))*uint64(unsafe.Sizeof(handleChunk{})) +
 		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedBlock{})) + uint64(cap(t.addrs))*8 +
 		uint64(len(t.seen.bits))*8 + uint64(len(t.big))*uint64(unsafe.Sizeof(block{})+8) +
-		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{}))
+		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{})) +
+		uint64(cap(t.entering.addrs))*8 + uint64(cap(t.entering.refs)+cap(t.entering.olds))*4
 	for _, chunk := range t.arena {
 		key := unsafe.Pointer(unsafe.SliceData(chunk))
 		if !counted[key] {
@@ -587,18 +681,6 @@ func (ht *handleTable) each(f func(ref1 uint32, addr uint64)) {
 			if e := &c.entries[i]; e.ref1 != 0 {
 				f(e.ref1, e.addr)
 			}
-		}
-	}
-}
-
-// clear drops every handle, keeping the chunks for the next trace block.
-func (ht *handleTable) clear() {
-	for _, c := range ht.chunks {
-		if c.used != 0 {
-			for i := range c.entries {
-				c.entries[i].ref1 = 0
-			}
-			c.used = 0
 		}
 	}
 }

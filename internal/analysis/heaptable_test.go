@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"maps"
 	"math/rand"
 	"testing"
 
@@ -14,8 +15,15 @@ import (
 // a lost free of it (by handle); allocations over blocks of earlier trace
 // blocks, which the table must find itself; frees of addresses not live;
 // and the address the index cannot key. Few distinct addresses collide
-// often, so that probing, deletion and growth are all exercised.
+// often, so that probing, deletion and growth are all exercised. In
+// "carved", most addresses go up as an allocator's carving fresh memory
+// does, so that blocks enter the index in runs of a page.
 func TestHeapTableModel(t *testing.T) {
+	t.Run("random", func(t *testing.T) { testHeapTableModel(t, false) })
+	t.Run("carved", func(t *testing.T) { testHeapTableModel(t, true) })
+}
+
+func testHeapTableModel(t *testing.T, carved bool) {
 	var h heapTable
 	type live struct {
 		size   uint64
@@ -25,9 +33,14 @@ func TestHeapTableModel(t *testing.T) {
 	var blk uint32 = 1
 	var nextHandle uint32
 	r := rand.New(rand.NewSource(1))
+	var cursor uint64
 	addrOf := func() uint64 {
 		if r.Intn(500) == 0 {
 			return 0
+		}
+		if carved && r.Intn(8) != 0 {
+			cursor = cursor%(3000*16) + 16*uint64(1+r.Intn(3))
+			return cursor
 		}
 		return uint64(r.Intn(3000)+1) * 16
 	}
@@ -201,6 +214,48 @@ func TestHeapTableClones(t *testing.T) {
 	check("clone of the clone", b)
 }
 
+// TestHeapTableGrowsApart checks tables whose arenas grow past
+// spareAfter chunks, so that their next chunks are made ahead: a clone of
+// one, and the original, then grow each their own way.
+func TestHeapTableGrowsApart(t *testing.T) {
+	const n = (spareAfter + 2) << chunkBits
+	var orig heapTable
+	for i := range n {
+		orig.put(0x10000+uint64(i)*32, uint32(i+1), 1, &block{size: uint64(i)})
+	}
+	c := orig.clone()
+	for i := range n {
+		orig.put(0x1000_0000+uint64(i)*32, uint32(i+1), 2, &block{size: 1})
+		c.put(0x2000_0000+uint64(i)*32, uint32(i+1), 2, &block{size: 2})
+	}
+	for _, tc := range []struct {
+		name string
+		h    *heapTable
+		size uint64 // of the blocks allocated after the clone
+		base uint64 // and their addresses
+	}{{"original", &orig, 1, 0x1000_0000}, {"clone", &c, 2, 0x2000_0000}} {
+		got := 0
+		tc.h.each(func(addr uint64, b *block) {
+			got++
+			switch {
+			case addr >= tc.base && addr < tc.base+n*32:
+				if b.size != tc.size {
+					t.Fatalf("%s: block at %#x of size %d, want %d", tc.name, addr, b.size, tc.size)
+				}
+			case addr >= 0x10000 && addr < 0x10000+n*32:
+				if want := (addr - 0x10000) / 32; b.size != want {
+					t.Fatalf("%s: block at %#x of size %d, want %d", tc.name, addr, b.size, want)
+				}
+			default:
+				t.Fatalf("%s: a block at %#x", tc.name, addr)
+			}
+		})
+		if got != 2*n {
+			t.Errorf("%s: %d live blocks, want %d", tc.name, got, 2*n)
+		}
+	}
+}
+
 // TestHeapTablePacking checks that every field of a block comes back as
 // it went in, whether it fits the packed arena or not (a size of 4 GiB or
 // more, a high thread index, many reallocs, a late allocation clock, an
@@ -288,4 +343,49 @@ func TestHeapTablePacking(t *testing.T) {
 		cwant[addr] = b
 	}
 	check("clone, updated apart", &c, cwant)
+}
+
+// TestHeapTableDamagedHandles checks the blocks of a damaged trace's
+// handles as they move into the index: a handle given to two blocks (the
+// first is a stray, found neither by handle nor by address), two handles
+// at one address (the later wins the address when they move), and a free
+// that names a handle at another address.
+func TestHeapTableDamagedHandles(t *testing.T) {
+	const a, b, c, d, f, e = 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000
+	var h heapTable
+	h.put(a, 1, 1, &block{size: 1})
+	h.put(b, 1, 1, &block{size: 2}) // handle 1 again: a is a stray
+	h.put(c, 2, 1, &block{size: 3})
+	h.put(c, 3, 1, &block{size: 4}) // no lost free of the first at c
+	if _, ok := h.take(d, 3, 1); ok {
+		t.Fatal("a free at d by the handle of a block at c found a block")
+	}
+	if got, ok := h.free(c, 2, 1, 0); !ok || got.size != 3 {
+		t.Fatalf("free of c by handle 2: %v, %v; want the block of size 3", got, ok)
+	}
+	h.put(f, 5, 1, &block{size: 5})
+	h.put(f, 6, 1, &block{size: 6})
+	h.put(e, 0, 2, &block{size: 7}) // the next trace block: the handles move
+	want := map[uint64]uint64{a: 1, b: 2, c: 4, f: 6, e: 7}
+	got := map[uint64]uint64{}
+	h.each(func(addr uint64, bl *block) {
+		if _, dup := got[addr]; dup {
+			t.Errorf("each gave %#x twice", addr)
+		}
+		got[addr] = bl.size
+	})
+	if !maps.Equal(got, want) {
+		t.Errorf("each gave %v, want %v", got, want)
+	}
+	for _, addr := range []uint64{b, c, f, e} {
+		if bl, ok := h.free(addr, 0, 2, 0); !ok || bl.size != want[addr] {
+			t.Errorf("free of %#x by address: %v, %v; want size %d", addr, bl, ok, want[addr])
+		}
+	}
+	if _, ok := h.free(a, 0, 2, 0); ok {
+		t.Error("the stray at a was found by address")
+	}
+	if n := h.len(); n != 1 {
+		t.Errorf("%d live blocks, want the stray alone", n)
+	}
 }
