@@ -112,7 +112,10 @@ func (rp *replay) sinceStart(t uint64) uint64 {
 
 // events replays a run of events of the process.
 func (rp *replay) events(events []trace.Event) {
-	if !rp.begun && len(events) > 0 {
+	if len(events) == 0 {
+		return
+	}
+	if !rp.begun {
 		// Event times are rounded down to the time unit, and the start
 		// record's is not: the first events may seem to come before
 		// the process started. It starts no later than they do, so
@@ -120,14 +123,19 @@ func (rp *replay) events(events []trace.Event) {
 		rp.begun = true
 		rp.proc.Start = min(rp.proc.Start, events[0].Time)
 	}
+	if rp.finished {
+		rp.late += uint64(len(events))
+		return
+	}
+	// Most events come with the window open to the end, and every thread
+	// counting: nothing to check per event but the event.
+	if rp.windowOpen && rp.opts.To == 0 && len(rp.opts.Threads) == 0 {
+		rp.eventsOpen(events)
+		return
+	}
 	for i := range events {
 		e := &events[i]
-		if rp.finished {
-			rp.late += uint64(len(events) - i)
-			return
-		}
 		rp.lastTime = max(rp.lastTime, e.Time)
-		// Most events come with the window open to the end.
 		if (!rp.windowOpen || rp.opts.To != 0) && !rp.inWindow(e) {
 			rp.stackSample(e)
 			continue
@@ -136,6 +144,43 @@ func (rp *replay) events(events []trace.Event) {
 		rp.event(e)
 		if rp.windowOpen { // (events before it are replayed, not counted)
 			rp.stackPeaks(e, th)
+		}
+	}
+}
+
+// eventsOpen replays a run of events as events does, with the window open
+// to the end and no thread filter: stackSample, event and stackPeaks in
+// one loop, for the calls and the reloads of the state they share cost as
+// much as their work.
+func (rp *replay) eventsOpen(events []trace.Event) {
+	p := rp.proc
+	sum := &p.Summary
+	for i := range events {
+		e := &events[i]
+		rp.lastTime = max(rp.lastTime, e.Time)
+		// stackSample, with countsThread true. Thread-1 < maxThreads
+		// is threadOf(e) != 0.
+		var th *ThreadSummary
+		if e.StackInUse != 0 && e.Thread-1 < maxThreads && e.API != trace.APILost {
+			th = rp.thread(e.Thread)
+			rp.stackBytes += e.StackInUse - th.stackNow
+			th.stackNow = e.StackInUse
+		}
+		switch e.Kind {
+		case trace.KindAlloc:
+			rp.alloc(e, e.Addr, nil)
+		case trace.KindFree:
+			rp.free(e)
+		case trace.KindRealloc:
+			rp.realloc(e)
+		}
+		// stackPeaks. The event may have added a thread summary, but
+		// only of its own thread, which th already was.
+		if total := rp.liveBytes + rp.stackBytes; total > sum.PeakTotalBytes {
+			sum.PeakTotalBytes, sum.PeakTotalTime = total, e.Time
+		}
+		if th != nil {
+			rp.threadStackPeaks(e, th)
 		}
 	}
 }
@@ -214,9 +259,15 @@ func (rp *replay) stackPeaks(e *trace.Event, th *ThreadSummary) {
 	if total := rp.liveBytes + rp.stackBytes; total > sum.PeakTotalBytes {
 		sum.PeakTotalBytes, sum.PeakTotalTime = total, e.Time
 	}
-	if th == nil {
-		return
+	if th != nil {
+		rp.threadStackPeaks(e, th)
 	}
+}
+
+// threadStackPeaks moves on the stack peaks that event e of the window
+// may have reached with th's sample of its stack in use.
+func (rp *replay) threadStackPeaks(e *trace.Event, th *ThreadSummary) {
+	sum := &rp.proc.Summary
 	if th.stackNow > th.StackPeakBytes {
 		th.StackPeakBytes, th.StackPeakTime = th.stackNow, e.Time
 	}
@@ -289,6 +340,15 @@ func (rp *replay) openWindow(at uint64) {
 // thread returns the summary of thread index i (from 1 to maxThreads),
 // adding it.
 func (rp *replay) thread(i uint64) *ThreadSummary {
+	if ths := rp.proc.Threads; i-1 < uint64(len(ths)) {
+		return &ths[i-1]
+	}
+	return rp.addThreads(i)
+}
+
+// addThreads adds the summaries of the threads up to index i and returns
+// that of i.
+func (rp *replay) addThreads(i uint64) *ThreadSummary {
 	p := rp.proc
 	for uint64(len(p.Threads)) < i {
 		p.Threads = append(p.Threads, ThreadSummary{Index: uint64(len(p.Threads) + 1)})
@@ -317,6 +377,8 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	// filters (an inherited object has no thread of the process).
 	if b.thread != 0 && !rp.opts.countsThread(uint64(b.thread)) {
 		b.site = uncounted
+	} else if d := rp.sites.dense; e.Stack < uint64(len(d)) && d[e.Stack] != 0 {
+		b.site = d[e.Stack] - 2 // site, without its call
 	} else {
 		b.site = rp.site(e.Stack)
 	}
@@ -504,6 +566,18 @@ func (rp *replay) touch(s *Site) {
 // site returns the index of the site of stack, adding it if it is new,
 // or uncounted if the stack filter leaves it out.
 func (rp *replay) site(stack uint64) int32 {
+	// Most stacks are known and dense: a lookup without a call.
+	if d := rp.sites.dense; stack < uint64(len(d)) {
+		if i := d[stack]; i != 0 {
+			return i - 2
+		}
+	}
+	return rp.newSite(stack)
+}
+
+// newSite is site for a stack not in the dense index: new, or above
+// denseStacks.
+func (rp *replay) newSite(stack uint64) int32 {
 	if i, ok := rp.sites.get(stack); ok {
 		return i
 	}
