@@ -61,9 +61,15 @@ func (t *topObjects) offer(o HeapObject) {
 // object built apart and copied in is read back 16 bytes at a time while
 // its 8-byte writes are under way, and the CPU waits for them.
 func (t *topObjects) place(k uint64) *HeapObject {
-	if t.n <= 0 || t.cut && k < t.bar {
+	// Small enough to inline: most offers stop here.
+	if t.cut && k < t.bar || t.n <= 0 {
 		return nil
 	}
+	return t.add()
+}
+
+// add returns where to keep one more object.
+func (t *topObjects) add() *HeapObject {
 	// The buffer grows as objects come (a run may have fewer than n):
 	// its memory follows the objects, not the n asked for.
 	if len(t.objs) >= 4*t.n {

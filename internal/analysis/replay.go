@@ -155,9 +155,11 @@ func (rp *replay) events(events []trace.Event) {
 func (rp *replay) eventsOpen(events []trace.Event) {
 	p := rp.proc
 	sum := &p.Summary
+	// No call below reads lastTime: it is kept here until the end.
+	lastTime := rp.lastTime
 	for i := range events {
 		e := &events[i]
-		rp.lastTime = max(rp.lastTime, e.Time)
+		lastTime = max(lastTime, e.Time)
 		// stackSample, with countsThread true. Thread-1 < maxThreads
 		// is threadOf(e) != 0.
 		var th *ThreadSummary
@@ -183,6 +185,7 @@ func (rp *replay) eventsOpen(events []trace.Event) {
 			rp.threadStackPeaks(e, th)
 		}
 	}
+	rp.lastTime = lastTime
 }
 
 // stackSample takes in the stack in use of event e: its thread's, and the
@@ -276,6 +279,14 @@ func (rp *replay) threadStackPeaks(e *trace.Event, th *ThreadSummary) {
 	}
 	if rp.stackBytes > sum.StackPeakBytes {
 		sum.StackPeakBytes, sum.StackPeakTime = rp.stackBytes, e.Time
+	}
+	// timeline.stack, without its call when the event falls in the step
+	// of the one before, as most do.
+	if tl := &rp.timeline; e.Time < tl.lastEnd {
+		pt := &tl.tl.Points[tl.last]
+		pt.StackBytes = max(pt.StackBytes, rp.stackBytes)
+		tl.stackNow = rp.stackBytes
+		return
 	}
 	rp.timeline.stack(e.Time, rp.stackBytes)
 }
