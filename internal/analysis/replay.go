@@ -491,8 +491,19 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 	if b.site == uncounted {
 		return
 	}
+	// release, in place: the site and the thread are those counted
+	// below.
 	s := &p.Sites[b.site]
-	rp.release(b)
+	rp.touch(s)
+	s.liveBytes -= b.size
+	s.liveBlocks--
+	rp.liveBytes -= b.size
+	rp.liveBlocks--
+	var th *ThreadSummary
+	if b.thread != 0 {
+		th = rp.thread(uint64(b.thread))
+		th.liveBytes -= b.size
+	}
 	if !rp.windowOpen {
 		return
 	}
@@ -506,8 +517,8 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 		p.Bins = make([]Bin, BinCount)
 	}
 	p.Bins[binOf(b.size)].Frees++
-	if b.thread != 0 {
-		rp.thread(uint64(b.thread)).Frees++
+	if th != nil {
+		th.Frees++
 	}
 	pt := rp.timeline.point(e.Time)
 	pt.Frees++
