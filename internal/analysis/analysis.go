@@ -348,24 +348,20 @@ type Summary struct {
 }
 
 // Site is what the allocations made from one call stack add up to.
-//
-// Its fields are laid out for the replay, which changes a site at every
-// allocation and free, from many sites in a big program: what they all
-// change comes first, in one cache line of the 64-byte-aligned slots of
-// Process.Sites (see the padding at the end), then the arrays they index,
-// then what changes seldom.
 type Site struct {
-	// Replay state. live* are the bytes and blocks from here live now;
-	// epoch is the process's peak epoch when PeakBytes was last saved.
-	liveBytes, liveBlocks uint64
-	epoch                 uint64
-
-	Allocations    uint64
-	BytesAllocated uint64
-	Frees          uint64 // of blocks allocated here
-	Temporary      uint64
-	Stack          uint64 // stack ID within its process; 0 if no stack was taken
-
+	Stack uint64 // stack ID within its process; 0 if no stack was taken
+	// Inherited says that the site is the parent's, as of the fork that
+	// started this process: Stack is a stack of the parent (see SiteStack),
+	// and the numbers include what the parent did before the fork.
+	Inherited         bool
+	Allocations       uint64
+	BytesAllocated    uint64
+	Frees             uint64 // of blocks allocated here
+	PeakBytes         uint64 // bytes of blocks from here live at the process's peak
+	PeakBlocks        uint64
+	InUseAtExitBytes  uint64
+	InUseAtExitBlocks uint64
+	Temporary         uint64
 	// BySize breaks the allocations down by mprof's size categories.
 	BySize [SizeCategories]SizeCount
 	// Lifetimes counts the objects from here that were freed by how long
@@ -376,16 +372,11 @@ type Site struct {
 	Lifetimes      [LifetimeBuckets]uint64
 	LifetimeAllocs [LifetimeBuckets]uint64
 
-	// Inherited says that the site is the parent's, as of the fork that
-	// started this process: Stack is a stack of the parent (see SiteStack),
-	// and the numbers include what the parent did before the fork.
-	Inherited         bool
-	PeakBytes         uint64 // bytes of blocks from here live at the process's peak
-	PeakBlocks        uint64
-	InUseAtExitBytes  uint64
-	InUseAtExitBlocks uint64
-	tree              *stackTree // where Stack is, if Inherited
-	_                 [16]byte   // to a multiple of 64 bytes
+	// Replay state. live* are the bytes and blocks from here live now;
+	// epoch is the process's peak epoch when PeakBytes was last saved.
+	liveBytes, liveBlocks uint64
+	epoch                 uint64
+	tree                  *stackTree // where Stack is, if Inherited
 }
 
 // Analyze reads the trace r to its end and returns its model. Damage to the
