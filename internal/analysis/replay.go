@@ -110,11 +110,15 @@ func (rp *replay) sinceStart(t uint64) uint64 {
 	return t - rp.proc.Start
 }
 
-// events replays a run of events of the process.
-func (rp *replay) events(events []trace.Event) {
+// events replays the events of the process that events begins with, up
+// to the first of another process, and returns how many that was. The
+// run ends where it is replayed: a pass of its own to find its end would
+// read every event twice, and an event comes from another core.
+func (rp *replay) events(events []trace.Event) int {
 	if len(events) == 0 {
-		return
+		return 0
 	}
+	id := events[0].Process
 	if !rp.begun {
 		// Event times are rounded down to the time unit, and the start
 		// record's is not: the first events may seem to come before
@@ -124,17 +128,23 @@ func (rp *replay) events(events []trace.Event) {
 		rp.proc.Start = min(rp.proc.Start, events[0].Time)
 	}
 	if rp.finished {
-		rp.late += uint64(len(events))
-		return
+		n := 1
+		for n < len(events) && events[n].Process == id {
+			n++
+		}
+		rp.late += uint64(n)
+		return n
 	}
 	// Most events come with the window open to the end, and every thread
 	// counting: nothing to check per event but the event.
 	if rp.windowOpen && rp.opts.To == 0 && len(rp.opts.Threads) == 0 {
-		rp.eventsOpen(events)
-		return
+		return rp.eventsOpen(events, id)
 	}
 	for i := range events {
 		e := &events[i]
+		if e.Process != id {
+			return i
+		}
 		rp.lastTime = max(rp.lastTime, e.Time)
 		if (!rp.windowOpen || rp.opts.To != 0) && !rp.inWindow(e) {
 			rp.stackSample(e)
@@ -146,19 +156,25 @@ func (rp *replay) events(events []trace.Event) {
 			rp.stackPeaks(e, th)
 		}
 	}
+	return len(events)
 }
 
-// eventsOpen replays a run of events as events does, with the window open
-// to the end and no thread filter: stackSample, event and stackPeaks in
-// one loop, for the calls and the reloads of the state they share cost as
-// much as their work.
-func (rp *replay) eventsOpen(events []trace.Event) {
+// eventsOpen replays the run of events of process id as events does, with
+// the window open to the end and no thread filter: stackSample, event and
+// stackPeaks in one loop, for the calls and the reloads of the state they
+// share cost as much as their work.
+func (rp *replay) eventsOpen(events []trace.Event, id uint64) int {
 	p := rp.proc
 	sum := &p.Summary
 	// No call below reads lastTime: it is kept here until the end.
 	lastTime := rp.lastTime
+	n := len(events)
 	for i := range events {
 		e := &events[i]
+		if e.Process != id {
+			n = i
+			break
+		}
 		lastTime = max(lastTime, e.Time)
 		// stackSample, with countsThread true. Thread-1 < maxThreads
 		// is threadOf(e) != 0.
@@ -186,6 +202,7 @@ func (rp *replay) eventsOpen(events []trace.Event) {
 		}
 	}
 	rp.lastTime = lastTime
+	return n
 }
 
 // stackSample takes in the stack in use of event e: its thread's, and the
