@@ -16,9 +16,11 @@ type topObjects struct {
 	objs []HeapObject
 	keys []uint64 // keys[i] is the key of objs[i]
 	// bar is the lowest key of the n kept when the buffer was last cut,
-	// if cut is set.
-	bar uint64
-	cut bool
+	// if cut is set, and barAllocated and barAddr the allocation time
+	// and address of the last of them (see placeUnique).
+	bar                   uint64
+	barAllocated, barAddr uint64
+	cut                   bool
 	// order, spare and spareKeys are keepBest's: the selection moves
 	// indexes in order, not objects, and the best are gathered into
 	// spare and spareKeys, which then trade places with objs and keys.
@@ -62,6 +64,20 @@ func (t *topObjects) place(k uint64) *HeapObject {
 	return t.add(k)
 }
 
+// placeUnique is place for an object allocated at allocated at address
+// addr, of a list whose objects all differ in key, allocation time or
+// address (live blocks, each at its own address): one that ranks after
+// the last of the n kept at the latest cut can never be kept, and is left
+// out even when its key ties with the bar, as most keys do when blocks of
+// a few sizes are offered by size. (Where two objects may tie on all
+// three, place keeps them for the selection, which may keep either.)
+func (t *topObjects) placeUnique(k, allocated, addr uint64) *HeapObject {
+	if t.cut && (k < t.bar || k == t.bar && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr)) {
+		return nil
+	}
+	return t.place(k)
+}
+
 // add returns where to keep one more object, of key k.
 func (t *topObjects) add(k uint64) *HeapObject {
 	// The buffer grows as objects come (a run may have fewer than n):
@@ -87,15 +103,14 @@ func (t *topObjects) keepBest() {
 	}
 	t.spare, t.objs = t.objs[:0], best
 	t.spareKeys, t.keys = t.keys[:0], bestKeys
-	t.bar, t.cut = t.keys[0], true
-	for _, k := range t.keys {
-		t.bar = min(t.bar, k)
-	}
+	// The selection leaves the last of the n best last.
+	last := &t.objs[len(t.objs)-1]
+	t.bar, t.barAllocated, t.barAddr, t.cut = t.keys[len(t.keys)-1], last.Allocated, last.Addr, true
 }
 
-// selectBest returns the indexes of the n best objects, in the order a
-// selection that moved the objects themselves would leave them in
-// (quickselect, with the median of three as the pivot).
+// selectBest returns the indexes of the n best objects, the last of them
+// last, in the order a selection that moved the objects themselves would
+// leave them in (quickselect, with the median of three as the pivot).
 func (t *topObjects) selectBest(n int) []int32 {
 	objs, keys := t.objs, t.keys
 	order := t.order[:0]

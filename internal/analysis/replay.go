@@ -811,10 +811,10 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 		if end > b.born {
 			age = end - b.born
 		}
-		if o := bigger.place(b.size); o != nil {
+		if o := bigger.placeUnique(b.size, b.born, addr); o != nil {
 			rp.objectTo(o, addr, b, 0)
 		}
-		if o := older.place(age); o != nil {
+		if o := older.placeUnique(age, b.born, addr); o != nil {
 			rp.objectTo(o, addr, b, 0)
 		}
 	})
