@@ -72,7 +72,16 @@ func (t *topObjects) place(k uint64) *HeapObject {
 // a few sizes are offered by size. (Where two objects may tie on all
 // three, place keeps them for the selection, which may keep either.)
 func (t *topObjects) placeUnique(k, allocated, addr uint64) *HeapObject {
-	if t.cut && (k < t.bar || k == t.bar && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr)) {
+	// Small enough to inline: most offers stop here.
+	if t.cut && k < t.bar {
+		return nil
+	}
+	return t.placeTied(k, allocated, addr)
+}
+
+// placeTied is placeUnique for a key at or over the bar.
+func (t *topObjects) placeTied(k, allocated, addr uint64) *HeapObject {
+	if t.cut && k == t.bar && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) {
 		return nil
 	}
 	return t.place(k)
