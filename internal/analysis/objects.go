@@ -64,13 +64,14 @@ func (t *topObjects) place(k uint64) *HeapObject {
 	return t.add(k)
 }
 
-// placeUnique is place for an object allocated at allocated at address
-// addr, of a list whose objects all differ in key, allocation time or
-// address (live blocks, each at its own address): one that ranks after
-// the last of the n kept at the latest cut can never be kept, and is left
-// out even when its key ties with the bar, as most keys do when blocks of
-// a few sizes are offered by size. (Where two objects may tie on all
-// three, place keeps them for the selection, which may keep either.)
+// placeUnique is place for an object first allocated at time allocated,
+// at address addr, of a list whose objects all differ in key, allocation
+// time or address (live blocks: each has its own address). An object that
+// ranks after the last of the n kept at the latest cut can never be kept:
+// it is left out even when its key ties with the bar, as most do when
+// blocks of a few sizes are offered by size. (The freed objects of a run
+// may tie on all three, two short-lived blocks at one address: for them
+// place keeps every tie of the bar for the selection.)
 func (t *topObjects) placeUnique(k, allocated, addr uint64) *HeapObject {
 	// Small enough to inline: most offers stop here.
 	if t.cut && k < t.bar {

@@ -406,7 +406,8 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	if b.thread != 0 && !rp.opts.countsThread(uint64(b.thread)) {
 		b.site = uncounted
 	} else if d := rp.sites.dense; e.Stack < uint64(len(d)) && d[e.Stack] != 0 {
-		b.site = d[e.Stack] - 2 // site, without its call
+		// site, without its call: most stacks are known and dense.
+		b.site = d[e.Stack] - 2
 	} else {
 		b.site = rp.site(e.Stack)
 	}
@@ -605,18 +606,6 @@ func (rp *replay) touch(s *Site) {
 // site returns the index of the site of stack, adding it if it is new,
 // or uncounted if the stack filter leaves it out.
 func (rp *replay) site(stack uint64) int32 {
-	// Most stacks are known and dense: a lookup without a call.
-	if d := rp.sites.dense; stack < uint64(len(d)) {
-		if i := d[stack]; i != 0 {
-			return i - 2
-		}
-	}
-	return rp.newSite(stack)
-}
-
-// newSite is site for a stack not in the dense index: new, or above
-// denseStacks.
-func (rp *replay) newSite(stack uint64) int32 {
 	if i, ok := rp.sites.get(stack); ok {
 		return i
 	}
