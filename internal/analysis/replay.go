@@ -8,12 +8,14 @@ import (
 
 // replay is the state of one process while its events are replayed.
 type replay struct {
-	proc     *Process
-	opts     *Options
-	unit     uint64 // the trace's time unit, ns
-	started  bool   // its start record was read
-	finished bool   // its end record was read, and its replay state dropped
-	late     uint64 // events that came after its end, ignored
+	proc *Process
+	opts *Options
+	unit uint64 // the trace's time unit, ns
+	// lifetimes finds the bucket of a lifetime in unit.
+	lifetimes lifetimeScale
+	started   bool   // its start record was read
+	finished  bool   // its end record was read, and its replay state dropped
+	late      uint64 // events that came after its end, ignored
 	// forkOnly says that all the trace has of the process so far is the
 	// Fork record of its parent, forkedBy.
 	forkOnly bool
@@ -97,6 +99,7 @@ func newReplay(p *Process, opts *Options, unit uint64) *replay {
 		proc:        p,
 		opts:        opts,
 		unit:        max(unit, 1),
+		lifetimes:   newLifetimeScale(unit),
 		problems:    make(map[problemKey]int),
 		freedLonger: topObjects{n: opts.objects(), by: byAge},
 	}
@@ -544,7 +547,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 	pt.live(rp.liveBytes, rp.liveBlocks)
 	if dies {
 		lifetime := e.Time - min(b.born, e.Time)
-		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
+		s.Lifetimes[rp.lifetimes.bucket(lifetime)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		// The key of freedLonger, byAge, is the lifetime.
 		if o := rp.freedLonger.place(lifetime); o != nil {
