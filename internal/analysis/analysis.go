@@ -578,19 +578,14 @@ func (a *analyzer) record(rec trace.Record) {
 
 // events replays a batch of events, a run of the same process at a time.
 func (a *analyzer) events(events []trace.Event) {
-	for i := 0; i < len(events); {
-		id := events[i].Process
-		j := i + 1
-		for j < len(events) && events[j].Process == id {
-			j++
-		}
+	for len(events) > 0 {
+		id := events[0].Process
 		rp := a.last
 		if rp == nil || rp.proc.ID != id {
 			rp = a.process(id)
 			a.last = rp
 		}
-		rp.events(events[i:j])
-		i = j
+		events = events[rp.events(events):]
 	}
 }
 

@@ -90,7 +90,7 @@ func (a *analyzer) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 		n += uint64(cap(p.Sites))*uint64(unsafe.Sizeof(Site{})) +
 			uint64(cap(p.Threads))*uint64(unsafe.Sizeof(ThreadSummary{})) +
 			uint64(cap(rp.timeline.tl.Points))*uint64(unsafe.Sizeof(TimelinePoint{})) +
-			uint64(cap(rp.freedLonger.objs))*uint64(unsafe.Sizeof(HeapObject{})) +
+			uint64(cap(rp.freedLonger.objs))*uint64(unsafe.Sizeof(HeapObject{})+8) + // and its keys
 			uint64(cap(rp.sites.dense))*4 + uint64(len(rp.sites.sparse))*16
 		if t := p.stacks; t != nil && !trees[t] {
 			trees[t] = true
@@ -215,7 +215,7 @@ func (rp *replay) clone(tree func(*stackTree) *stackTree) *replay {
 	c.sites = siteIndex{dense: slices.Clone(rp.sites.dense), sparse: maps.Clone(rp.sites.sparse)}
 	c.problems = maps.Clone(rp.problems)
 	c.timeline.tl.Points = slices.Clone(rp.timeline.tl.Points)
-	c.freedLonger.objs = slices.Clone(rp.freedLonger.objs)
+	c.freedLonger = rp.freedLonger.clone()
 	return &c
 }
 

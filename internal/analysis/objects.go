@@ -14,10 +14,19 @@ type topObjects struct {
 	by   objectKey
 	end  uint64 // for byAge: the time ages are counted to
 	objs []HeapObject
+	keys []uint64 // keys[i] is the key of objs[i]
 	// bar is the lowest key of the n kept when the buffer was last cut,
-	// if cut is set.
-	bar uint64
-	cut bool
+	// if cut is set, and barAllocated and barAddr the allocation time
+	// and address of the last of them (see placeUnique).
+	bar                   uint64
+	barAllocated, barAddr uint64
+	cut                   bool
+	// order, spare and spareKeys are keepBest's: the selection moves
+	// indexes in order, not objects, and the best are gathered into
+	// spare and spareKeys, which then trade places with objs and keys.
+	order     []int32
+	spare     []HeapObject
+	spareKeys []uint64
 }
 
 // objectKey is what topObjects ranks objects by. (A key function would
@@ -36,19 +45,6 @@ func (t *topObjects) key(o *HeapObject) uint64 {
 	return o.Age(t.end)
 }
 
-// before reports whether a ranks before b: a higher key, then the earlier
-// allocation, then the lower address, so that the lists are the same from
-// run to run.
-func (t *topObjects) before(a, b *HeapObject) bool {
-	if ka, kb := t.key(a), t.key(b); ka != kb {
-		return ka > kb
-	}
-	if a.Allocated != b.Allocated {
-		return a.Allocated < b.Allocated
-	}
-	return a.Addr < b.Addr
-}
-
 // offer keeps o if it may rank among the n best.
 func (t *topObjects) offer(o HeapObject) {
 	if p := t.place(t.key(&o)); p != nil {
@@ -61,15 +57,46 @@ func (t *topObjects) offer(o HeapObject) {
 // object built apart and copied in is read back 16 bytes at a time while
 // its 8-byte writes are under way, and the CPU waits for them.
 func (t *topObjects) place(k uint64) *HeapObject {
-	if t.n <= 0 || t.cut && k < t.bar {
+	// Small enough to inline: most offers stop here.
+	if t.cut && k < t.bar || t.n <= 0 {
 		return nil
 	}
+	return t.add(k)
+}
+
+// placeUnique is place for an object first allocated at time allocated,
+// at address addr, of a list whose objects all differ in key, allocation
+// time or address (live blocks: each has its own address). An object that
+// ranks after the last of the n kept at the latest cut can never be kept:
+// it is left out even when its key ties with the bar, as most do when
+// blocks of a few sizes are offered by size. (The freed objects of a run
+// may tie on all three, two short-lived blocks at one address: for them
+// place keeps every tie of the bar for the selection.)
+func (t *topObjects) placeUnique(k, allocated, addr uint64) *HeapObject {
+	// Small enough to inline: most offers stop here.
+	if t.cut && k < t.bar {
+		return nil
+	}
+	return t.placeTied(k, allocated, addr)
+}
+
+// placeTied is placeUnique for a key at or over the bar.
+func (t *topObjects) placeTied(k, allocated, addr uint64) *HeapObject {
+	if t.cut && k == t.bar && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) {
+		return nil
+	}
+	return t.place(k)
+}
+
+// add returns where to keep one more object, of key k.
+func (t *topObjects) add(k uint64) *HeapObject {
 	// The buffer grows as objects come (a run may have fewer than n):
 	// its memory follows the objects, not the n asked for.
 	if len(t.objs) >= 4*t.n {
 		t.keepBest()
 	}
 	t.objs = append(t.objs, HeapObject{})
+	t.keys = append(t.keys, k)
 	return &t.objs[len(t.objs)-1]
 }
 
@@ -78,48 +105,70 @@ func (t *topObjects) keepBest() {
 	if len(t.objs) <= t.n {
 		return
 	}
-	t.selectBest(t.n)
-	t.objs = t.objs[:t.n]
-	t.bar, t.cut = t.key(&t.objs[0]), true
-	for i := range t.objs {
-		t.bar = min(t.bar, t.key(&t.objs[i]))
+	order := t.selectBest(t.n)
+	best, bestKeys := t.spare[:0], t.spareKeys[:0]
+	for _, i := range order {
+		best = append(best, t.objs[i])
+		bestKeys = append(bestKeys, t.keys[i])
 	}
+	t.spare, t.objs = t.objs[:0], best
+	t.spareKeys, t.keys = t.keys[:0], bestKeys
+	// The selection leaves the last of the n best last.
+	last := &t.objs[len(t.objs)-1]
+	t.bar, t.barAllocated, t.barAddr, t.cut = t.keys[len(t.keys)-1], last.Allocated, last.Addr, true
 }
 
-// selectBest moves the n best objects to the front, in no order
-// (quickselect, with the median of three as the pivot).
-func (t *topObjects) selectBest(n int) {
-	objs := t.objs
-	lo, hi := 0, len(objs)
+// selectBest returns the indexes of the n best objects, the last of them
+// last, in the order a selection that moved the objects themselves would
+// leave them in (quickselect, with the median of three as the pivot).
+func (t *topObjects) selectBest(n int) []int32 {
+	objs, keys := t.objs, t.keys
+	order := t.order[:0]
+	for i := range objs {
+		order = append(order, int32(i))
+	}
+	t.order = order
+	// before(i, j) is topObjects.before of the objects at i and j.
+	before := func(i, j int32) bool {
+		if keys[i] != keys[j] {
+			return keys[i] > keys[j]
+		}
+		if objs[i].Allocated != objs[j].Allocated {
+			return objs[i].Allocated < objs[j].Allocated
+		}
+		return objs[i].Addr < objs[j].Addr
+	}
+	lo, hi := 0, len(order)
 	for hi-lo > 1 {
 		m, last := lo+(hi-lo)/2, hi-1
-		if t.before(&objs[m], &objs[lo]) {
-			objs[m], objs[lo] = objs[lo], objs[m]
+		if before(order[m], order[lo]) {
+			order[m], order[lo] = order[lo], order[m]
 		}
-		if t.before(&objs[last], &objs[lo]) {
-			objs[last], objs[lo] = objs[lo], objs[last]
+		if before(order[last], order[lo]) {
+			order[last], order[lo] = order[lo], order[last]
 		}
-		if t.before(&objs[m], &objs[last]) {
-			objs[m], objs[last] = objs[last], objs[m]
+		if before(order[m], order[last]) {
+			order[m], order[last] = order[last], order[m]
 		}
-		// objs[last] is the median of the three: the pivot.
-		store := lo
+		// order[last] is the median of the three: the pivot.
+		store, pivot := lo, order[last]
 		for i := lo; i < last; i++ {
-			if t.before(&objs[i], &objs[last]) {
-				objs[i], objs[store] = objs[store], objs[i]
+			if before(order[i], pivot) {
+				order[i], order[store] = order[store], order[i]
 				store++
 			}
 		}
-		objs[store], objs[last] = objs[last], objs[store]
+		order[store], order[last] = order[last], order[store]
 		switch {
 		case store+1 == n:
-			return
+			return order[:n]
 		case store+1 > n:
 			hi = store
 		default:
 			lo = store + 1
 		}
 	}
+	return order[:n]
 }
 
 // sorted returns the objects kept, best first.
@@ -128,6 +177,27 @@ func (t *topObjects) sorted() []HeapObject {
 	objs := slices.Clone(t.objs)
 	slices.SortFunc(objs, t.compare)
 	return objs
+}
+
+// clone returns a copy of t that shares nothing with it.
+func (t *topObjects) clone() topObjects {
+	c := *t
+	c.objs, c.keys = slices.Clone(t.objs), slices.Clone(t.keys)
+	c.order, c.spare, c.spareKeys = nil, nil, nil
+	return c
+}
+
+// before reports whether a ranks before b: a higher key, then the earlier
+// allocation, then the lower address, so that the lists are the same from
+// run to run.
+func (t *topObjects) before(a, b *HeapObject) bool {
+	if ka, kb := t.key(a), t.key(b); ka != kb {
+		return ka > kb
+	}
+	if a.Allocated != b.Allocated {
+		return a.Allocated < b.Allocated
+	}
+	return a.Addr < b.Addr
 }
 
 // compare orders objects best first, for slices.SortFunc.

@@ -49,3 +49,36 @@ func TestTopObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestTopObjectsPlaceUnique checks placeUnique, which leaves out the
+// objects that tie with the bar on their key but rank after it, against a
+// sort of all of them: live blocks of a few sizes and allocation times,
+// each at its own address, offered in address order and at random.
+func TestTopObjectsPlaceUnique(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for _, n := range []int{1, 7, 100} {
+		for _, shuffled := range []bool{false, true} {
+			all := make([]HeapObject, 20000)
+			for i := range all {
+				all[i] = HeapObject{Addr: 0x1000 + uint64(i)*16, Allocated: uint64(r.Intn(300)), Size: uint64(16 + 8*r.Intn(7))}
+			}
+			if shuffled {
+				r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+			}
+			for _, by := range []objectKey{bySize, byAge} {
+				top := topObjects{n: n, by: by, end: 400}
+				for _, o := range all {
+					if p := top.placeUnique(top.key(&o), o.Allocated, o.Addr); p != nil {
+						*p = o
+					}
+				}
+				want := slices.Clone(all)
+				slices.SortFunc(want, top.compare)
+				want = want[:n]
+				if got := top.sorted(); !slices.Equal(got, want) {
+					t.Fatalf("n %d, shuffled %v, by %d: kept %v, want %v", n, shuffled, by, got, want)
+				}
+			}
+		}
+	}
+}

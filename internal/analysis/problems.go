@@ -82,8 +82,17 @@ func (rp *replay) badFree(e *trace.Event, addr uint64) {
 // checkFamily reports a mismatched free if the free or realloc e may not
 // release block b.
 func (rp *replay) checkFamily(b *block, e *trace.Event) {
-	have, want := e.API.Family(), b.api.Family()
-	if have == want || have == trace.FamilyUnknown || want == trace.FamilyUnknown || !rp.windowOpen {
+	// Small enough to inline: most frees match.
+	if families[e.API] != families[b.api] {
+		rp.mismatch(b, e)
+	}
+}
+
+// mismatch reports a mismatched free for checkFamily if the families of
+// the free e and of the block b differ and are both known.
+func (rp *replay) mismatch(b *block, e *trace.Event) {
+	have, want := families[e.API], families[b.api]
+	if have == trace.FamilyUnknown || want == trace.FamilyUnknown || !rp.windowOpen {
 		return
 	}
 	var allocStack uint64
@@ -94,6 +103,15 @@ func (rp *replay) checkFamily(b *block, e *trace.Event) {
 		allocStack: allocStack, freeStack: e.Stack}
 	rp.problem(k, b.size, e.Time)
 }
+
+// families holds the family of every API, for checkFamily: a free looks
+// up two without a call.
+var families = func() (f [256]trace.Family) {
+	for a := range f {
+		f[a] = trace.API(a).Family()
+	}
+	return f
+}()
 
 func (rp *replay) problem(k problemKey, size, time uint64) {
 	if i, ok := rp.problems[k]; ok {

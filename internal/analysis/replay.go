@@ -8,12 +8,14 @@ import (
 
 // replay is the state of one process while its events are replayed.
 type replay struct {
-	proc     *Process
-	opts     *Options
-	unit     uint64 // the trace's time unit, ns
-	started  bool   // its start record was read
-	finished bool   // its end record was read, and its replay state dropped
-	late     uint64 // events that came after its end, ignored
+	proc *Process
+	opts *Options
+	unit uint64 // the trace's time unit, ns
+	// lifetimes finds the bucket of a lifetime in unit.
+	lifetimes lifetimeScale
+	started   bool   // its start record was read
+	finished  bool   // its end record was read, and its replay state dropped
+	late      uint64 // events that came after its end, ignored
 	// forkOnly says that all the trace has of the process so far is the
 	// Fork record of its parent, forkedBy.
 	forkOnly bool
@@ -97,6 +99,7 @@ func newReplay(p *Process, opts *Options, unit uint64) *replay {
 		proc:        p,
 		opts:        opts,
 		unit:        max(unit, 1),
+		lifetimes:   newLifetimeScale(unit),
 		problems:    make(map[problemKey]int),
 		freedLonger: topObjects{n: opts.objects(), by: byAge},
 	}
@@ -110,9 +113,16 @@ func (rp *replay) sinceStart(t uint64) uint64 {
 	return t - rp.proc.Start
 }
 
-// events replays a run of events of the process.
-func (rp *replay) events(events []trace.Event) {
-	if !rp.begun && len(events) > 0 {
+// events replays the events of the process that events begins with, up
+// to the first of another process, and returns how many that was. The
+// run ends where it is replayed: a pass of its own to find its end would
+// read every event twice, and an event comes from another core.
+func (rp *replay) events(events []trace.Event) int {
+	if len(events) == 0 {
+		return 0
+	}
+	id := events[0].Process
+	if !rp.begun {
 		// Event times are rounded down to the time unit, and the start
 		// record's is not: the first events may seem to come before
 		// the process started. It starts no later than they do, so
@@ -120,14 +130,25 @@ func (rp *replay) events(events []trace.Event) {
 		rp.begun = true
 		rp.proc.Start = min(rp.proc.Start, events[0].Time)
 	}
+	if rp.finished {
+		n := 1
+		for n < len(events) && events[n].Process == id {
+			n++
+		}
+		rp.late += uint64(n)
+		return n
+	}
+	// Most events come with the window open to the end, and every thread
+	// counting: nothing to check per event but the event.
+	if rp.windowOpen && rp.opts.To == 0 && len(rp.opts.Threads) == 0 {
+		return rp.eventsOpen(events, id)
+	}
 	for i := range events {
 		e := &events[i]
-		if rp.finished {
-			rp.late += uint64(len(events) - i)
-			return
+		if e.Process != id {
+			return i
 		}
 		rp.lastTime = max(rp.lastTime, e.Time)
-		// Most events come with the window open to the end.
 		if (!rp.windowOpen || rp.opts.To != 0) && !rp.inWindow(e) {
 			rp.stackSample(e)
 			continue
@@ -138,6 +159,53 @@ func (rp *replay) events(events []trace.Event) {
 			rp.stackPeaks(e, th)
 		}
 	}
+	return len(events)
+}
+
+// eventsOpen replays the run of events of process id as events does, with
+// the window open to the end and no thread filter: stackSample, event and
+// stackPeaks in one loop, for the calls and the reloads of the state they
+// share cost as much as their work.
+func (rp *replay) eventsOpen(events []trace.Event, id uint64) int {
+	p := rp.proc
+	sum := &p.Summary
+	// No call below reads lastTime: it is kept here until the end.
+	lastTime := rp.lastTime
+	n := len(events)
+	for i := range events {
+		e := &events[i]
+		if e.Process != id {
+			n = i
+			break
+		}
+		lastTime = max(lastTime, e.Time)
+		// stackSample, with countsThread true. Thread-1 < maxThreads
+		// is threadOf(e) != 0.
+		var th *ThreadSummary
+		if e.StackInUse != 0 && e.Thread-1 < maxThreads && e.API != trace.APILost {
+			th = rp.thread(e.Thread)
+			rp.stackBytes += e.StackInUse - th.stackNow
+			th.stackNow = e.StackInUse
+		}
+		switch e.Kind {
+		case trace.KindAlloc:
+			rp.alloc(e, e.Addr, nil)
+		case trace.KindFree:
+			rp.free(e)
+		case trace.KindRealloc:
+			rp.realloc(e)
+		}
+		// stackPeaks. The event may have added a thread summary, but
+		// only of its own thread, which th already was.
+		if total := rp.liveBytes + rp.stackBytes; total > sum.PeakTotalBytes {
+			sum.PeakTotalBytes, sum.PeakTotalTime = total, e.Time
+		}
+		if th != nil {
+			rp.threadStackPeaks(e, th)
+		}
+	}
+	rp.lastTime = lastTime
+	return n
 }
 
 // stackSample takes in the stack in use of event e: its thread's, and the
@@ -214,9 +282,15 @@ func (rp *replay) stackPeaks(e *trace.Event, th *ThreadSummary) {
 	if total := rp.liveBytes + rp.stackBytes; total > sum.PeakTotalBytes {
 		sum.PeakTotalBytes, sum.PeakTotalTime = total, e.Time
 	}
-	if th == nil {
-		return
+	if th != nil {
+		rp.threadStackPeaks(e, th)
 	}
+}
+
+// threadStackPeaks moves on the stack peaks that event e of the window
+// may have reached with th's sample of its stack in use.
+func (rp *replay) threadStackPeaks(e *trace.Event, th *ThreadSummary) {
+	sum := &rp.proc.Summary
 	if th.stackNow > th.StackPeakBytes {
 		th.StackPeakBytes, th.StackPeakTime = th.stackNow, e.Time
 	}
@@ -225,6 +299,14 @@ func (rp *replay) stackPeaks(e *trace.Event, th *ThreadSummary) {
 	}
 	if rp.stackBytes > sum.StackPeakBytes {
 		sum.StackPeakBytes, sum.StackPeakTime = rp.stackBytes, e.Time
+	}
+	// timeline.stack, without its call when the event falls in the step
+	// of the one before, as most do.
+	if tl := &rp.timeline; e.Time < tl.lastEnd {
+		pt := &tl.tl.Points[tl.last]
+		pt.StackBytes = max(pt.StackBytes, rp.stackBytes)
+		tl.stackNow = rp.stackBytes
+		return
 	}
 	rp.timeline.stack(e.Time, rp.stackBytes)
 }
@@ -289,6 +371,15 @@ func (rp *replay) openWindow(at uint64) {
 // thread returns the summary of thread index i (from 1 to maxThreads),
 // adding it.
 func (rp *replay) thread(i uint64) *ThreadSummary {
+	if ths := rp.proc.Threads; i-1 < uint64(len(ths)) {
+		return &ths[i-1]
+	}
+	return rp.addThreads(i)
+}
+
+// addThreads adds the summaries of the threads up to index i and returns
+// that of i.
+func (rp *replay) addThreads(i uint64) *ThreadSummary {
 	p := rp.proc
 	for uint64(len(p.Threads)) < i {
 		p.Threads = append(p.Threads, ThreadSummary{Index: uint64(len(p.Threads) + 1)})
@@ -317,6 +408,9 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	// filters (an inherited object has no thread of the process).
 	if b.thread != 0 && !rp.opts.countsThread(uint64(b.thread)) {
 		b.site = uncounted
+	} else if d := rp.sites.dense; e.Stack < uint64(len(d)) && d[e.Stack] != 0 {
+		// site, without its call: most stacks are known and dense.
+		b.site = d[e.Stack] - 2
 	} else {
 		b.site = rp.site(e.Stack)
 	}
@@ -418,8 +512,19 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 	if b.site == uncounted {
 		return
 	}
+	// release, in place: the site and the thread are those counted
+	// below.
 	s := &p.Sites[b.site]
-	rp.release(b)
+	rp.touch(s)
+	s.liveBytes -= b.size
+	s.liveBlocks--
+	rp.liveBytes -= b.size
+	rp.liveBlocks--
+	var th *ThreadSummary
+	if b.thread != 0 {
+		th = rp.thread(uint64(b.thread))
+		th.liveBytes -= b.size
+	}
 	if !rp.windowOpen {
 		return
 	}
@@ -433,8 +538,8 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 		p.Bins = make([]Bin, BinCount)
 	}
 	p.Bins[binOf(b.size)].Frees++
-	if b.thread != 0 {
-		rp.thread(uint64(b.thread)).Frees++
+	if th != nil {
+		th.Frees++
 	}
 	pt := rp.timeline.point(e.Time)
 	pt.Frees++
@@ -442,7 +547,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 	pt.live(rp.liveBytes, rp.liveBlocks)
 	if dies {
 		lifetime := e.Time - min(b.born, e.Time)
-		s.Lifetimes[lifetimeBucket(lifetime, rp.unit)]++
+		s.Lifetimes[rp.lifetimes.bucket(lifetime)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		// The key of freedLonger, byAge, is the lifetime.
 		if o := rp.freedLonger.place(lifetime); o != nil {
@@ -698,10 +803,10 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 		if end > b.born {
 			age = end - b.born
 		}
-		if o := bigger.place(b.size); o != nil {
+		if o := bigger.placeUnique(b.size, b.born, addr); o != nil {
 			rp.objectTo(o, addr, b, 0)
 		}
-		if o := older.place(age); o != nil {
+		if o := older.placeUnique(age, b.born, addr); o != nil {
 			rp.objectTo(o, addr, b, 0)
 		}
 	})
