@@ -565,9 +565,13 @@ func (r *blockDecoder) chunkAddrValues(b *batch, refs, addrs int) bool {
 	p, tails, i, j := r.cols.columnAt(streamRawAddr)
 	prev := r.prevRaw
 	for range escapes + more {
-		v, ni, nj, ok := longVarint(p, tails, i, j)
+		// Steps between the addresses a program frees one after the
+		// other are mostly short.
+		v, ni, nj, ok := shortVarint(p, tails, i, j)
 		if !ok {
-			return false
+			if v, ni, nj, ok = longVarint(p, tails, i, j); !ok {
+				return false
+			}
 		}
 		i, j = ni, nj
 		prev += unzigzag(v)

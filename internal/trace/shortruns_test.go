@@ -57,6 +57,14 @@ func TestColumnsOfOneByteRuns(t *testing.T) {
 			e.Addr = live[at]
 			live = append(live[:at], live[at+1:]...)
 			freed = append(freed, e.Addr)
+		case k < 10 && len(live) > 2:
+			// One of the oldest blocks, from a block of the trace
+			// before: a raw address, a short step up or down from
+			// the one before.
+			e.Kind, e.API = trace.KindFree, trace.APIFree
+			at := int(rnd(3))
+			e.Addr = live[at]
+			live = append(live[:at], live[at+1:]...)
 		case k < 12 && len(freed) > 0:
 			// The address of a block released lately, given out again
 			// with its size: an address code of a class list, of
