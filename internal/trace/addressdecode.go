@@ -67,7 +67,10 @@ func (a *addressDecoder) decode(b *batch) bool {
 			e := &events[i]
 			switch e.Kind {
 			case KindAlloc:
-				if code := a.addrs[a.nextAddr]; code >= addrStep && code&1 == 0 {
+				// A run of them, not one alone: the loop costs more
+				// to start than addr.
+				if code := a.addrs[a.nextAddr]; code >= addrStep && code&1 == 0 &&
+					i+1 < len(events) && events[i+1].Kind == KindAlloc {
 					if n := a.freshAllocs(h, ti, events[i:]); n > 0 {
 						i += n - 1
 						continue
@@ -134,7 +137,6 @@ func (a *addressDecoder) freshAllocs(h *heapState, ti uint32, events []Event) in
 	codes := a.addrs[a.nextAddr:]
 	n := min(len(events), len(codes), h.allocateRoom(t))
 	events, codes = events[:n], codes[:n]
-	handles, serials, queue := h.handles, h.serials, t.queue
 	serial, at, next := h.serial, h.recentAt, t.next
 	k := 0
 	for ; k < len(events); k++ {
@@ -146,22 +148,26 @@ func (a *addressDecoder) freshAllocs(h *heapState, ti uint32, events []Event) in
 		addr := next + stepOf((code-addrStep)/2)
 		next = addr + chunkSize(e.Size)
 		serial++
+		// The tables are resliced in place, as allocate does, which
+		// costs no write barrier.
 		var num uint32
 		if last := len(h.freeNums) - 1; last >= 0 {
 			num = h.freeNums[last]
 			h.freeNums = h.freeNums[:last]
 		} else {
-			num = uint32(len(handles))
-			handles, serials = handles[:num+1], serials[:num+1]
+			num = uint32(len(h.handles))
+			h.handles = h.handles[:num+1]
+			h.serials = h.serials[:num+1]
 		}
-		handles[num] = handle{addr: addr, thread: ti, class: sizeClass(e.Size)}
-		serials[num] = serial
+		h.handles[num] = handle{addr: addr, thread: ti, class: sizeClass(e.Size)}
+		h.serials[num] = serial
 		at = (at + 1) % recentDepth
 		h.recent[at] = num
-		queue = append(queue, queued{num: num, serial: serial}) // within its room
+		q := len(t.queue)
+		t.queue = t.queue[:q+1]
+		t.queue[q] = queued{num: num, serial: serial}
 		e.Addr, e.Handle, e.OldAddr, e.OldHandle = addr, num, 0, 0
 	}
-	h.handles, h.serials, t.queue = handles, serials, queue
 	h.serial, h.recentAt, t.next = serial, at, next
 	a.nextAddr += k
 	return k
