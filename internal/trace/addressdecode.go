@@ -63,10 +63,19 @@ func (a *addressDecoder) decode(b *batch) bool {
 		h := a.heaps.get(b.events[run.at].Process)
 		ti := h.thread(b.events[run.at].Thread)
 		events := b.events[run.at:end]
-		for i := range events {
+		for i := 0; i < len(events); i++ {
 			e := &events[i]
 			switch e.Kind {
 			case KindAlloc:
+				// A run of them, not one alone: the loop costs more
+				// to start than addr.
+				if code := a.addrs[a.nextAddr]; code >= addrStep && code&1 == 0 &&
+					i+1 < len(events) && events[i+1].Kind == KindAlloc {
+					if n := a.freshAllocs(h, ti, events[i:]); n > 0 {
+						i += n - 1
+						continue
+					}
+				}
 				e.Addr, e.Handle = a.addr(h, ti, e.Size)
 				e.OldAddr, e.OldHandle = 0, 0
 			case KindFree:
@@ -115,6 +124,53 @@ func (a *addressDecoder) addr(h *heapState, ti uint32, size uint64) (uint64, uin
 		t.fresh(addr, size)
 	}
 	return addr, h.allocate(ti, addr, c)
+}
+
+// freshAllocs decodes the allocations at the start of events that are
+// coded as steps from fresh memory, as addr and allocate would, up to the
+// first other event or the first allocation for which allocate would
+// make room, and returns how many it decoded. Allocators carve most
+// blocks of a growing heap one after the other: a loop over them alone
+// keeps the state it moves in registers.
+func (a *addressDecoder) freshAllocs(h *heapState, ti uint32, events []Event) int {
+	t := &h.threads[ti]
+	codes := a.addrs[a.nextAddr:]
+	n := min(len(events), len(codes), h.allocateRoom(t))
+	events, codes = events[:n], codes[:n]
+	serial, at, next := h.serial, h.recentAt, t.next
+	k := 0
+	for ; k < len(events); k++ {
+		e := &events[k]
+		code := codes[k]
+		if e.Kind != KindAlloc || code < addrStep || code&1 != 0 {
+			break
+		}
+		addr := next + stepOf((code-addrStep)/2)
+		next = addr + chunkSize(e.Size)
+		serial++
+		// The tables are resliced in place, as allocate does, which
+		// costs no write barrier.
+		var num uint32
+		if last := len(h.freeNums) - 1; last >= 0 {
+			num = h.freeNums[last]
+			h.freeNums = h.freeNums[:last]
+		} else {
+			num = uint32(len(h.handles))
+			h.handles = h.handles[:num+1]
+			h.serials = h.serials[:num+1]
+		}
+		h.handles[num] = handle{addr: addr, thread: ti, class: sizeClass(e.Size)}
+		h.serials[num] = serial
+		at = (at + 1) % recentDepth
+		h.recent[at] = num
+		q := len(t.queue)
+		t.queue = t.queue[:q+1]
+		t.queue[q] = queued{num: num, serial: serial}
+		e.Addr, e.Handle, e.OldAddr, e.OldHandle = addr, num, 0, 0
+	}
+	h.serial, h.recentAt, t.next = serial, at, next
+	a.nextAddr += k
+	return k
 }
 
 // missing says why a class list has no address at the depth a code names.

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -364,7 +365,12 @@ func (r *blockDecoder) decodeChunk(b *batch, events []Event) bool {
 // Each has a loop of its own for the short values, nearly all of them,
 // with no call in it so that the compiler keeps all it needs in
 // registers, and reads the other values, if any, between runs of that
-// loop.
+// loop. That loop first takes values of one byte in a loop of their own,
+// up to the first value with a tail: a run of them, as where a program
+// repeats its calls, then costs a few instructions a value and a branch
+// always taken the same way. The rest of the chunk has no branch on
+// whether a value has a tail, which is as random as sizes and handles
+// are: a chunk where values mix pays one mispredicted branch more.
 
 // chunkOps decodes the op bytes of events, and returns how many of them
 // release a block and how many allocate one: how many values of the
@@ -423,7 +429,13 @@ func (r *blockDecoder) chunkStacks(events []Event) bool {
 // not short. It returns how many it decoded, the positions after them and
 // the last stack ID.
 func shortStacks(events []Event, p, tails []byte, i, j int, prev uint64) (int, int, int, uint64) {
-	for k := range events {
+	k := 0
+	// Values of one byte first.
+	for ; k < len(events) && i < len(p) && p[i] < 0x80; k, i = k+1, i+1 {
+		prev += unzigzag(uint64(p[i]))
+		events[k].Stack = prev
+	}
+	for ; k < len(events); k++ {
 		v, ni, nj, ok := shortVarint(p, tails, i, j)
 		if !ok {
 			return k, i, j, prev
@@ -446,6 +458,14 @@ func (r *blockDecoder) chunkStackUse(events []Event) bool {
 		return true
 	}
 	p, tails, i, j := r.cols.columnAt(streamStackUse)
+	pr := &r.stackUse
+	if i+len(events) <= len(p) && allZero(p[i:i+len(events)]) {
+		// Code 0 for every event, with no tails, as where the stack in use
+		// repeats: each event uses what was predicted.
+		r.cols.setColumnAt(streamStackUse, i+len(events), j)
+		pr.predictedUses(events, r.process)
+		return true
+	}
 	for k := 0; k < len(events); k++ {
 		v, ni, nj, ok := shortVarint(p, tails, i, j)
 		if !ok {
@@ -457,13 +477,25 @@ func (r *blockDecoder) chunkStackUse(events []Event) bool {
 		events[k].StackInUse = v // the code, for now
 	}
 	r.cols.setColumnAt(streamStackUse, i, j)
-	pr := &r.stackUse
 	for k := range events {
 		e := &events[k]
 		e.StackInUse = stackUseOf(e.StackInUse, pr.predict(e.Process, e.Stack))
 		pr.update(e.Process, e.Stack, e.StackInUse)
 	}
 	return true
+}
+
+// allZero reports whether every byte of p is 0, eight at a time.
+func allZero(p []byte) bool {
+	var or uint64
+	for len(p) >= 8 {
+		or |= binary.LittleEndian.Uint64(p)
+		p = p[8:]
+	}
+	for _, b := range p {
+		or |= uint64(b)
+	}
+	return or == 0
 }
 
 // chunkSizes decodes the sizes of events.
@@ -490,7 +522,19 @@ func (r *blockDecoder) chunkSizes(events []Event) bool {
 // and its tails at tails[j] as shortStacks decodes stack IDs: frees have
 // none, and a size of 0.
 func shortSizes(events []Event, p, tails []byte, i, j int) (int, int, int) {
-	for k := range events {
+	k := 0
+	for ; k < len(events); k++ { // values of one byte first
+		e := &events[k]
+		var size uint64
+		if e.Kind != KindFree {
+			if i >= len(p) || p[i] >= 0x80 {
+				break
+			}
+			size, i = uint64(p[i]), i+1
+		}
+		e.Size = size
+	}
+	for ; k < len(events); k++ {
 		e := &events[k]
 		var size uint64
 		if e.Kind != KindFree {
@@ -521,9 +565,13 @@ func (r *blockDecoder) chunkAddrValues(b *batch, refs, addrs int) bool {
 	p, tails, i, j := r.cols.columnAt(streamRawAddr)
 	prev := r.prevRaw
 	for range escapes + more {
-		v, ni, nj, ok := longVarint(p, tails, i, j)
+		// Steps between the addresses a program frees one after the
+		// other are mostly short.
+		v, ni, nj, ok := shortVarint(p, tails, i, j)
 		if !ok {
-			return false
+			if v, ni, nj, ok = longVarint(p, tails, i, j); !ok {
+				return false
+			}
 		}
 		i, j = ni, nj
 		prev += unzigzag(v)
@@ -590,7 +638,11 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 // bytes or is stop. It returns how many it decoded, and the positions
 // after them.
 func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, nj int) {
-	for n = range codes {
+	// Values of one byte first: stop, an addrSource, is one too.
+	for ; n < len(codes) && i < len(p) && p[i] < 0x80 && uint64(p[i]) != stop; n, i = n+1, i+1 {
+		codes[n] = uint64(p[i])
+	}
+	for ; n < len(codes); n++ {
 		if i >= len(p) {
 			return n, i, j
 		}

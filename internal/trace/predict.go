@@ -484,6 +484,14 @@ func (h *heapState) roomToAllocate(t *threadState) bool {
 		len(t.queue) < t.compactAt && len(t.queue) < cap(t.queue)
 }
 
+// allocateRoom returns how many blocks allocate may allocate for thread t
+// one after the other, as long as nothing is released, before
+// roomToAllocate fails.
+func (h *heapState) allocateRoom(t *threadState) int {
+	handles := len(h.freeNums) + min(cap(h.handles)-len(h.handles), cap(h.serials)-len(h.serials))
+	return max(0, min(handles, t.compactAt-len(t.queue), cap(t.queue)-len(t.queue)))
+}
+
 // makeRoom does what roomToAllocate finds missing: it compacts the queue
 // of t if that is due, and grows it and the handles, moving them to
 // reservations once they are big enough to (see full). A block holds

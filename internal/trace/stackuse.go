@@ -66,6 +66,27 @@ func (p *stackUsePredictor) update(process, stack, use uint64) {
 	}
 }
 
+// predictedUses sets the stack in use of events of process, whose
+// stacks are decoded, to what is predicted for them, as where their codes
+// are all 0, and notes them as update does: predict and update in one,
+// with the slot of a stack that is found left as it is.
+func (p *stackUsePredictor) predictedUses(events []Event, process uint64) {
+	prev := p.prev
+	for k := range events {
+		e := &events[k]
+		if stack := e.Stack; stack != 0 {
+			s := &p.slots[stack&(stackUseSlots-1)]
+			if s.stack == stack && s.process == process {
+				prev = s.use
+			} else {
+				*s = stackUseSlot{process, stack, prev}
+			}
+		}
+		e.StackInUse = prev
+	}
+	p.prev = prev
+}
+
 // repeats reports whether an event of the current thread with the given
 // stack used what the latest event of its stack did, as most do, and
 // notes the event if so: its code is then 0, and its slot stays as it
