@@ -166,7 +166,16 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 		}
 	}
 	ref := t.newRef()
-	t.pack(ref, b, bitLive)
+	// pack, without its call and its test of the block there before: a
+	// ref given out is released, so not in big.
+	lb := t.atw(ref)
+	if fits(b) {
+		lb.born, lb.site, lb.size = b.born, b.site, uint32(b.size)
+		lb.bits = bitLive | b.bornClock | uint64(b.thread)<<threadShift |
+			uint64(b.reallocs)<<reallocsShift | uint64(b.api)<<apiShift
+	} else {
+		t.packBig(ref, lb, b, bitLive)
+	}
 	if h != 0 && h < maxHandle {
 		c, e := t.handles.grow(h)
 		if e.ref1 == 0 {
@@ -187,7 +196,7 @@ func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
 	// Only a table with big blocks reads lb first: a new chunk of the
 	// arena is fresh memory, and a read before the first write maps it
 	// twice (a zero page, then a copy).
-	if len(t.big) != 0 && lb.bits&bitBig != 0 || (b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits)) != 0 {
+	if len(t.big) != 0 && lb.bits&bitBig != 0 || !fits(b) {
 		t.packBig(ref, lb, b, flags)
 		return
 	}
@@ -201,7 +210,7 @@ func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
 func (t *heapTable) packBig(ref uint32, lb *liveBlock, b *block, flags uint64) {
 	delete(t.big, ref)
 	lb.bits = 0
-	if (b.size>>32 | b.bornClock>>clockBits | uint64(b.thread>>threadBits|b.reallocs>>reallocsBits) | uint64(b.api>>apiBits)) == 0 {
+	if fits(b) {
 		t.pack(ref, b, flags)
 		return
 	}
@@ -211,6 +220,11 @@ func (t *heapTable) packBig(ref uint32, lb *liveBlock, b *block, flags uint64) {
 	t.big[ref] = *b
 	lb.born, lb.site, lb.size = b.born, b.site, 0
 	lb.bits = flags | bitBig
+}
+
+// fits reports whether b's fields fit a liveBlock.
+func fits(b *block) bool {
+	return b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits) == 0
 }
 
 // unpack returns the block at ref.
