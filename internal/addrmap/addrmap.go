@@ -209,7 +209,7 @@ func (x *Map) Put(addr uint64, v uint32) (old uint32, existed bool) {
 			pg.vals[r] = v
 		} else {
 			pg.starts[slot/64] |= 1 << (slot % 64)
-			if pg.vals == nil {
+			if cap(pg.vals) == 0 {
 				// The page will most likely fill as the one before did:
 				// the allocator carves its blocks alike.
 				pg.vals = make([]uint32, 0, max(x.lastFill, 4))
@@ -377,8 +377,18 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 	pg := x.atw(p)
 	old = pg.vals[r]
 	pg.starts[slot/64] &^= 1 << (slot % 64)
-	copy(pg.vals[r:], pg.vals[r+1:])
-	pg.vals = pg.vals[:len(pg.vals)-1]
+	// Close the gap from the nearer end: a program that frees its blocks
+	// in address order takes them from the front of each page, and
+	// moving all the values after each would cost the square of the
+	// page's blocks. The values' memory before the new front is the
+	// page's until it grows again.
+	if n := len(pg.vals); r < n/2 {
+		copy(pg.vals[1:r+1], pg.vals[:r])
+		pg.vals = pg.vals[1:]
+	} else {
+		copy(pg.vals[r:], pg.vals[r+1:])
+		pg.vals = pg.vals[:n-1]
+	}
 	x.n--
 	if len(pg.vals) == 0 {
 		x.freePage(key, p)

@@ -292,3 +292,39 @@ func benchmarkInsert(b *testing.B, all bool) {
 
 func BenchmarkPut(b *testing.B)    { benchmarkInsert(b, false) }
 func BenchmarkPutAll(b *testing.B) { benchmarkInsert(b, true) }
+
+// Frees in address order take blocks from the front of a page (see
+// Remove), and blocks put back after go where they belong.
+func TestRemoveInOrder(t *testing.T) {
+	const base, n = 0x55_0000_0000, idxPageSlots
+	var x Map
+	want := map[uint64]uint32{}
+	for i := range uint64(n) {
+		x.Put(base+i*8, uint32(i))
+		want[base+i*8] = uint32(i)
+	}
+	for round := range 3 {
+		for i := uint64(round % 2); i < n; i += 2 {
+			w, wok := want[base+i*8]
+			if v, ok := x.Remove(base + i*8); ok != wok || v != w {
+				t.Fatalf("round %d: remove(%#x) = %d, %v; want %d, %v", round, base+i*8, v, ok, w, wok)
+			}
+			delete(want, base+i*8)
+		}
+		for i := uint64(round % 2); i < n; i += 4 {
+			v := uint32(round<<16) | uint32(i)
+			x.Put(base+i*8, v)
+			want[base+i*8] = v
+		}
+		seen := map[uint64]uint32{}
+		x.Each(func(addr uint64, v uint32) { seen[addr] = v })
+		if !maps.Equal(seen, want) {
+			t.Fatalf("round %d: the map holds %d addresses, want %d (or other values)", round, len(seen), len(want))
+		}
+		for addr, v := range want {
+			if got, ok := x.Find(addr); !ok || got != v {
+				t.Fatalf("round %d: find(%#x) = %d, %v; want %d", round, addr, got, ok, v)
+			}
+		}
+	}
+}

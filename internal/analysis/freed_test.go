@@ -65,14 +65,14 @@ func TestFreedBlocksBounded(t *testing.T) {
 // The Bloom filter holds what it is given, and not much else.
 func TestBloom(t *testing.T) {
 	var f bloom
-	var addrs []uint64
+	var ring []freedAt
 	for i := range uint64(maxFreed) {
-		addrs = append(addrs, 0x7f0000000000+i*48)
+		ring = append(ring, freedAt{addr: 0x7f0000000000 + i*48})
 	}
-	f.reset(addrs)
-	for _, a := range addrs {
-		if !f.mayHave(a) {
-			t.Fatalf("lost %#x", a)
+	f.reset(ring)
+	for _, e := range ring {
+		if !f.mayHave(e.addr) {
+			t.Fatalf("lost %#x", e.addr)
 		}
 	}
 	false_ := 0

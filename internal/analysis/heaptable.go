@@ -66,10 +66,10 @@ type heapTable struct {
 	// found neither by handle nor by address.
 	strays []stray
 	// ring holds the latest frees, the newest at ring[(next-1) % maxFreed]
-	// once it is full; addrs their addresses, for the search.
-	ring  []freedBlock
-	addrs []uint64
-	next  int
+	// once it is full, each beside its address: every free writes one
+	// entry, in one stream of memory, and only a rare search reads them.
+	ring []freedAt
+	next int
 	// seen is a Bloom filter of the addresses in ring. It is made at the
 	// first free that finds no live block, and kept from then on: a
 	// program that frees nothing wrong never pays for it.
@@ -120,6 +120,13 @@ type freedBlock struct {
 	api       trace.API
 }
 
+// freedAt is a free in heapTable's ring: the address and what is
+// remembered of the block.
+type freedAt struct {
+	addr uint64
+	freedBlock
+}
+
 // entering is a batch of blocks going into the address index: their
 // addresses and refs, and the refs of the blocks they replace there.
 type entering struct {
@@ -159,14 +166,24 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 		}
 	}
 	ref := t.newRef()
-	t.pack(ref, b, bitLive)
+	// pack, without its call and its test of the block there before: a
+	// ref given out is released, so not in big.
+	lb := t.atw(ref)
+	if fits(b) {
+		lb.born, lb.site, lb.size = b.born, b.site, uint32(b.size)
+		lb.bits = bitLive | b.bornClock | uint64(b.thread)<<threadShift |
+			uint64(b.reallocs)<<reallocsShift | uint64(b.api)<<apiShift
+	} else {
+		t.packBig(ref, lb, b, bitLive)
+	}
 	if h != 0 && h < maxHandle {
-		if r, was := t.handles.get(h); r != 0 {
-			if t.at(r-1).bits&bitLive != 0 {
-				t.strays = append(t.strays, stray{r - 1, was})
-			}
+		c, e := t.handles.grow(h)
+		if e.ref1 == 0 {
+			c.used++
+		} else if t.at(e.ref1-1).bits&bitLive != 0 {
+			t.strays = append(t.strays, stray{e.ref1 - 1, e.addr})
 		}
-		t.handles.set(h, ref+1, addr)
+		e.ref1, e.addr = ref+1, addr
 	} else {
 		t.addToIndex(ref, addr)
 	}
@@ -179,7 +196,7 @@ func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
 	// Only a table with big blocks reads lb first: a new chunk of the
 	// arena is fresh memory, and a read before the first write maps it
 	// twice (a zero page, then a copy).
-	if len(t.big) != 0 && lb.bits&bitBig != 0 || (b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits)) != 0 {
+	if len(t.big) != 0 && lb.bits&bitBig != 0 || !fits(b) {
 		t.packBig(ref, lb, b, flags)
 		return
 	}
@@ -193,7 +210,7 @@ func (t *heapTable) pack(ref uint32, b *block, flags uint64) {
 func (t *heapTable) packBig(ref uint32, lb *liveBlock, b *block, flags uint64) {
 	delete(t.big, ref)
 	lb.bits = 0
-	if (b.size>>32 | b.bornClock>>clockBits | uint64(b.thread>>threadBits|b.reallocs>>reallocsBits) | uint64(b.api>>apiBits)) == 0 {
+	if fits(b) {
 		t.pack(ref, b, flags)
 		return
 	}
@@ -203,6 +220,11 @@ func (t *heapTable) packBig(ref uint32, lb *liveBlock, b *block, flags uint64) {
 	t.big[ref] = *b
 	lb.born, lb.site, lb.size = b.born, b.site, 0
 	lb.bits = flags | bitBig
+}
+
+// fits reports whether b's fields fit a liveBlock.
+func fits(b *block) bool {
+	return b.size>>32|b.bornClock>>clockBits|uint64(b.thread>>threadBits|b.reallocs>>reallocsBits)|uint64(b.api>>apiBits) == 0
 }
 
 // unpack returns the block at ref.
@@ -404,7 +426,7 @@ func (t *heapTable) dropRef(ref uint32) {
 // address.
 func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block, live bool) {
 	if b, live = t.take(addr, h, blk); live {
-		t.remember(addr, freedBlock{size: b.size, freeStack: freeStack, site: b.site, api: b.api})
+		t.remember(addr, b, freeStack)
 	}
 	return b, live
 }
@@ -413,51 +435,65 @@ func (t *heapTable) free(addr uint64, h, blk uint32, freeStack uint64) (b *block
 // it as freed: a lost free.
 func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 	t.enter(blk)
-	ref, found := t.byHandle(addr, h)
-	if !found {
+	var ref uint32
+	// Handle 0 has no entry that is set (put keeps no block under it).
+	// A handle whose entry names another address or a block not live
+	// is not the block's (a damaged trace): the handle keeps its block,
+	// so that it goes into the index in time.
+	if c, e := t.handles.lookup(h); e != nil && e.ref1 != 0 && e.addr == addr && t.at(e.ref1-1).bits&bitLive != 0 {
+		ref = e.ref1 - 1
+		e.ref1, e.addr = 0, 0
+		c.used--
+	} else {
 		// A block found in the index leaves it at once: one walk to
 		// its page and rank, not two.
+		var found bool
 		if ref, found = t.index.Remove(addr); !found {
 			return nil, false
 		}
 	}
-	t.unpackTo(&t.taken, ref)
-	t.unlink(ref, addr, false)
+	t.release(&t.taken, ref)
 	return &t.taken, true
 }
 
-// byHandle returns the ref of the live block at addr that has handle h
-// of the current trace block, if the handle table has it.
-func (t *heapTable) byHandle(addr uint64, h uint32) (uint32, bool) {
-	r, was := t.handles.get(h)
-	if r == 0 {
-		return 0, false
+// release writes the block at ref to b, as unpackTo does, and gives its
+// ref back: take's two steps in one walk to the block.
+func (t *heapTable) release(b *block, ref uint32) {
+	lb := t.atw(ref)
+	if lb.bits&bitBig != 0 {
+		*b = t.big[ref]
+		delete(t.big, ref)
+	} else {
+		bits := lb.bits
+		b.size, b.born, b.site = uint64(lb.size), lb.born, lb.site
+		b.bornClock = bits & (1<<clockBits - 1)
+		b.thread = uint32(bits >> threadShift & (1<<threadBits - 1))
+		b.reallocs = uint32(bits >> reallocsShift & (1<<reallocsBits - 1))
+		b.api = trace.API(bits >> apiShift & (1<<apiBits - 1))
 	}
-	ref := r - 1
-	if t.at(ref).bits&bitLive == 0 || was != addr {
-		// Not the block the handle was given to (a damaged trace): the
-		// handle keeps it, so that it goes into the index in time.
-		return 0, false
-	}
-	t.handles.set(h, 0, 0)
-	return ref, true
+	lb.bits, lb.size = 0, t.freeRefs
+	t.freeRefs = ref + 1
 }
 
-// remember puts a free in the ring, over the oldest once it is full.
-func (t *heapTable) remember(addr uint64, f freedBlock) {
+// remember puts a free of the block b at addr, from freeStack, in the
+// ring, over the oldest once it is full.
+func (t *heapTable) remember(addr uint64, b *block, freeStack uint64) {
+	var f *freedAt
 	if len(t.ring) < maxFreed {
-		t.ring = append(t.ring, f)
-		t.addrs = append(t.addrs, addr)
+		t.ring = append(t.ring, freedAt{})
+		f = &t.ring[len(t.ring)-1]
 	} else {
-		t.ring[t.next], t.addrs[t.next] = f, addr
+		f = &t.ring[t.next]
 	}
+	// Field by field: see unpackTo.
+	f.addr, f.size, f.freeStack, f.site, f.api = addr, b.size, freeStack, b.site, b.api
 	t.next = (t.next + 1) % maxFreed
 	switch {
 	case t.seen.bits == nil:
 	case t.next == 0:
 		// The ring went round: the filter forgets the addresses it
 		// dropped, and learns the others again.
-		t.seen.reset(t.addrs)
+		t.seen.reset(t.ring)
 	default:
 		t.seen.add(addr)
 	}
@@ -468,16 +504,16 @@ func (t *heapTable) remember(addr uint64, f freedBlock) {
 // second free of it is a double free.
 func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
 	if t.seen.bits == nil {
-		t.seen.reset(t.addrs)
+		t.seen.reset(t.ring)
 	}
 	if !t.seen.mayHave(addr) {
 		return freedBlock{}, false
 	}
-	n := len(t.addrs)
+	n := len(t.ring)
 	for i := 1; i <= n; i++ {
 		j := (t.next - i + n) % n
-		if t.addrs[j] == addr {
-			return t.ring[j], true
+		if t.ring[j].addr == addr {
+			return t.ring[j].freedBlock, true
 		}
 	}
 	return freedBlock{}, false
@@ -556,8 +592,7 @@ func (t *heapTable) clone() heapTable {
 	c.spare = nil           // and so does its next chunk
 	c.indexHandles(&t.handles, false)
 	c.inBlock = 0
-	c.ring = append([]freedBlock(nil), t.ring...)
-	c.addrs = append([]uint64(nil), t.addrs...)
+	c.ring = append([]freedAt(nil), t.ring...)
 	c.seen = t.seen.clone()
 	// The copy may be a checkpoint's, which clones of its own must not
 	// write to (enter wrote some chunks of its own).
@@ -589,14 +624,14 @@ func (f *bloom) mayHave(addr uint64) bool {
 	return f.bits[a/64]&(1<<(a%64)) != 0 && f.bits[b/64]&(1<<(b%64)) != 0
 }
 
-// reset makes the filter hold exactly addrs.
-func (f *bloom) reset(addrs []uint64) {
+// reset makes the filter hold exactly the addresses of ring.
+func (f *bloom) reset(ring []freedAt) {
 	if f.bits == nil {
 		f.bits = make([]uint64, bloomBits/64)
 	}
 	clear(f.bits)
-	for _, a := range addrs {
-		f.add(a)
+	for i := range ring {
+		f.add(ring[i].addr)
 	}
 }
 
@@ -607,7 +642,7 @@ func (f *bloom) clone() bloom { return bloom{bits: slices.Clone(f.bits)} }
 // its index that clones share count once over all of them.
 func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 	n := uint64(len(t.handles.chunks))*uint64(unsafe.Sizeof(handleChunk{})) +
-		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedBlock{})) + uint64(cap(t.addrs))*8 +
+		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedAt{})) +
 		uint64(len(t.seen.bits))*8 + uint64(len(t.big))*uint64(unsafe.Sizeof(block{})+8) +
 		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{})) +
 		uint64(cap(t.entering.addrs))*8 + uint64(cap(t.entering.refs)+cap(t.entering.olds))*4
@@ -634,41 +669,36 @@ const handleChunkBits = 14
 // handleChunk holds the blocks of 1<<handleChunkBits handles, each ref
 // beside its address: a free by handle reads one cache line of it.
 type handleChunk struct {
-	entries [1 << handleChunkBits]struct {
-		addr uint64
-		ref1 uint32
-	}
-	used int // how many of entries have a ref
+	entries [1 << handleChunkBits]handleEntry
+	used    int // how many of entries have a ref
 }
 
-// get returns the ref + 1 and address of handle h; 0 if it has none.
-func (ht *handleTable) get(h uint32) (uint32, uint64) {
+type handleEntry struct {
+	addr uint64
+	ref1 uint32
+}
+
+// lookup returns the entry of handle h and its chunk, or nil if no chunk
+// has it. Whoever sets or clears the entry's ref1 keeps the chunk's used
+// count.
+func (ht *handleTable) lookup(h uint32) (*handleChunk, *handleEntry) {
 	i := int(h >> handleChunkBits)
 	if i >= len(ht.chunks) {
-		return 0, 0
+		return nil, nil
 	}
-	e := &ht.chunks[i].entries[h&(1<<handleChunkBits-1)]
-	return e.ref1, e.addr
+	c := ht.chunks[i]
+	return c, &c.entries[h&(1<<handleChunkBits-1)]
 }
 
-// set makes ref1 (ref + 1; 0: none) and addr those of handle h.
-func (ht *handleTable) set(h, ref1 uint32, addr uint64) {
+// grow returns the entry of handle h and its chunk, adding chunks up to
+// it.
+func (ht *handleTable) grow(h uint32) (*handleChunk, *handleEntry) {
 	i := int(h >> handleChunkBits)
 	for i >= len(ht.chunks) {
-		if ref1 == 0 {
-			return
-		}
 		ht.chunks = append(ht.chunks, new(handleChunk))
 	}
 	c := ht.chunks[i]
-	e := &c.entries[h&(1<<handleChunkBits-1)]
-	switch {
-	case e.ref1 == 0 && ref1 != 0:
-		c.used++
-	case e.ref1 != 0 && ref1 == 0:
-		c.used--
-	}
-	e.ref1, e.addr = ref1, addr
+	return c, &c.entries[h&(1<<handleChunkBits-1)]
 }
 
 // each calls f with the ref + 1 and address of every handle that has one.
