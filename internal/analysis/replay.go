@@ -303,7 +303,7 @@ func (rp *replay) threadStackPeaks(e *trace.Event, th *ThreadSummary) {
 	// timeline.stack, without its call when the event falls in the step
 	// of the one before, as most do.
 	if tl := &rp.timeline; e.Time < tl.lastEnd {
-		pt := &tl.tl.Points[tl.last]
+		pt := tl.last
 		pt.StackBytes = max(pt.StackBytes, rp.stackBytes)
 		tl.stackNow = rp.stackBytes
 		return
