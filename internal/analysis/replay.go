@@ -200,8 +200,19 @@ func (rp *replay) eventsOpen(events []trace.Event, id uint64) int {
 		if total := rp.liveBytes + rp.stackBytes; total > sum.PeakTotalBytes {
 			sum.PeakTotalBytes, sum.PeakTotalTime = total, e.Time
 		}
-		if th != nil {
+		if th == nil {
+			continue
+		}
+		// threadStackPeaks, without its call when no stack peak moves
+		// and the event falls in the step of the one before, as most
+		// do.
+		tl := &rp.timeline
+		if sb := rp.stackBytes; th.stackNow > th.StackPeakBytes || th.stackNow > sum.DeepestStack.Bytes ||
+			sb > sum.StackPeakBytes || e.Time >= tl.lastEnd {
 			rp.threadStackPeaks(e, th)
+		} else {
+			tl.last.StackBytes = max(tl.last.StackBytes, sb)
+			tl.stackNow = sb
 		}
 	}
 	rp.lastTime = lastTime
