@@ -561,7 +561,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 		s.Lifetimes[rp.lifetimes.bucket(lifetime)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		// The key of freedLonger, byAge, is the lifetime.
-		if o := rp.freedLonger.place(lifetime); o != nil {
+		if o := rp.freedLonger.placeFreed(lifetime, b.born, addr); o != nil {
 			rp.objectTo(o, addr, b, e.Time)
 			o.FreeStack = e.Stack
 		}
