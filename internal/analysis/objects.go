@@ -95,12 +95,13 @@ func (t *topObjects) placeFreed(k, allocated, addr uint64) *HeapObject {
 	return t.placeFreedTied(k, allocated, addr)
 }
 
-// placeFreedTied is placeFreed for a key at or over the bar.
+// placeFreedTied is placeFreed for a key at or over the bar (placeTied
+// and place in one).
 func (t *topObjects) placeFreedTied(k, allocated, addr uint64) *HeapObject {
-	if k == 0 {
-		return t.place(k)
+	if t.cut && k == t.bar && k != 0 && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) || t.n <= 0 {
+		return nil
 	}
-	return t.placeTied(k, allocated, addr)
+	return t.add(k)
 }
 
 // placeTied is placeUnique for a key at or over the bar.
