@@ -841,13 +841,30 @@ func sortSites(sites []Site) []int32 {
 		}
 		return cmpUint(a.Stack, b.Stack)
 	})
-	sorted := make([]Site, len(sites))
 	newIndex := make([]int32, len(sites))
 	for to, from := range order {
-		sorted[to] = sites[from]
 		newIndex[from] = int32(to)
 	}
-	copy(sites, sorted)
+	// The sites move in place, a cycle of the permutation at a time: a
+	// sorted copy would take as much memory again as the sites, when the
+	// replay holds the most.
+	for i := range order {
+		if order[i] < 0 || int(order[i]) == i {
+			continue
+		}
+		held := sites[i]
+		to := i
+		for {
+			from := int(order[to])
+			order[to] = -1
+			if from == i {
+				sites[to] = held
+				break
+			}
+			sites[to] = sites[from]
+			to = from
+		}
+	}
 	return newIndex
 }
 
