@@ -214,7 +214,7 @@ func (rp *replay) clone(tree func(*stackTree) *stackTree) *replay {
 	c.heap = rp.heap.clone()
 	c.sites = siteIndex{dense: slices.Clone(rp.sites.dense), sparse: maps.Clone(rp.sites.sparse)}
 	c.problems = maps.Clone(rp.problems)
-	c.timeline.tl.Points = slices.Clone(rp.timeline.tl.Points)
+	c.timeline = rp.timeline.clone()
 	c.freedLonger = rp.freedLonger.clone()
 	return &c
 }

@@ -80,6 +80,30 @@ func (t *topObjects) placeUnique(k, allocated, addr uint64) *HeapObject {
 	return t.placeTied(k, allocated, addr)
 }
 
+// placeFreed is placeUnique for the freed objects, whose key (how long
+// they lived) is counted in time units: many tie with the bar and rank
+// after it, and are left out here rather than kept for the selection. Two
+// objects may tie on all three, which placeUnique's lists cannot: most
+// often two blocks at one address that lived less than a time unit. Which
+// of such a tie the selection keeps depends on what else the buffer holds,
+// so a key of 0 keeps every tie of the bar as place does.
+func (t *topObjects) placeFreed(k, allocated, addr uint64) *HeapObject {
+	// Small enough to inline: most offers stop here.
+	if t.cut && k < t.bar {
+		return nil
+	}
+	return t.placeFreedTied(k, allocated, addr)
+}
+
+// placeFreedTied is placeFreed for a key at or over the bar (placeTied
+// and place in one).
+func (t *topObjects) placeFreedTied(k, allocated, addr uint64) *HeapObject {
+	if t.cut && k == t.bar && k != 0 && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) || t.n <= 0 {
+		return nil
+	}
+	return t.add(k)
+}
+
 // placeTied is placeUnique for a key at or over the bar.
 func (t *topObjects) placeTied(k, allocated, addr uint64) *HeapObject {
 	if t.cut && k == t.bar && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) {

@@ -82,3 +82,58 @@ func TestTopObjectsPlaceUnique(t *testing.T) {
 		}
 	}
 }
+
+// TestTopObjectsPlaceFreed checks placeFreed, which leaves out the freed
+// objects of a key over 0 that tie with the bar but rank after it,
+// against a sort of all of them: lifetimes of a few time units, many of
+// them 0, and blocks at a few addresses, so that objects tie on all three,
+// offered in rising, falling and random order.
+func TestTopObjectsPlaceFreed(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for _, n := range []int{1, 7, 100} {
+		for _, order := range []string{"rising", "falling", "random"} {
+			all := make([]HeapObject, 20000)
+			for i := range all {
+				all[i] = HeapObject{Addr: uint64(r.Intn(32)) * 16, Allocated: 1 + uint64(r.Intn(60)), Size: uint64(i)}
+				if r.Intn(2) == 0 {
+					all[i].Freed = all[i].Allocated + uint64(r.Intn(5))
+				} else {
+					all[i].Freed = all[i].Allocated
+				}
+			}
+			top := topObjects{n: n, by: byAge}
+			switch order {
+			case "rising":
+				slices.SortStableFunc(all, func(a, b HeapObject) int { return cmpUint(top.key(&a), top.key(&b)) })
+			case "falling":
+				slices.SortStableFunc(all, func(a, b HeapObject) int { return cmpUint(top.key(&b), top.key(&a)) })
+			}
+			placed, placedAll := 0, 0
+			every := topObjects{n: n, by: byAge} // place keeps every tie
+			for _, o := range all {
+				if p := top.placeFreed(top.key(&o), o.Allocated, o.Addr); p != nil {
+					*p = o
+					placed++
+				}
+				if p := every.place(every.key(&o)); p != nil {
+					*p = o
+					placedAll++
+				}
+			}
+			want := slices.Clone(all)
+			slices.SortFunc(want, top.compare)
+			got := top.sorted()
+			if len(got) != n {
+				t.Fatalf("n %d, %s: %d kept, want %d", n, order, len(got), n)
+			}
+			for i := range got {
+				if top.key(&got[i]) != top.key(&want[i]) || got[i].Allocated != want[i].Allocated || got[i].Addr != want[i].Addr {
+					t.Fatalf("n %d, %s: object %d kept is %+v, want %+v", n, order, i, got[i], want[i])
+				}
+			}
+			if order == "random" && placed >= placedAll {
+				t.Errorf("n %d: %d objects placed, %d by place: the ties of the bar were not left out", n, placed, placedAll)
+			}
+		}
+	}
+}

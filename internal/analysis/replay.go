@@ -200,8 +200,19 @@ func (rp *replay) eventsOpen(events []trace.Event, id uint64) int {
 		if total := rp.liveBytes + rp.stackBytes; total > sum.PeakTotalBytes {
 			sum.PeakTotalBytes, sum.PeakTotalTime = total, e.Time
 		}
-		if th != nil {
+		if th == nil {
+			continue
+		}
+		// threadStackPeaks, without its call when no stack peak moves
+		// and the event falls in the step of the one before, as most
+		// do.
+		tl := &rp.timeline
+		if sb := rp.stackBytes; th.stackNow > th.StackPeakBytes || th.stackNow > sum.DeepestStack.Bytes ||
+			sb > sum.StackPeakBytes || e.Time >= tl.lastEnd {
 			rp.threadStackPeaks(e, th)
+		} else {
+			tl.last.StackBytes = max(tl.last.StackBytes, sb)
+			tl.stackNow = sb
 		}
 	}
 	rp.lastTime = lastTime
@@ -303,7 +314,7 @@ func (rp *replay) threadStackPeaks(e *trace.Event, th *ThreadSummary) {
 	// timeline.stack, without its call when the event falls in the step
 	// of the one before, as most do.
 	if tl := &rp.timeline; e.Time < tl.lastEnd {
-		pt := &tl.tl.Points[tl.last]
+		pt := tl.last
 		pt.StackBytes = max(pt.StackBytes, rp.stackBytes)
 		tl.stackNow = rp.stackBytes
 		return
@@ -550,7 +561,7 @@ func (rp *replay) freeBlock(e *trace.Event, addr uint64, b *block, dies bool) {
 		s.Lifetimes[rp.lifetimes.bucket(lifetime)]++
 		s.LifetimeAllocs[allocsBucket(rp.allocClock-b.bornClock)]++
 		// The key of freedLonger, byAge, is the lifetime.
-		if o := rp.freedLonger.place(lifetime); o != nil {
+		if o := rp.freedLonger.placeFreed(lifetime, b.born, addr); o != nil {
 			rp.objectTo(o, addr, b, e.Time)
 			o.FreeStack = e.Stack
 		}
@@ -830,13 +841,30 @@ func sortSites(sites []Site) []int32 {
 		}
 		return cmpUint(a.Stack, b.Stack)
 	})
-	sorted := make([]Site, len(sites))
 	newIndex := make([]int32, len(sites))
 	for to, from := range order {
-		sorted[to] = sites[from]
 		newIndex[from] = int32(to)
 	}
-	copy(sites, sorted)
+	// The sites move in place, a cycle of the permutation at a time: a
+	// sorted copy would take as much memory again as the sites, when the
+	// replay holds the most.
+	for i := range order {
+		if order[i] < 0 || int(order[i]) == i {
+			continue
+		}
+		held := sites[i]
+		to := i
+		for {
+			from := int(order[to])
+			order[to] = -1
+			if from == i {
+				sites[to] = held
+				break
+			}
+			sites[to] = sites[from]
+			to = from
+		}
+	}
 	return newIndex
 }
 

@@ -1,6 +1,10 @@
 package analysis
 
-import "github.com/memtrail/memtrail/internal/trace"
+import (
+	"slices"
+
+	"github.com/memtrail/memtrail/internal/trace"
+)
 
 // Timeline samples the heap of a process over the analyzed window in
 // equal steps: at most maxTimelinePoints of them, however long the run.
@@ -42,8 +46,10 @@ type timelineBuilder struct {
 	started bool
 	// last is the point of the latest event, and lastEnd the time its step
 	// ends: events come in time order, most in the step of the one
-	// before.
-	last    int
+	// before. last is kept as a pointer, not an index, for the events of
+	// that step find their point without a bounds check; it is good only
+	// while lastEnd is not 0 (see clone).
+	last    *TimelinePoint
 	lastEnd uint64
 	// stackNow is the stack in use now, which the steps that come carry.
 	stackNow uint64
@@ -53,13 +59,21 @@ func (b *timelineBuilder) start(at, step uint64) {
 	*b = timelineBuilder{tl: Timeline{Start: at, Step: max(step, 1)}, started: true}
 }
 
+// clone returns a copy of b that shares nothing with it.
+func (b *timelineBuilder) clone() timelineBuilder {
+	c := *b
+	c.tl.Points = slices.Clone(b.tl.Points)
+	c.last, c.lastEnd = nil, 0 // last is a point of b's
+	return c
+}
+
 // point returns the point of an event at t (ns since time zero), making
 // the points up to it, which carry over what was live.
 func (b *timelineBuilder) point(t uint64) *TimelinePoint {
 	if t < b.lastEnd {
 		// Most events fall in the step of the one before (lastEnd is 0
 		// until there is one).
-		return &b.tl.Points[b.last]
+		return b.last
 	}
 	return b.newPoint(t)
 }
@@ -84,9 +98,9 @@ func (b *timelineBuilder) newPoint(t uint64) *TimelinePoint {
 		}
 		b.tl.Points = append(b.tl.Points, carried)
 	}
-	b.last = int(i)
-	b.lastEnd = b.tl.Time(b.last) + b.tl.Step
-	return &b.tl.Points[i]
+	b.last = &b.tl.Points[i]
+	b.lastEnd = b.tl.Time(int(i)) + b.tl.Step
+	return b.last
 }
 
 // Merge returns the point of a step made of p's and the next one's.
