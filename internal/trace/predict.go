@@ -671,11 +671,20 @@ type heapStates struct {
 	byProcess map[uint64]*heapState
 	spare     []*heapState // reset, ready for the next processes
 	used      []*heapState
+	// last is the state of process lastProcess, the latest that get
+	// returned: a switch of context is most often to another thread of
+	// the same process, and needs no hashing then.
+	last        *heapState
+	lastProcess uint64
 }
 
 // get returns the state of process, starting it if the block has none yet.
 func (hs *heapStates) get(process uint64) *heapState {
+	if hs.last != nil && process == hs.lastProcess {
+		return hs.last
+	}
 	if h, ok := hs.byProcess[process]; ok {
+		hs.last, hs.lastProcess = h, process
 		return h
 	}
 	if hs.byProcess == nil {
@@ -693,6 +702,7 @@ func (hs *heapStates) get(process uint64) *heapState {
 	}
 	hs.byProcess[process] = h
 	hs.used = append(hs.used, h)
+	hs.last, hs.lastProcess = h, process
 	return h
 }
 
@@ -718,4 +728,5 @@ func (hs *heapStates) reset() {
 	hs.spare = append(hs.spare, hs.used...)
 	hs.used = hs.used[:0]
 	clear(hs.byProcess)
+	hs.last = nil
 }
