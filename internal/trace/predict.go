@@ -356,9 +356,9 @@ func (l *classList) takeAt(d uint64) (uint64, bool) {
 
 // closeDown moves the k entries above ring index at down by one, over it.
 // They move in runs that do not wrap around the end of the ring, each in
-// one copy: taken depths average a dozen or more on programs that free
-// across threads, and a move an entry, masking both of its indexes, costs
-// several times a copy.
+// one copy: on programs that free across threads, glibc hands addresses
+// back from deep in the lists, and moving their entries one at a time,
+// masking both indexes of each, costs more than the copy.
 func (l *classList) closeDown(at, k int) {
 	for k > 0 {
 		from := at + 1
