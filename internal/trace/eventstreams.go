@@ -89,13 +89,18 @@ func decodeShort(vals *[decodedAhead]uint64, p, tp []byte, i, j int) (n, pi, tj 
 		j += int(long)
 		n++
 	}
-	// The tails have run out: values without one may still come.
-	for n < len(vals) && i < len(p) && p[i] < 0x80 {
-		vals[n] = uint64(p[i])
-		i++
-		n++
+	// The tails have run out: values without one may still come. The
+	// loop over them has one bound, so that it tests a byte a value.
+	if n >= len(vals) || i >= len(p) {
+		return n, i, j
 	}
-	return n, i, j
+	rest := p[i:min(len(p), i+len(vals)-n)]
+	dst := vals[n : n+len(rest)]
+	k := 0
+	for ; k < len(rest) && rest[k] < 0x80; k++ {
+		dst[k] = uint64(rest[k])
+	}
+	return n + k, i + k, j
 }
 
 // sync moves the positions of the varint columns and their tails back to

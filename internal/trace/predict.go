@@ -341,24 +341,54 @@ func (l *classList) takeAt(d uint64) (uint64, bool) {
 	}
 	mask := len(l.addrs) - 1
 	i := l.n - 1 - int(d) // from the bottom
-	addr := l.addrs[(l.bottom+i)&mask]
+	at := (l.bottom + i) & mask
+	addr := l.addrs[at]
 	if int(d) <= i {
-		// The d entries above it move down.
-		for ; i < l.n-1; i++ {
-			to, from := (l.bottom+i)&mask, (l.bottom+i+1)&mask
-			l.addrs[to], l.pushed[to] = l.addrs[from], l.pushed[from]
-		}
+		l.closeDown(at, int(d))
 	} else {
-		// The i entries below it move up, and the bottom with them.
-		for ; i > 0; i-- {
-			to, from := (l.bottom+i)&mask, (l.bottom+i-1)&mask
-			l.addrs[to], l.pushed[to] = l.addrs[from], l.pushed[from]
-		}
+		l.closeUp(at, i)
 		l.bottom = (l.bottom + 1) & mask
 		l.bottomPushed = l.pushed[l.bottom] // moved up, unless it was taken
 	}
 	l.n--
 	return addr, true
+}
+
+// closeDown moves the k entries above ring index at down by one, over it.
+// They move in runs that do not wrap around the end of the ring, each in
+// one copy: on programs that free across threads, glibc hands addresses
+// back from deep in the lists, and moving their entries one at a time,
+// masking both indexes of each, costs more than the copy.
+func (l *classList) closeDown(at, k int) {
+	for k > 0 {
+		from := at + 1
+		if from == len(l.addrs) { // the entry above is at index 0
+			l.addrs[at], l.pushed[at] = l.addrs[0], l.pushed[0]
+			at, k = 0, k-1
+			continue
+		}
+		run := min(k, len(l.addrs)-from)
+		copy(l.addrs[at:at+run], l.addrs[from:from+run])
+		copy(l.pushed[at:at+run], l.pushed[from:from+run])
+		at, k = from+run-1, k-run
+	}
+}
+
+// closeUp moves the k entries below ring index at up by one, over it, in
+// runs as closeDown does.
+func (l *classList) closeUp(at, k int) {
+	for k > 0 {
+		if at == 0 { // the entry below is at the end of the ring
+			last := len(l.addrs) - 1
+			l.addrs[0], l.pushed[0] = l.addrs[last], l.pushed[last]
+			at, k = last, k-1
+			continue
+		}
+		run := min(k, at)
+		copy(l.addrs[at-run+1:at+1], l.addrs[at-run:at])
+		copy(l.pushed[at-run+1:at+1], l.pushed[at-run:at])
+		at, k = at-run, k-run
+	}
 }
 
 // heapState is the predictor state of one process within a block.
@@ -641,11 +671,20 @@ type heapStates struct {
 	byProcess map[uint64]*heapState
 	spare     []*heapState // reset, ready for the next processes
 	used      []*heapState
+	// last is the state of process lastProcess, the latest that get
+	// returned: a switch of context is most often to another thread of
+	// the same process, and needs no hashing then.
+	last        *heapState
+	lastProcess uint64
 }
 
 // get returns the state of process, starting it if the block has none yet.
 func (hs *heapStates) get(process uint64) *heapState {
+	if hs.last != nil && process == hs.lastProcess {
+		return hs.last
+	}
 	if h, ok := hs.byProcess[process]; ok {
+		hs.last, hs.lastProcess = h, process
 		return h
 	}
 	if hs.byProcess == nil {
@@ -663,6 +702,7 @@ func (hs *heapStates) get(process uint64) *heapState {
 	}
 	hs.byProcess[process] = h
 	hs.used = append(hs.used, h)
+	hs.last, hs.lastProcess = h, process
 	return h
 }
 
@@ -688,4 +728,5 @@ func (hs *heapStates) reset() {
 	hs.spare = append(hs.spare, hs.used...)
 	hs.used = hs.used[:0]
 	clear(hs.byProcess)
+	hs.last = nil
 }

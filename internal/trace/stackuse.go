@@ -14,13 +14,26 @@ package trace
 //
 // Its state starts afresh in every block.
 type stackUsePredictor struct {
-	prev    uint64 // what the current thread's previous event used
-	thread  threadKey
-	threads map[threadKey]uint64 // prev of the threads other than the current one
-	slots   [stackUseSlots]stackUseSlot
+	prev   uint64    // what the current thread's previous event used
+	thread threadKey // the current thread
+	// threads holds what the previous event of each thread of the block
+	// used, and threads[current] is the current thread's (out of date:
+	// prev has it). A block has a few threads most often, so context goes
+	// through them; byThread indexes them once there are more than
+	// maxScannedThreads, as hashing a key of two words on every switch
+	// costs more than going through a few.
+	threads  []threadPrev
+	current  int
+	byThread map[threadKey]int
+	slots    [stackUseSlots]stackUseSlot
 }
 
 type threadKey struct{ process, thread uint64 }
+
+type threadPrev struct {
+	key  threadKey
+	prev uint64
+}
 
 type stackUseSlot struct{ process, stack, use uint64 }
 
@@ -29,7 +42,9 @@ const stackUseSlots = 4096
 
 func (p *stackUsePredictor) reset() {
 	p.prev, p.thread = 0, threadKey{}
-	clear(p.threads)
+	// The thread before any Context record is the zero key, as any other.
+	p.threads, p.current = append(p.threads[:0], threadPrev{}), 0
+	clear(p.byThread)
 	clear(p.slots[:])
 }
 
@@ -39,11 +54,40 @@ func (p *stackUsePredictor) context(process, thread uint64) {
 	if k == p.thread {
 		return
 	}
-	if p.threads == nil {
-		p.threads = make(map[threadKey]uint64)
+	if len(p.threads) == 0 { // a predictor that was never reset
+		p.threads = append(p.threads, threadPrev{key: p.thread})
 	}
-	p.threads[p.thread] = p.prev
-	p.thread, p.prev = k, p.threads[k]
+	p.threads[p.current].prev = p.prev
+	i := p.indexOf(k)
+	p.current, p.thread, p.prev = i, k, p.threads[i].prev
+}
+
+// indexOf returns the index of thread k in threads, adding it if it is
+// not there.
+func (p *stackUsePredictor) indexOf(k threadKey) int {
+	if len(p.threads) <= maxScannedThreads {
+		for i := range p.threads {
+			if p.threads[i].key == k {
+				return i
+			}
+		}
+	} else if i, ok := p.byThread[k]; ok {
+		return i
+	}
+	p.threads = append(p.threads, threadPrev{key: k})
+	i := len(p.threads) - 1
+	switch {
+	case i == maxScannedThreads: // from now on, the map
+		if p.byThread == nil {
+			p.byThread = make(map[threadKey]int)
+		}
+		for j := range p.threads {
+			p.byThread[p.threads[j].key] = j
+		}
+	case i > maxScannedThreads:
+		p.byThread[k] = i
+	}
+	return i
 }
 
 // predict returns the prediction of the stack in use of an event of the
