@@ -243,6 +243,11 @@ func (t *heapTable) unpackTo(b *block, ref uint32) {
 		*b = t.big[ref]
 		return
 	}
+	lb.unpackTo(b)
+}
+
+// unpackTo writes the fields of lb, a block packed whole, to b.
+func (lb *liveBlock) unpackTo(b *block) {
 	bits := lb.bits
 	b.size, b.born, b.site = uint64(lb.size), lb.born, lb.site
 	b.bornClock = bits & (1<<clockBits - 1)
@@ -464,12 +469,7 @@ func (t *heapTable) release(b *block, ref uint32) {
 		*b = t.big[ref]
 		delete(t.big, ref)
 	} else {
-		bits := lb.bits
-		b.size, b.born, b.site = uint64(lb.size), lb.born, lb.site
-		b.bornClock = bits & (1<<clockBits - 1)
-		b.thread = uint32(bits >> threadShift & (1<<threadBits - 1))
-		b.reallocs = uint32(bits >> reallocsShift & (1<<reallocsBits - 1))
-		b.api = trace.API(bits >> apiShift & (1<<apiBits - 1))
+		lb.unpackTo(b)
 	}
 	lb.bits, lb.size = 0, t.freeRefs
 	t.freeRefs = ref + 1
