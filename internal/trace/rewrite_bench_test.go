@@ -37,11 +37,21 @@ func BenchmarkRewrite(b *testing.B) {
 		if raw {
 			name = "raw"
 		}
-		b.Run(name, func(b *testing.B) { rewrite(b, info, events, raw) })
+		b.Run(name, func(b *testing.B) {
+			rewrite(b, info, len(events), raw, func(emit func(*Event)) {
+				for i := range events {
+					emit(&events[i])
+				}
+			})
+		})
 	}
 }
 
-func rewrite(b *testing.B, info Info, events []Event, raw bool) {
+// rewrite measures a Writer of info, compressing unless raw, writing the n
+// events gen emits, and reports their cost and size.
+func rewrite(b *testing.B, info Info, n int, raw bool, gen func(emit func(*Event))) {
+	b.ReportAllocs()
+	gen(func(*Event) {}) // the events are made before the clock starts
 	var size int64
 	cpu := cpuTime()
 	for b.Loop() {
@@ -51,17 +61,17 @@ func rewrite(b *testing.B, info Info, events []Event, raw bool) {
 			b.Fatal(err)
 		}
 		w.Uncompressed = raw
-		for i := range events {
-			if err := w.EventAt(&events[i]); err != nil {
+		gen(func(e *Event) {
+			if err := w.EventAt(e); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 		if err := w.Close(); err != nil {
 			b.Fatal(err)
 		}
 		size = cw.n
 	}
-	reportEvents(b, len(events), int(size), cpuTime()-cpu)
+	reportEvents(b, n, int(size), cpuTime()-cpu)
 }
 
 type countingWriter struct{ n int64 }

@@ -110,30 +110,7 @@ func BenchmarkWriterWorkloads(b *testing.B) {
 			if raw {
 				name = wl.name + "/raw"
 			}
-			b.Run(name, func(b *testing.B) {
-				b.ReportAllocs()
-				wl.gen(func(*Event) {}) // makes the events
-				var size int64
-				cpu := cpuTime()
-				for b.Loop() {
-					var cw countingWriter
-					w, err := NewWriter(&cw, info)
-					if err != nil {
-						b.Fatal(err)
-					}
-					w.Uncompressed = raw
-					wl.gen(func(e *Event) {
-						if err := w.EventAt(e); err != nil {
-							b.Fatal(err)
-						}
-					})
-					if err := w.Close(); err != nil {
-						b.Fatal(err)
-					}
-					size = cw.n
-				}
-				reportEvents(b, wl.events, int(size), cpuTime()-cpu)
-			})
+			b.Run(name, func(b *testing.B) { rewrite(b, info, wl.events, raw, wl.gen) })
 		}
 	}
 }
