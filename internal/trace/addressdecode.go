@@ -148,19 +148,7 @@ func (a *addressDecoder) freshAllocs(h *heapState, ti uint32, events []Event) in
 		addr := next + stepOf((code-addrStep)/2)
 		next = addr + chunkSize(e.Size)
 		serial++
-		// The tables are resliced in place, as allocate does, which
-		// costs no write barrier.
-		var num uint32
-		if last := len(h.freeNums) - 1; last >= 0 {
-			num = h.freeNums[last]
-			h.freeNums = h.freeNums[:last]
-		} else {
-			num = uint32(len(h.handles))
-			h.handles = h.handles[:num+1]
-			h.serials = h.serials[:num+1]
-		}
-		h.handles[num] = handle{addr: addr, thread: ti, class: sizeClass(e.Size)}
-		h.serials[num] = serial
+		num := h.number(handle{addr: addr, thread: ti, class: sizeClass(e.Size)}, serial)
 		at = (at + 1) % recentDepth
 		h.recent[at] = num
 		q := len(t.queue)

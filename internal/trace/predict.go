@@ -482,27 +482,32 @@ func (h *heapState) allocate(ti uint32, addr uint64, c uint8) uint32 {
 	}
 	h.serial++
 	serial := h.serial
-	hd := handle{addr: addr, thread: ti, class: c}
-	var num uint32
-	if n := len(h.freeNums) - 1; n >= 0 {
-		num = h.freeNums[n]
-		h.freeNums = h.freeNums[:n]
-		h.handles[num] = hd
-		h.serials[num] = serial
-	} else {
-		// A new number, highest + 1: the length of handles.
-		num = uint32(len(h.handles))
-		h.handles = h.handles[:num+1]
-		h.handles[num] = hd
-		h.serials = h.serials[:num+1]
-		h.serials[num] = serial
-	}
+	num := h.number(handle{addr: addr, thread: ti, class: c}, serial)
 	at := (h.recentAt + 1) % recentDepth
 	h.recentAt = at
 	h.recent[at] = num
 	n := len(t.queue)
 	t.queue = t.queue[:n+1]
 	t.queue[n] = queued{num: num, serial: serial}
+	return num
+}
+
+// number gives hd, allocated as number serial, a handle number: the
+// latest released one, else highest + 1 (the length of handles). The
+// tables are resliced in place, within the room roomToAllocate checked,
+// which costs no write barrier.
+func (h *heapState) number(hd handle, serial uint32) uint32 {
+	var num uint32
+	if n := len(h.freeNums) - 1; n >= 0 {
+		num = h.freeNums[n]
+		h.freeNums = h.freeNums[:n]
+	} else {
+		num = uint32(len(h.handles))
+		h.handles = h.handles[:num+1]
+		h.serials = h.serials[:num+1]
+	}
+	h.handles[num] = hd
+	h.serials[num] = serial
 	return num
 }
 
