@@ -70,14 +70,13 @@ func (t *topObjects) place(k uint64) *HeapObject {
 // ranks after the last of the n kept at the latest cut can never be kept:
 // it is left out even when its key ties with the bar, as most do when
 // blocks of a few sizes are offered by size. (The freed objects of a run
-// may tie on all three, two short-lived blocks at one address: for them
-// place keeps every tie of the bar for the selection.)
+// may tie on all three: see placeFreed.)
 func (t *topObjects) placeUnique(k, allocated, addr uint64) *HeapObject {
 	// Small enough to inline: most offers stop here.
 	if t.cut && k < t.bar {
 		return nil
 	}
-	return t.placeTied(k, allocated, addr)
+	return t.placeTied(k, allocated, addr, false)
 }
 
 // placeFreed is placeUnique for the freed objects, whose key (how long
@@ -92,24 +91,16 @@ func (t *topObjects) placeFreed(k, allocated, addr uint64) *HeapObject {
 	if t.cut && k < t.bar {
 		return nil
 	}
-	return t.placeFreedTied(k, allocated, addr)
+	return t.placeTied(k, allocated, addr, k == 0)
 }
 
-// placeFreedTied is placeFreed for a key at or over the bar (placeTied
-// and place in one).
-func (t *topObjects) placeFreedTied(k, allocated, addr uint64) *HeapObject {
-	if t.cut && k == t.bar && k != 0 && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) || t.n <= 0 {
+// placeTied is placeUnique for a key at or over the bar; keepTies keeps
+// an object that ties with the bar on all three for the selection.
+func (t *topObjects) placeTied(k, allocated, addr uint64, keepTies bool) *HeapObject {
+	if t.cut && k == t.bar && !keepTies && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) || t.n <= 0 {
 		return nil
 	}
 	return t.add(k)
-}
-
-// placeTied is placeUnique for a key at or over the bar.
-func (t *topObjects) placeTied(k, allocated, addr uint64) *HeapObject {
-	if t.cut && k == t.bar && (allocated > t.barAllocated || allocated == t.barAllocated && addr > t.barAddr) {
-		return nil
-	}
-	return t.place(k)
 }
 
 // add returns where to keep one more object, of key k.
