@@ -50,6 +50,7 @@ func runOK(t *testing.T, args ...string) (string, string) {
 type listedProcess struct {
 	ID     string   `json:"id"`
 	PID    uint64   `json:"pid"`
+	PPID   uint64   `json:"ppid"`
 	Args   []string `json:"args"`
 	Peak   uint64   `json:"peak_bytes"`
 	Allocs uint64   `json:"allocations"`
