@@ -215,7 +215,7 @@ func TestPIDImages(t *testing.T) {
 		t.Errorf("check -pid %d.1: not image 1 alone:\n%s", pid, out)
 	}
 	out, _ = runOK(t, "diff", "-old-pid", fmt.Sprintf("%d.1", pid), "-new-pid", fmt.Sprintf("%d.2", pid), trace, trace)
-	if !strings.Contains(out, " exec2  (pid") || !strings.Contains(out, " exec1  (pid") {
+	if !strings.Contains(out, fmt.Sprintf(" exec2  (pid %d.1)", pid)) || !strings.Contains(out, fmt.Sprintf(" exec1  (pid %d.2)", pid)) {
 		t.Errorf("diff -old-pid %d.1 -new-pid %d.2: not images 1 and 2:\n%s", pid, pid, out)
 	}
 	checkBadInput(t, []string{"report", "-pid", fmt.Sprintf("%d.4", pid), trace}, 1,

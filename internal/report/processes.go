@@ -81,6 +81,12 @@ func (x *images) id(p *analysis.Process) ProcessID {
 	return ProcessID{PID: p.PID, Image: x.number[p]}
 }
 
+// IDOf returns how -pid names p, a process of m: its pid alone if no
+// other process of m had it, else with which image of the pid it is.
+func IDOf(m *analysis.Model, p *analysis.Process) ProcessID {
+	return imagesOf(m).id(p)
+}
+
 // image says which image of its pid p is, "image 2 of 3", if its pid had
 // several; "" otherwise.
 func (x *images) image(p *analysis.Process) string {
