@@ -11,7 +11,7 @@ import (
 	"github.com/memtrail/memtrail/internal/fixture"
 )
 
-// TestDeepestUnnamedFrames records testdata/unnamed.c stripped, so that
+// TestDeepestUnnamedFrames records report's testdata/unnamed.c stripped, so that
 // its frames are known only by their addresses. The deepest stack runs
 // through ping and pong calling each other, distinct frames that the JSON
 // and the text must both list one by one, each at its own address, and
@@ -20,7 +20,7 @@ import (
 func TestDeepestUnnamedFrames(t *testing.T) {
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "unnamed")
-	built := fixture.Build(t, filepath.Join("testdata", "unnamed.c"), "-g0", "-O0")
+	built := fixture.Build(t, filepath.Join("..", "..", "internal", "report", "testdata", "unnamed.c"), "-g0", "-O0")
 	if out, err := exec.Command("strip", "-o", prog, built).CombinedOutput(); err != nil {
 		t.Fatalf("strip: %v\n%s", err, out)
 	}
