@@ -21,6 +21,7 @@ func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{"needs two trace files: the old run's and the new run's"}
 	}
 	var procs [2]*analysis.Process
+	var ids [2]report.ProcessID
 	for i, pid := range []report.ProcessID{oldPID.ProcessID, newPID.ProcessID} {
 		m, err := analyzeCached(fs.Arg(i), analysis.Options{})
 		if err != nil {
@@ -29,13 +30,14 @@ func diffCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if procs[i], err = report.PickID(m, pid); err != nil {
 			return 1, err
 		}
+		ids[i] = report.IDOf(m, procs[i])
 	}
 	changes := analysis.Compare(procs[0], procs[1])
 	var err error
 	if *asJSON {
 		err = report.DiffJSON(stdout, procs[0], procs[1], changes)
 	} else {
-		err = report.DiffText(stdout, procs[0], procs[1], changes, report.Options{Top: *top, Frames: *frames, Color: colored(stdout)})
+		err = report.DiffText(stdout, procs[0], procs[1], ids[0], ids[1], changes, report.Options{Top: *top, Frames: *frames, Color: colored(stdout)})
 	}
 	if err != nil {
 		return 1, err

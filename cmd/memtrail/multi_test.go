@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
 
 	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/web"
 )
 
 // recordMulti records testdata/multi.c run with args and returns the trace.
@@ -50,6 +54,7 @@ func runOK(t *testing.T, args ...string) (string, string) {
 type listedProcess struct {
 	ID     string   `json:"id"`
 	PID    uint64   `json:"pid"`
+	PPID   uint64   `json:"ppid"`
 	Args   []string `json:"args"`
 	Peak   uint64   `json:"peak_bytes"`
 	Allocs uint64   `json:"allocations"`
@@ -129,7 +134,10 @@ func TestReportManyProcesses(t *testing.T) {
 
 // TestPIDImages records a pid that had three images (multi exec2 execs
 // exec1, which execs image): -pid PID is the last, PID.1 to PID.3 each
-// of them, PID.4 an error that lists them; report -processes names them so.
+// of them, in report, check, diff, export and the web UI's API, PID.4 an
+// error that lists them; report -processes names them so, and says to
+// use its first column as -pid, and the report of each image names the
+// -pid of each.
 func TestPIDImages(t *testing.T) {
 	trace := recordMulti(t, "exec2")
 	procs := processesOf(t, trace)
@@ -142,11 +150,25 @@ func TestPIDImages(t *testing.T) {
 			t.Errorf("process %d is named %q, want %q", i, p.ID, want)
 		}
 	}
+	table, _ := runOK(t, "report", "-processes", trace)
+	for _, want := range []string{fmt.Sprintf("see one with memtrail report and the -pid of its first column (e.g. -pid %d.1)\n", pid),
+		"-pid  program", fmt.Sprintf("\n  %d.1  ", pid)} {
+		if !strings.Contains(table, want) {
+			t.Errorf("report -processes: no %q in\n%s", want, table)
+		}
+	}
+	ids := func(images ...int) string {
+		var list []string
+		for _, k := range images {
+			list = append(list, fmt.Sprintf("-pid %d.%d", pid, k))
+		}
+		return strings.Join(list, ", ")
+	}
 	for _, c := range []struct{ pid, program, image string }{
-		{fmt.Sprint(pid), "exec2 image", "(image 3 of 3)"},
-		{fmt.Sprintf("%d.1", pid), "exec2 exec2", "(image 1 of 3)"},
-		{fmt.Sprintf("%d.2", pid), "exec2 exec1", "(image 2 of 3)"},
-		{fmt.Sprintf("%d.3", pid), "exec2 image", "(image 3 of 3)"},
+		{fmt.Sprint(pid), "exec2 image", "(image 3 of 3, " + ids(3) + "; the others: " + ids(1, 2) + ")"},
+		{fmt.Sprintf("%d.1", pid), "exec2 exec2", "(image 1 of 3, " + ids(1) + "; the others: " + ids(2, 3) + ")"},
+		{fmt.Sprintf("%d.2", pid), "exec2 exec1", "(image 2 of 3, " + ids(2) + "; the others: " + ids(1, 3) + ")"},
+		{fmt.Sprintf("%d.3", pid), "exec2 image", "(image 3 of 3, " + ids(3) + "; the others: " + ids(1, 2) + ")"},
 	} {
 		out, _ := runOK(t, "report", "-pid", c.pid, trace)
 		// The command line is the program's path, then its mode.
@@ -156,10 +178,36 @@ func TestPIDImages(t *testing.T) {
 			t.Errorf("report -pid %s: %q, want the program in mode %s, %s", c.pid, lines[:2], mode, c.image)
 		}
 	}
-	// Each image's own numbers: exec2 keeps 1 KiB, exec1 2 KiB, image 20.
+	// Each image's own numbers: exec2 keeps 1 KiB, exec1 2 KiB, image 20,
+	// and so does its export, by the command and by the web UI.
+	srv, err := web.New(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := srv.Handler()
 	for i, kib := range []uint64{1, 2, 20} {
 		if procs[i].Peak != kib<<10 {
 			t.Errorf("image %d: peak %d bytes, want %d KiB", i+1, procs[i].Peak, kib)
+		}
+		id := fmt.Sprintf("%d.%d", pid, i+1)
+		collapsed, _ := runOK(t, "export", "-format", "collapsed", "-o", "-", "-pid", id, trace)
+		if peak := collapsedTotal(t, collapsed); peak != kib<<10 {
+			t.Errorf("export -format collapsed -pid %s: peak %d bytes, want %d KiB", id, peak, kib)
+		}
+		if peak := collapsedTotal(t, webGet(t, handler, srv.Token(), "/api/export?format=collapsed&pid="+id)); peak != kib<<10 {
+			t.Errorf("/api/export?format=collapsed&pid=%s: peak %d bytes, want %d KiB", id, peak, kib)
+		}
+		var view struct {
+			Args    []string
+			Summary struct {
+				Peak uint64 `json:"peak_bytes"`
+			}
+		}
+		if err := json.Unmarshal([]byte(webGet(t, handler, srv.Token(), "/api/view?view=summary&pid="+id)), &view); err != nil {
+			t.Fatalf("/api/view?view=summary&pid=%s: %v", id, err)
+		}
+		if view.Summary.Peak != kib<<10 {
+			t.Errorf("/api/view?view=summary&pid=%s: %q, peak %d bytes, want %d KiB", id, view.Args, view.Summary.Peak, kib)
 		}
 	}
 	out, _ := runOK(t, "check", "-max-peak", "1KiB", "-pid", fmt.Sprintf("%d.1", pid), trace)
@@ -167,7 +215,7 @@ func TestPIDImages(t *testing.T) {
 		t.Errorf("check -pid %d.1: not image 1 alone:\n%s", pid, out)
 	}
 	out, _ = runOK(t, "diff", "-old-pid", fmt.Sprintf("%d.1", pid), "-new-pid", fmt.Sprintf("%d.2", pid), trace, trace)
-	if !strings.Contains(out, " exec2  (pid") || !strings.Contains(out, " exec1  (pid") {
+	if !strings.Contains(out, fmt.Sprintf(" exec2  (pid %d.1)", pid)) || !strings.Contains(out, fmt.Sprintf(" exec1  (pid %d.2)", pid)) {
 		t.Errorf("diff -old-pid %d.1 -new-pid %d.2: not images 1 and 2:\n%s", pid, pid, out)
 	}
 	checkBadInput(t, []string{"report", "-pid", fmt.Sprintf("%d.4", pid), trace}, 1,
@@ -178,6 +226,33 @@ func TestPIDImages(t *testing.T) {
 	checkHTMLImage(t, trace, fmt.Sprintf("%d.2", pid), "exec1")
 	checkBadInput(t, []string{"export", "-format", "parquet", "-o", t.TempDir(), "-pid", fmt.Sprintf("%d.2", pid), trace}, 2,
 		"-format parquet writes every image of a pid: -pid takes a pid alone")
+}
+
+// webGet returns the answer of the web UI's handler to path (with a query)
+// and its token, which must be 200 OK.
+func webGet(t *testing.T, handler http.Handler, token, path string) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	handler.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1"+path+"&token="+token, nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("%s: status %d\n%s", path, w.Code, w.Body.String())
+	}
+	return w.Body.String()
+}
+
+// collapsedTotal returns the sum of the weights of collapsed stacks.
+func collapsedTotal(t *testing.T, collapsed string) uint64 {
+	t.Helper()
+	var total uint64
+	for _, line := range strings.Split(strings.TrimSpace(collapsed), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		n, err := strconv.ParseUint(line[i+1:], 10, 64)
+		if err != nil {
+			t.Fatalf("collapsed line %q: %v", line, err)
+		}
+		total += n
+	}
+	return total
 }
 
 // checkHTMLImage writes report -html -pid id of trace and checks that the

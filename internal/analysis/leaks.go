@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 
 	"github.com/memtrail/memtrail/internal/trace"
@@ -11,17 +10,26 @@ import (
 // LeakClasses returns how the blocks p still had allocated at its exit
 // divide into memcheck's classes — definitely, indirectly and possibly
 // lost, still reachable — or, if there is no classification to give, why
-// not: a process scans its memory only at a normal exit, and not when
-// recorded with memtrail run -leak-check=false; the classes are of the
-// exit, not of the end of an earlier window.
+// not, which must be true of p: a process scans its memory only when it
+// calls exit (the agent hooks exit and _exit), unless recorded with
+// memtrail run -leak-check=false; the classes are of the exit, not of the
+// end of an earlier window.
 func (p *Process) LeakClasses() (*trace.LeakScan, string) {
 	switch {
 	case p.Ended && p.How == trace.EndSignaled:
-		return nil, fmt.Sprintf("killed by signal %d: no scan at exit", p.Code)
+		return nil, "killed by " + trace.Signal(p.Code) + ": no scan at exit"
 	case p.Ended && p.How == trace.EndExec:
 		return nil, "replaced by exec: no scan at exit"
 	case p.Ended && p.How == trace.EndExecUnrecorded:
 		return nil, "exec'd without memtrail: no scan at exit"
+	case p.Ended && p.How == trace.EndRunning:
+		return nil, "still running when recording stopped: no scan at exit"
+	case p.Ended && p.How == trace.EndUnknown:
+		// The recorder learns an exit from the agent, a wait status or
+		// the kernel; none of them: it never called exit, and its
+		// parent reaped it before the recorder could see how it ended
+		// (a kernel before 6.15 keeps no status for the recorder).
+		return nil, "ended without calling exit, how not known (its parent reaped it first): no scan at exit"
 	case p.LeakScan == nil && !p.Ended:
 		return nil, "the trace has no end of the process: no scan"
 	case p.LeakScan == nil:

@@ -487,9 +487,7 @@ func (r *Recorder) connect(h *hello) {
 		id = r.nprocs
 	}
 	p := newProcess(id, h.pid, h.region)
-	if fd, err := unix.PidfdOpen(h.pid, 0); err == nil {
-		p.pidfd = fd
-	} else {
+	if p.pidfd = h.pidfd; p.pidfd < 0 {
 		p.gone = true
 	}
 	p.start = trace.Process{ID: p.id, PID: uint64(h.pid), PPID: uint64(h.ppid),
@@ -788,8 +786,8 @@ func (r *Recorder) checkDeaths() {
 }
 
 // howEnded finds out how a dead process ended: from its wait status if it
-// was the recorder's child, else from the exit it announced, else from
-// /proc while it is a zombie.
+// was the recorder's child, else from /proc while it is a zombie, else
+// from its pidfd once reaped, else from the exit it announced.
 func (r *Recorder) howEnded(p *process) (trace.EndHow, int64) {
 	if p.pid == r.mainPid && !r.mainEnded {
 		// Its status is on its way from the reaper.
@@ -816,6 +814,10 @@ func (r *Recorder) howEnded(p *process) (trace.EndHow, int64) {
 	}
 	if code, ok := zombieStatus(p.pid); ok {
 		e := endOf(code)
+		return e.How, e.Code
+	}
+	if ws, ok := pidfdExit(p.pidfd); ok {
+		e := endOf(ws)
 		return e.How, e.Code
 	}
 	if p.exited {

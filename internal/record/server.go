@@ -28,6 +28,11 @@ type hello struct {
 	exe, cwd  string
 	region    *region
 	tsc       uint64 // when it connected
+	// pidfd is the process's, opened while it waited for its welcome
+	// (alive, or a zombie if killed meanwhile), so that the recorder
+	// learns how it ended even if its parent reaps it before the
+	// recorder takes the hello in; -1 if it could not be opened.
+	pidfd int
 }
 
 // server accepts agents on an abstract Unix socket, gives each process its
@@ -241,8 +246,15 @@ func (s *server) handshake(conn *net.UnixConn, pid int) error {
 		s.clock.add(r)
 	}
 	binary.LittleEndian.PutUint64(welcome[8:], uint64(len(r.mem)))
+	h.pidfd, err = unix.PidfdOpen(pid, 0)
+	if err != nil {
+		h.pidfd = -1
+	}
 	if _, _, err := conn.WriteMsgUnix(welcome, unix.UnixRights(r.fd), nil); err != nil {
 		r.unmap()
+		if h.pidfd >= 0 {
+			unix.Close(h.pidfd)
+		}
 		return fmt.Errorf("answering process %d: %w", h.pid, err)
 	}
 	r.closeFD()
@@ -260,7 +272,7 @@ func parseHello(b []byte) (*hello, error) {
 		return nil, fmt.Errorf("an agent speaks protocol %d, this recorder %d", v, protocolVersion)
 	}
 	h := &hello{pid: int(le.Uint32(b[8:])), ppid: int(le.Uint32(b[12:])), fork: le.Uint32(b[16:])&helloFork != 0,
-		forkToken: le.Uint64(b[helloForkToken:]), key: b[helloKey : helloKey+keyLen]}
+		forkToken: le.Uint64(b[helloForkToken:]), key: b[helloKey : helloKey+keyLen], pidfd: -1}
 	rest := b[helloFixed:]
 	take := func(n uint32) []byte {
 		if int(n) > len(rest) {

@@ -72,9 +72,9 @@ type deepestFrame struct {
 	times int    // how many times it comes in a row
 }
 
-// deepestFrames returns the frames of p's deepest stack with their sizes,
-// from the trace or else from usage, the same frames in a row made one.
-func deepestFrames(p *analysis.Process, usage StackUsage) []deepestFrame {
+// sizedDeepest returns the frames of p's deepest stack with their sizes,
+// from the trace or else from usage, each on its own.
+func sizedDeepest(p *analysis.Process, usage StackUsage) []deepestFrame {
 	var list []deepestFrame
 	for _, f := range p.DeepestFrames() {
 		df := deepestFrame{SizedFrame: f, from: "trace", times: 1}
@@ -84,7 +84,17 @@ func deepestFrames(p *analysis.Process, usage StackUsage) []deepestFrame {
 				df.Size, df.HasSize, df.from = size, true, ".su"
 			}
 		}
-		if n := len(list); n > 0 && sameLine(list[n-1].SizedFrame, df.SizedFrame) {
+		list = append(list, df)
+	}
+	return list
+}
+
+// deepestFrames returns the frames of p's deepest stack as the text
+// report lists them: sizedDeepest's, a frame repeated in a row made one.
+func deepestFrames(p *analysis.Process, usage StackUsage) []deepestFrame {
+	var list []deepestFrame
+	for _, df := range sizedDeepest(p, usage) {
+		if n := len(list); n > 0 && sameFrame(list[n-1].SizedFrame, df.SizedFrame) {
 			list[n-1].times++
 			continue
 		}
@@ -93,10 +103,15 @@ func deepestFrames(p *analysis.Process, usage StackUsage) []deepestFrame {
 	return list
 }
 
-// sameLine reports whether two frames read the same in the report: the
-// same function, source line and size, whatever their return addresses.
-func sameLine(a, b analysis.SizedFrame) bool {
-	a.Address, b.Address = 0, 0
+// sameFrame reports whether two frames in a row are a recursion to show
+// as one line: the same function, source line and size, whatever their
+// return addresses. A frame with no function is known only by its
+// address, so two of them are the same only at the same address: in an
+// unnamed object, distinct functions would otherwise read as one.
+func sameFrame(a, b analysis.SizedFrame) bool {
+	if a.Function != "" {
+		a.Address, b.Address = 0, 0
+	}
 	return a == b
 }
 
@@ -191,15 +206,15 @@ func jsonDeepestOf(p *analysis.Process, usage StackUsage) *jsonDeepest {
 	}
 	js := &jsonDeepest{Bytes: d.Bytes, Thread: d.Thread, TimeNS: sinceStart(p, d.Time), FunctionEntry: d.FunctionEntry,
 		Stack: []jsonDeepestFrame{}}
-	for _, f := range deepestFrames(p, usage) {
-		for range f.times {
-			jf := jsonDeepestFrame{jsonFrame: jsonFrames([]analysis.Frame{f.Frame})[0]}
-			if f.HasSize {
-				size := f.Size
-				jf.FrameBytes, jf.FrameBytesFrom = &size, f.from
-			}
-			js.Stack = append(js.Stack, jf)
+	// Every frame with its own address: a program reading the JSON
+	// collapses recursions as it sees fit.
+	for _, f := range sizedDeepest(p, usage) {
+		jf := jsonDeepestFrame{jsonFrame: jsonFrames([]analysis.Frame{f.Frame})[0]}
+		if f.HasSize {
+			size := f.Size
+			jf.FrameBytes, jf.FrameBytesFrom = &size, f.from
 		}
+		js.Stack = append(js.Stack, jf)
 	}
 	return js
 }

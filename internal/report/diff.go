@@ -57,9 +57,10 @@ func growth(old, new uint64) string {
 
 // DiffText writes memtrail diff's comparison of two runs as text: the
 // totals, then for each cost the call stacks that grew and shrank most.
-func DiffText(w io.Writer, oldP, newP *analysis.Process, changes []analysis.StackChange, opts Options) error {
+// oldID and newID name the processes as -pid does in their traces.
+func DiffText(w io.Writer, oldP, newP *analysis.Process, oldID, newID ProcessID, changes []analysis.StackChange, opts Options) error {
 	t := &textReport{p: newP, opts: opts}
-	t.printf("old: %s  (pid %d)\nnew: %s  (pid %d)\n\n", commandLine(oldP), oldP.PID, commandLine(newP), newP.PID)
+	t.printf("old: %s  (pid %s)\nnew: %s  (pid %s)\n\n", commandLine(oldP), oldID, commandLine(newP), newID)
 	t.printf("%-16s %14s %14s  %s\n", "", "old", "new", "change")
 	for _, dc := range diffCosts {
 		o, n := dc.total(&oldP.Summary), dc.total(&newP.Summary)

@@ -190,23 +190,11 @@ func Ending(how trace.EndHow, code int64) string {
 	case trace.EndExited:
 		return fmt.Sprintf("exited with status %d", code)
 	case trace.EndSignaled:
-		if name, ok := signalNames[code]; ok {
-			return fmt.Sprintf("killed by signal %d (%s)", code, name)
-		}
-		return fmt.Sprintf("killed by signal %d", code)
+		return "killed by " + trace.Signal(code)
+	case trace.EndUnknown:
+		return "ended without a known status"
 	}
 	return how.String()
-}
-
-// signalNames are the names of Linux's signals, by number: the numbers in
-// a trace are those of the machine it was recorded on, not of the one
-// reading it.
-var signalNames = map[int64]string{
-	1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
-	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
-	14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP",
-	20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
-	26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS",
 }
 
 // endName names how p ended, for programs.

@@ -81,6 +81,12 @@ func (x *images) id(p *analysis.Process) ProcessID {
 	return ProcessID{PID: p.PID, Image: x.number[p]}
 }
 
+// IDOf returns how -pid names p, a process of m: its pid alone if no
+// other process of m had it, else with which image of the pid it is.
+func IDOf(m *analysis.Model, p *analysis.Process) ProcessID {
+	return imagesOf(m).id(p)
+}
+
 // image says which image of its pid p is, "image 2 of 3", if its pid had
 // several; "" otherwise.
 func (x *images) image(p *analysis.Process) string {
@@ -187,12 +193,22 @@ func ProcessLabel(m *analysis.Model, p *analysis.Process) string {
 }
 
 // imageNote says, of a process whose pid had several images, which one it
-// is: ", image 2 of 3"; "" otherwise.
+// is and how -pid names it and the others: " (image 2 of 3, -pid 1234.2;
+// the others: -pid 1234.1, -pid 1234.3)"; "" otherwise. A pid alone names
+// its last image, so a reader needs the others' names to see them.
 func imageNote(m *analysis.Model, p *analysis.Process) string {
-	if image := imagesOf(m).image(p); image != "" {
-		return " (" + image + ")"
+	x := imagesOf(m)
+	image := x.image(p)
+	if image == "" {
+		return ""
 	}
-	return ""
+	var others []string
+	for _, q := range x.byPID[p.PID] {
+		if q != p {
+			others = append(others, "-pid "+x.id(q).String())
+		}
+	}
+	return fmt.Sprintf(" (%s, -pid %s; the others: %s)", image, x.id(p), strings.Join(others, ", "))
 }
 
 // otherProcesses lists the processes of the trace other than the one
@@ -202,23 +218,39 @@ func (t *textReport) otherProcesses() {
 		return
 	}
 	others := slices.DeleteFunc(slices.Clone(t.m.Processes), func(p *analysis.Process) bool { return p == t.p })
-	title := "Other processes in this trace; see one with memtrail report --pid N"
+	title := "Other processes in this trace; " + t.seeOne(others)
 	if len(others) > listed {
 		slices.SortStableFunc(others, func(a, b *analysis.Process) int {
 			return cmp.Compare(b.Summary.PeakBytes, a.Summary.PeakBytes)
 		})
-		title = fmt.Sprintf("Other processes in this trace: the %d of %d with the highest peaks (%s); see one with memtrail report --pid N",
-			listed, len(others), morePointer)
 		others = others[:listed]
+		title = fmt.Sprintf("Other processes in this trace: the %d of %d with the highest peaks (%s); %s",
+			listed, len(t.m.Processes)-1, morePointer, t.seeOne(others))
 	}
 	t.printf("\n%s\n", title)
 	t.processTable(others)
 }
 
-// processTable writes a table of processes.
+// seeOne says how to see one of the processes of a table: with its first
+// column as -pid, for which it gives an example, an image of a pid that
+// exec'd if there is one, as a pid alone names the last.
+func (t *textReport) seeOne(procs []*analysis.Process) string {
+	x := imagesOf(t.m)
+	example := x.id(procs[0])
+	for _, p := range procs {
+		if id := x.id(p); id.Image != 0 {
+			example = id
+			break
+		}
+	}
+	return fmt.Sprintf("see one with memtrail report and the -pid of its first column (e.g. -pid %s)", example)
+}
+
+// processTable writes a table of processes, the first column as -pid
+// names each.
 func (t *textReport) processTable(procs []*analysis.Process) {
 	x := imagesOf(t.m)
-	rows := [][]string{{"pid", "program", "allocations", "peak", "end"}}
+	rows := [][]string{{"-pid", "program", "allocations", "peak", "end"}}
 	for _, p := range procs {
 		rows = append(rows, []string{x.id(p).String(), truncate(commandLine(p), 32),
 			Count(p.Summary.Allocations), Size(p.Summary.PeakBytes), ending(p)})
@@ -237,10 +269,10 @@ func ProcessList(w io.Writer, m *analysis.Model, asJSON bool) error {
 	}
 	t := &textReport{m: m}
 	t.warnings()
-	t.printf("Processes in this trace (%d); see one with memtrail report --pid N\n", len(m.Processes))
 	if len(m.Processes) == 0 {
-		t.printf("  none\n")
+		t.printf("Processes in this trace (0)\n  none\n")
 	} else {
+		t.printf("Processes in this trace (%d); %s\n", len(m.Processes), t.seeOne(m.Processes))
 		t.processTable(m.Processes)
 	}
 	_, err := io.WriteString(w, t.b.String())

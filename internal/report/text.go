@@ -91,7 +91,9 @@ func (t *textReport) summary() {
 			[2]string{"peak heap+stack", exactSize(s.PeakTotalBytes) + ", " + afterStart(t.m, p, s.PeakTotalTime)})
 	}
 	// What is in use at exit, by memcheck's classes, when the process
-	// was scanned at its exit; why not, when it was recorded to be.
+	// was scanned at its exit; why not, when it was recorded to be or
+	// did not call exit (a process that exited with no scan was recorded
+	// with -leak-check=false, which its user knows).
 	inUse := slices.IndexFunc(rows, func(r [2]string) bool { return strings.HasPrefix(r[0], "in use") }) + 1
 	switch scan, why := p.LeakClasses(); {
 	case scan != nil:
@@ -107,7 +109,7 @@ func (t *textReport) summary() {
 			rows = slices.Insert(rows, inUse+i, [2]string{"  " + c.name, exactSize(c.bytes) + " in " + Plural(c.blocks, "block")})
 		}
 		rows = slices.Insert(rows, inUse+4, [2]string{"  scanned in", Duration(scan.Duration) + " (the program held at its exit)"})
-	case p.LeakScan != nil || p.Ended && p.How == trace.EndSignaled:
+	case p.LeakScan != nil || p.Ended && p.How != trace.EndExited:
 		rows = slices.Insert(rows, inUse, [2]string{"  leak classes", why})
 	}
 	if s.InvalidFrees > 0 {

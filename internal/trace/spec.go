@@ -381,6 +381,25 @@ func (h EndHow) String() string {
 	return "unknown"
 }
 
+// Signal names the signal n of a process's end (EndSignaled's Code):
+// "signal 9 (SIGKILL)". The numbers in a trace are those of Linux on the
+// machine it was recorded on, not of the one reading it.
+func Signal(n int64) string {
+	if name, ok := signalNames[n]; ok {
+		return fmt.Sprintf("signal %d (%s)", n, name)
+	}
+	return fmt.Sprintf("signal %d", n)
+}
+
+// signalNames are the names of Linux's signals, by number.
+var signalNames = map[int64]string{
+	1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+	14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP",
+	20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
+	26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS",
+}
+
 // SymbolStatus says how well an object could be symbolized.
 type SymbolStatus uint8
 

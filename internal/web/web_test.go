@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -965,5 +966,41 @@ func TestCutStackWarning(t *testing.T) {
 	title := eval[string](t, ctx, `(document.querySelector("#summary-notes .warn") || {title: ""}).title`)
 	if want := "call stacks cut at 64 frames: 3 allocations, 3000 bytes at the peak (75.0% of it)"; !strings.Contains(title, want) {
 		t.Errorf("the warning says %q, want %q in it", title, want)
+	}
+}
+
+var unnamed recorded
+
+// TestDeepestUnnamedFrames opens report's testdata/unnamed.c, stripped,
+// whose deepest stack runs through distinct frames known only by their
+// addresses: the UI lists them one by one, as the text report does, and
+// makes one only self's recursion, at one address.
+func TestDeepestUnnamedFrames(t *testing.T) {
+	built := fixture.Build(t, filepath.Join("..", "report", "testdata", "unnamed.c"), "-g0", "-O0")
+	trace := unnamed.record(t, func(dir string) ([]string, error) {
+		prog := filepath.Join(dir, "unnamed")
+		if out, err := exec.Command("strip", "-o", prog, built).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("strip: %v\n%s", err, out)
+		}
+		return []string{prog}, nil
+	})
+	var want []string
+	for _, f := range model(t, trace).DeepestFrames() {
+		if f.Function == "" && filepath.Base(f.Object) == "unnamed" {
+			want = append(want, f.Name())
+		}
+	}
+	if len(want) < 10 {
+		t.Fatalf("the deepest stack has %d frames of the program, want 10 at least: %v", len(want), want)
+	}
+	// self at the malloc, self × 4, pong, ping, pong, ping, main.
+	lines := append([]string{want[0], want[1] + "× 4"}, want[5:10]...)
+	ctx := openUI(t, trace)
+	waitFor(t, ctx, "the stack lane", `document.querySelector("#timeline-stack-marker") !== null`)
+	do(t, ctx, "clicking the stack's peak", chromedp.Click(chromedp.CSS("#timeline-stack-marker circle")))
+	waitFor(t, ctx, "the deepest stack", `document.querySelector("#deepest-stack") !== null`)
+	got := eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#deepest-stack li")).map((li) => li.textContent.trim())`)
+	if len(got) < len(lines) || !slices.Equal(got[:len(lines)], lines) {
+		t.Errorf("the UI's deepest stack is %q, want it to start with %q", got, lines)
 	}
 }

@@ -1149,8 +1149,7 @@ function renderDeepestStack() {
   for (let i = 0; i < frames.length;) {
     const f = frames[i];
     let n = 1;
-    while (i + n < frames.length && frames[i + n].function === f.function && frames[i + n].file === f.file &&
-      frames[i + n].line === f.line && frames[i + n].frame_bytes === f.frame_bytes) n++;
+    while (i + n < frames.length && sameDeepestFrame(frames[i + n], f)) n++;
     const li = el('li', { class: 'stack-frame' }, el('span', { class: 'fn', text: frameName(f) }));
     if (n > 1) li.appendChild(el('span', { class: 'tag', text: '× ' + n }));
     if (f.frame_bytes) {
@@ -1163,6 +1162,15 @@ function renderDeepestStack() {
     i += n;
   }
   box.appendChild(frames.length ? ol : el('p', { class: 'muted', text: 'no call stack' }));
+}
+
+// sameDeepestFrame says whether two frames in a row of the deepest stack
+// are a recursion to show as one, as the text report's sameFrame does: the
+// same function, line and size; a frame with no function is known only by
+// its address, so distinct unnamed functions are not made one.
+function sameDeepestFrame(a, b) {
+  return a.function === b.function && a.file === b.file && a.line === b.line && a.object === b.object &&
+    a.inlined === b.inlined && a.frame_bytes === b.frame_bytes && (a.function !== '' || a.address === b.address);
 }
 
 // lastOf returns the last ns of a step from from up to to, which is the
