@@ -101,8 +101,16 @@ func TestLostEventsInventNoProblems(t *testing.T) {
 			t.Errorf("%d %s reported, want none: %v", len(list), kind, list)
 		}
 	}
-	if !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "uncertain") }) {
+	warns := func(what string) bool {
+		return slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, what) })
+	}
+	if !warns("uncertain") {
 		t.Errorf("no warning explains the uncertain frees: %q", r.Warnings)
+	}
+	// The handler's blocks whose frees were lost are still in use in the
+	// trace at exit.
+	if s["in_use_at_exit_blocks"] != 0.0 && !warns("freed unseen") {
+		t.Errorf("%v blocks in use at exit and no warning that some may have been freed unseen: %q", s["in_use_at_exit_blocks"], r.Warnings)
 	}
 	var text bytes.Buffer
 	run([]string{"report", tr}, &text, &bytes.Buffer{})

@@ -698,6 +698,10 @@ func (a *analyzer) finish() *Model {
 			a.warnf("pid %d: %s of addresses not in use are uncertain, not called invalid or double frees: %s lost may explain them",
 				p.PID, plural(n, "free"), plural(p.Lost, "event"))
 		}
+		if n := p.Summary.InUseAtExitBlocks; n > 0 && lostBeforeEnd(p) {
+			a.warnf("pid %d: %s lost before the end: blocks counted in use at exit (%s), and in the leak classes, may have been freed unseen",
+				p.PID, plural(p.Lost, "event"), plural(n, "block"))
+		}
 		switch n := p.Summary.ReplacedBlocks; {
 		case n == 1:
 			a.warnf("pid %d: 1 allocation returned an address still in use: the free of the old block was lost", p.PID)
