@@ -15,8 +15,10 @@
 //   - a realloc is one allocation of its new size and one free of the old
 //     block, as valgrind implements it (malloc, copy, free);
 //   - a free or realloc of an address that is not live is not a free: it is
-//     counted in Summary.InvalidFrees and listed among the Problems. (valgrind
-//     counts those calls as frees too: its number is Frees + InvalidFrees.)
+//     counted in Summary.InvalidFrees and listed among the Problems, or, in
+//     a process that lost events, in Summary.UncertainFrees. (valgrind
+//     counts those calls as frees too: its number is Frees + InvalidFrees +
+//     UncertainFrees.)
 package analysis
 
 import (
