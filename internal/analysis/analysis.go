@@ -15,8 +15,10 @@
 //   - a realloc is one allocation of its new size and one free of the old
 //     block, as valgrind implements it (malloc, copy, free);
 //   - a free or realloc of an address that is not live is not a free: it is
-//     counted in Summary.InvalidFrees and listed among the Problems. (valgrind
-//     counts those calls as frees too: its number is Frees + InvalidFrees.)
+//     counted in Summary.InvalidFrees and listed among the Problems, or, in
+//     a process that lost events, in Summary.UncertainFrees. (valgrind
+//     counts those calls as frees too: its number is Frees + InvalidFrees +
+//     UncertainFrees.)
 package analysis
 
 import (
@@ -341,6 +343,13 @@ type Summary struct {
 	// InvalidFrees counts frees and reallocs of addresses that were not
 	// live blocks; they are not in Frees.
 	InvalidFrees uint64
+	// UncertainFrees counts the frees and reallocs of a process that lost
+	// events that would otherwise be invalid or double frees (and counted
+	// in InvalidFrees): a lost allocation makes the free of its block look
+	// invalid, a lost free makes a later free at the same address look
+	// double, and no such free can be told from a real one. They are not
+	// in Frees, nor in Problems.
+	UncertainFrees uint64
 	// ReplacedBlocks counts allocations at addresses that were still live:
 	// the frees of the old blocks must have been lost. The old blocks are
 	// dropped without counting a free.
@@ -686,6 +695,14 @@ func (a *analyzer) finish() *Model {
 		p := rp.proc
 		if rp.late > 0 {
 			a.warnf("pid %d: %s after its end were left out", p.PID, plural(rp.late, "event"))
+		}
+		if n := p.Summary.UncertainFrees; n > 0 {
+			a.warnf("pid %d: %s of addresses not in use are uncertain, not called invalid or double frees: %s lost may explain them",
+				p.PID, plural(n, "free"), plural(p.Lost, "event"))
+		}
+		if n := p.Summary.InUseAtExitBlocks; n > 0 && lostBeforeEnd(p) {
+			a.warnf("pid %d: %s lost before the end: blocks counted in use at exit (%s), and in the leak classes, may have been freed unseen",
+				p.PID, plural(p.Lost, "event"), plural(n, "block"))
 		}
 		switch n := p.Summary.ReplacedBlocks; {
 		case n == 1:

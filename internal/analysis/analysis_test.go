@@ -144,6 +144,7 @@ func wantedFacts(text string) string {
 //
 //	process ID pid=P forked=F threads=N lost=N end=HOW/CODE start=T run=D
 //	summary allocs=N frees=N bytes=N peak=BYTES@TIME exit=BYTES/BLOCKS temporary=N invalid=N inherited=N replaced=N
+//	uncertain frees=N (only if there are some)
 //	site STACK allocs=N bytes=N frees=N peak=BYTES/BLOCKS exit=BYTES/BLOCKS temporary=N
 //	problem KIND xCOUNT size=N alloc=API@STACK free=API@STACK first-free=STACK
 //	warning TEXT
@@ -165,6 +166,9 @@ func facts(m *analysis.Model, extra ...string) string {
 		fmt.Fprintf(&b, "summary allocs=%d frees=%d bytes=%d peak=%d@%d exit=%d/%d temporary=%d invalid=%d replaced=%d\n",
 			s.Allocations, s.Frees, s.BytesAllocated, s.PeakBytes, s.PeakTime, s.InUseAtExitBytes,
 			s.InUseAtExitBlocks, s.Temporary, s.InvalidFrees, s.ReplacedBlocks)
+		if s.UncertainFrees > 0 {
+			fmt.Fprintf(&b, "uncertain frees=%d\n", s.UncertainFrees)
+		}
 		for _, s := range p.Sites {
 			inherited := ""
 			if s.Inherited {

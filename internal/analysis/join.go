@@ -6,7 +6,7 @@ package analysis
 // object list. The last part is made into the whole, in place:
 //
 //   - totals add up: allocations, frees, bytes, temporary ones, invalid
-//     frees, lifetimes, by site, size, bin and thread;
+//     and uncertain frees, lifetimes, by site, size, bin and thread;
 //   - the peak is the highest of the parts' peaks, the earliest if several
 //     are as high, and the sites' numbers at the peak are that part's; so
 //     are the stack peaks and the peak of heap and stack together, of the
@@ -50,6 +50,7 @@ func joinParts(parts []*Model, objects int) *Model {
 		sum.BytesAllocated += qs.BytesAllocated
 		sum.Temporary += qs.Temporary
 		sum.InvalidFrees += qs.InvalidFrees
+		sum.UncertainFrees += qs.UncertainFrees
 		sum.StackCalls += qs.StackCalls
 		for i := range q.Sites {
 			if j, ok := siteOf[q.Sites[i].Stack]; ok {

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -77,6 +78,41 @@ func (rp *replay) badFree(e *trace.Event, addr uint64) {
 	}
 	rp.proc.Summary.InvalidFrees++
 	rp.problem(k, size, e.Time)
+}
+
+// setAsideUncertain takes the invalid and double frees and the invalid
+// reallocs out of the problems of a process that lost events before its
+// end, into Summary.UncertainFrees: the lost events may explain each of
+// them (see there). A mismatched free stays: its block was live in the
+// trace.
+func setAsideUncertain(p *Process) {
+	if p.Summary.InvalidFrees == 0 || !lostBeforeEnd(p) {
+		return
+	}
+	p.Problems = slices.DeleteFunc(p.Problems, func(pr Problem) bool {
+		return pr.Kind == InvalidFree || pr.Kind == DoubleFree || pr.Kind == InvalidRealloc
+	})
+	p.Summary.UncertainFrees += p.Summary.InvalidFrees
+	p.Summary.InvalidFrees = 0
+}
+
+// lostBeforeEnd reports whether p lost events that may come before some
+// of its events in the trace. Events lost in flight at the end, or after
+// the damage that ended its history, come after all of them; a loss whose
+// reason is not known may be anywhere.
+func lostBeforeEnd(p *Process) bool {
+	if p.Lost == 0 {
+		return false
+	}
+	if len(p.LostReasons) == 0 {
+		return true
+	}
+	for _, why := range p.LostReasons {
+		if why != trace.LostInFlight && !strings.HasPrefix(why, trace.LostRegionDamaged) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkFamily reports a mismatched free if the free or realloc e may not

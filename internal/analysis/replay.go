@@ -782,6 +782,7 @@ func (rp *replay) finish() {
 		p.FreedObjects[i].Site = int(newIndex[p.FreedObjects[i].Site])
 	}
 	p.Timeline = rp.timeline.finish(end)
+	setAsideUncertain(p)
 	sortProblems(p.Problems)
 	*rp = replay{proc: p, opts: rp.opts, started: rp.started, finished: true, lostSum: rp.lostSum, lostAtEnd: rp.lostAtEnd}
 }

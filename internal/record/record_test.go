@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -813,5 +814,46 @@ func TestExecAfterUnset(t *testing.T) {
 				t.Errorf("the program ended %v, want %v", p.How, trace.EndExec)
 			}
 		})
+	}
+}
+
+// TestReallocArrayEvents records reallocarray from nothing, growing,
+// shrinking and overflowing: one event per call that did something, of
+// API reallocarray, with the size asked for and main's stack, and no
+// event lost (glibc's reallocarray calls realloc, a hook within a hook).
+func TestReallocArrayEvents(t *testing.T) {
+	rec := recordArgs(t, "", fixture.Build(t, src("nested.c"), "-g", "-O0"), "reallocarray")
+	type event struct {
+		kind trace.Kind
+		api  trace.API
+		size uint64
+	}
+	var got []event
+	var stacks []uint64
+	for _, r := range readTrace(t, rec.res.Path) {
+		if r.Kind == trace.KindAlloc || r.Kind == trace.KindRealloc || r.Kind == trace.KindFree {
+			if r.Event.API == trace.APIReallocArray || r.Event.Kind == trace.KindFree {
+				got = append(got, event{r.Event.Kind, r.Event.API, r.Event.Size})
+				stacks = append(stacks, r.Event.Stack)
+			}
+		}
+	}
+	want := []event{
+		{trace.KindAlloc, trace.APIReallocArray, 40},
+		{trace.KindRealloc, trace.APIReallocArray, 4000},
+		{trace.KindRealloc, trace.APIReallocArray, 12},
+		{trace.KindFree, trace.APIFree, 0},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %+v, want %+v", got, want)
+	}
+	p := rec.model.Processes[0]
+	if p.Lost != 0 {
+		t.Errorf("%d events lost (%v), want none", p.Lost, p.LostReasons)
+	}
+	for _, s := range stacks {
+		if st := p.Stack(s); len(st) == 0 || st[0].Function != "main" {
+			t.Errorf("stack %d: %+v, want one called from main", s, st)
+		}
 	}
 }

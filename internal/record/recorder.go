@@ -899,7 +899,7 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 	} else {
 		p.lost += issued - p.nextSeq
 		if p.lost > 0 {
-			r.write(r.w.Lost(trace.Lost{Process: p.id, Count: p.lost, Reason: "operations in flight when the process ended"}))
+			r.write(r.w.Lost(trace.Lost{Process: p.id, Count: p.lost, Reason: trace.LostInFlight}))
 		}
 		if dropped > 0 {
 			r.write(r.w.Lost(trace.Lost{Process: p.id, Count: dropped, Reason: "events the agent could not record (more live threads than slots, the recorder gone, or allocations in a signal handler that interrupted the agent)"}))

@@ -88,6 +88,9 @@ type jsonSummary struct {
 	InUseAtExitBlocks uint64 `json:"in_use_at_exit_blocks"`
 	Temporary         uint64 `json:"temporary"`
 	InvalidFrees      uint64 `json:"invalid_frees"`
+	// UncertainFrees are the frees that would be invalid_frees in a
+	// process that did not lose events (see analysis.Summary).
+	UncertainFrees uint64 `json:"uncertain_frees"`
 	// The most stack in use at once, all threads together, sampled at
 	// heap events; and the most heap and stack together.
 	StackPeakBytes  uint64 `json:"stack_peak_bytes"`
@@ -188,7 +191,7 @@ func jsonSummaryOf(p *analysis.Process, usage StackUsage) jsonSummary {
 	js := jsonSummary{
 		Allocations: s.Allocations, Frees: s.Frees, BytesAllocated: s.BytesAllocated,
 		PeakBytes: s.PeakBytes, InUseAtExitBytes: s.InUseAtExitBytes, InUseAtExitBlocks: s.InUseAtExitBlocks,
-		Temporary: s.Temporary, InvalidFrees: s.InvalidFrees,
+		Temporary: s.Temporary, InvalidFrees: s.InvalidFrees, UncertainFrees: s.UncertainFrees,
 		StackPeakBytes: s.StackPeakBytes, PeakTotalBytes: s.PeakTotalBytes,
 		StackCalls: s.StackCalls, DeepestStack: jsonDeepestOf(p, usage),
 		RunTimeNS: p.RunTime(), End: jsonEndOf(p), LostEvents: p.Lost,

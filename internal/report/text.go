@@ -115,6 +115,9 @@ func (t *textReport) summary() {
 	if s.InvalidFrees > 0 {
 		rows = append(rows, [2]string{"invalid frees", Count(s.InvalidFrees) + " (see Problems)"})
 	}
+	if s.UncertainFrees > 0 {
+		rows = append(rows, [2]string{"uncertain frees", Count(s.UncertainFrees) + " (frees of addresses not in use, not called invalid: lost events may explain them)"})
+	}
 	if p.Lost > 0 {
 		lost := Count(p.Lost)
 		if len(p.LostReasons) > 0 {
@@ -302,7 +305,11 @@ func (t *textReport) frameLine(f analysis.Frame) string {
 func (t *textReport) problems() {
 	t.printf("\nProblems\n")
 	if len(t.p.Problems) == 0 {
-		t.printf("  none\n")
+		if t.p.Summary.UncertainFrees > 0 {
+			t.printf("  none certain (see uncertain frees above)\n")
+		} else {
+			t.printf("  none\n")
+		}
 		return
 	}
 	first := true

@@ -780,6 +780,12 @@ type Lost struct {
 // said it made after it, if it could say.
 const LostRegionDamaged = "memtrail's buffer in the process was damaged"
 
+// LostInFlight is the Reason of the Lost record of operations that had
+// begun when their process ended and never reached the recorder: they come
+// after every event of the process in the trace, so no event of the trace
+// depends on them.
+const LostInFlight = "operations in flight when the process ended"
+
 // Fork marks the point in a process's history at which it forked. The
 // child (a process whose ProcessStart comes after this record) starts with
 // a copy of the parent's heap as of here: its blocks are live in the child

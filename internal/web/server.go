@@ -211,7 +211,7 @@ func (s *Server) makeWindows(m *analysis.Model) {
 	defer close(s.checkpointed)
 	var events uint64
 	for _, p := range m.Processes {
-		events += p.Summary.Allocations + p.Summary.Frees + p.Summary.InvalidFrees
+		events += p.Summary.Allocations + p.Summary.Frees + p.Summary.InvalidFrees + p.Summary.UncertainFrees
 	}
 	w, err := analysis.NewWindows(s.path, m, max(events/checkpointsPerRun, minCheckpointEvents), checkpointBytes())
 	if err != nil {

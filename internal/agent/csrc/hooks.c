@@ -166,13 +166,14 @@ EXPORT void *calloc(size_t count, size_t size)
 	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size));
 }
 
-/* realloc_common is realloc and reallocarray; size is count*elem, already
- * checked for overflow by the caller when it matters. */
-static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, size_t size, void *(*call)(void *, size_t, size_t),
-			    size_t count, size_t elem)
+/* realloc_common is realloc and reallocarray, the size already checked
+ * for overflow by reallocarray. Both call the real realloc: glibc's
+ * reallocarray calls realloc through the PLT, into the agent's own hook,
+ * which would find the thread busy and count an event lost. */
+static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, size_t size)
 {
 	if (old == NULL) {
-		void *p = call(NULL, count, elem);
+		void *p = mt_real.realloc(NULL, size);
 		if (p != NULL)
 			emit_alloc(t, api, p, size);
 		return p;
@@ -180,10 +181,10 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 	if (size == 0) {
 		/* glibc releases the block and returns NULL. */
 		emit_free(t, api, old);
-		return call(old, count, elem);
+		return mt_real.realloc(old, 0);
 	}
 	uint64_t released = mt_seq_of(t);
-	void *p = call(old, count, elem);
+	void *p = mt_real.realloc(old, size);
 	if (p == NULL) {
 		uint64_t rec[2] = {MT_REC_SKIP | 2 << 8, released};
 		mt_emit(t, rec, 2);
@@ -194,24 +195,6 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 			   released, mt_seq_of(t), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
 	mt_emit(t, rec, 8);
 	return p;
-}
-
-static void *call_realloc(void *old, size_t count, size_t elem)
-{
-	(void)elem;
-	return mt_real.realloc(old, count);
-}
-
-static void *call_reallocarray(void *old, size_t count, size_t elem)
-{
-	if (mt_real.reallocarray != NULL)
-		return mt_real.reallocarray(old, count, elem);
-	size_t n;
-	if (__builtin_mul_overflow(count, elem, &n)) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	return mt_real.realloc(old, n);
 }
 
 /* from_bootstrap moves a bootstrap block to the real heap. */
@@ -240,7 +223,7 @@ EXPORT void *realloc(void *old, size_t size)
 	if (t == NULL)
 		return mt_real.realloc(old, size);
 	mt_capture_stack(t, FRAME);
-	void *p = realloc_common(t, MT_API_REALLOC, old, size, call_realloc, size, 0);
+	void *p = realloc_common(t, MT_API_REALLOC, old, size);
 	mt_leave(t);
 	return p;
 }
@@ -257,9 +240,9 @@ EXPORT void *reallocarray(void *old, size_t count, size_t elem)
 		return realloc(old, size);
 	struct mt_thread *t = mt_enter();
 	if (t == NULL)
-		return call_reallocarray(old, count, elem);
+		return mt_real.realloc(old, size);
 	mt_capture_stack(t, FRAME);
-	void *p = realloc_common(t, MT_API_REALLOCARRAY, old, size, call_reallocarray, count, elem);
+	void *p = realloc_common(t, MT_API_REALLOCARRAY, old, size);
 	mt_leave(t);
 	return p;
 }

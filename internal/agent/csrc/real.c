@@ -74,7 +74,6 @@ void mt_resolve(void)
 	r.malloc = next("malloc");
 	r.calloc = next("calloc");
 	r.realloc = next("realloc");
-	r.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
 	r.posix_memalign = next("posix_memalign");
 	r.aligned_alloc = next("aligned_alloc");
 	r.memalign = next("memalign");
