@@ -40,7 +40,7 @@ import (
 
 // cacheVersion changes whenever the model or its encoding changes, so
 // that caches written by other versions are ignored.
-const cacheVersion = 16
+const cacheVersion = 17
 
 // maxCacheBytes bounds the cache file read: far more than the models of
 // the largest traces take.
