@@ -43,3 +43,27 @@ func TestOwnAllocator(t *testing.T) {
 		t.Errorf("warnings in the trace: %+v, want one for each process", warnings)
 	}
 }
+
+// TestPreloadedAllocator records a program run with a library that
+// defines malloc preloaded before the agent: the warning names the
+// library.
+func TestPreloadedAllocator(t *testing.T) {
+	lib := fixture.Build(t, src("ownmalloc.c"), "-shared", "-fPIC")
+	rec := recordArgs(t, "", "/bin/sh", "-c", "LD_PRELOAD="+lib+":$LD_PRELOAD /bin/true")
+	want := lib + ", loaded before memtrail's agent, defines malloc, free, calloc and realloc itself: " +
+		"calls to them go to it, not through memtrail, and are not recorded"
+	var warned []string
+	for _, p := range rec.model.Processes {
+		if p.Exe == "/bin/true" || p.Exe == "/usr/bin/true" {
+			warned = append(warned, p.NotRecorded...)
+		} else if len(p.NotRecorded) > 0 {
+			t.Errorf("pid %d (%s), without the library, says %q", p.PID, p.Exe, p.NotRecorded)
+		}
+	}
+	if len(warned) != 1 || warned[0] != want {
+		t.Errorf("true says %q, want %q", warned, want)
+	}
+	if n := strings.Count(rec.stderr, want); n != 1 {
+		t.Errorf("the recorder said it %d times, want once:\n%s", n, rec.stderr)
+	}
+}
