@@ -78,11 +78,11 @@ static int put(const char *prefix, const char *s)
  * It runs when the process connects, with the calling thread busy. */
 const char *mt_own_allocator(size_t *len)
 {
-	if (!found_done) {
+	Dl_info self, exe;
+	/* Without its own object's base the agent cannot tell its functions
+	 * from others: it then says nothing rather than name them all. */
+	if (!found_done && dladdr((void *)mt_own_allocator, &self)) {
 		found_done = 1;
-		Dl_info self, exe;
-		if (!dladdr((void *)mt_own_allocator, &self))
-			self.dli_fbase = NULL;
 		/* The loader names the executable as it was started (argv[0]),
 		 * or not at all: it is known by its program headers. */
 		if (!dladdr((void *)getauxval(AT_PHDR), &exe))
