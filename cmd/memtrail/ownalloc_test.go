@@ -36,7 +36,7 @@ func TestReportOwnAllocator(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("pid %d (%s): the program defines malloc, free, calloc and realloc itself: "+
-		"calls to them go to its own, not through memtrail, and are not recorded", r.PID, prog)
+		"calls to them do not pass through memtrail and are not recorded", r.PID, prog)
 	if !slices.Contains(r.Warnings, want) {
 		t.Errorf("JSON warnings %q, want %q", r.Warnings, want)
 	}

@@ -72,9 +72,12 @@ func (o ownAllocator) warning() string {
 	if len(names) > 1 {
 		list = strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 	}
-	who, its := "the program", "its own"
+	who, them := "the program", "them"
 	if !o.executable {
-		who, its = o.object+", loaded before memtrail's agent,", "it"
+		who = o.object + ", loaded before memtrail's agent,"
 	}
-	return who + " defines " + list + " itself: calls to them go to " + its + ", not through memtrail, and are not recorded"
+	if len(names) == 1 {
+		them = "it"
+	}
+	return who + " defines " + list + " itself: calls to " + them + " do not pass through memtrail and are not recorded"
 }

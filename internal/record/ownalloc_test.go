@@ -20,7 +20,7 @@ func TestOwnAllocator(t *testing.T) {
 		t.Fatalf("%d processes, want 2", len(ps))
 	}
 	const what = "the program defines malloc, free, calloc and realloc itself: " +
-		"calls to them go to its own, not through memtrail, and are not recorded"
+		"calls to them do not pass through memtrail and are not recorded"
 	for _, p := range ps {
 		line := fmt.Sprintf("memtrail: process %d (%s): %s\n", p.PID, prog, what)
 		if n := strings.Count(rec.stderr, line); n != 1 {
@@ -51,7 +51,7 @@ func TestPreloadedAllocator(t *testing.T) {
 	lib := fixture.Build(t, src("ownmalloc.c"), "-shared", "-fPIC")
 	rec := recordArgs(t, "", "/bin/sh", "-c", "LD_PRELOAD="+lib+":$LD_PRELOAD /bin/true")
 	want := lib + ", loaded before memtrail's agent, defines malloc, free, calloc and realloc itself: " +
-		"calls to them go to it, not through memtrail, and are not recorded"
+		"calls to them do not pass through memtrail and are not recorded"
 	var warned []string
 	for _, p := range rec.model.Processes {
 		if p.Exe == "/bin/true" || p.Exe == "/usr/bin/true" {
