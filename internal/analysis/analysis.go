@@ -159,6 +159,10 @@ type Process struct {
 
 	Lost        uint64   // events known to be missing
 	LostReasons []string // why, as the recorder said
+	// NotRecorded says what the recorder could not record of the
+	// process, and why (the trace's Warning records): the program
+	// bypasses memtrail's hooks.
+	NotRecorded []string
 
 	Summary  Summary
 	Sites    []Site    // one per call stack that allocated, by stack ID
@@ -473,6 +477,7 @@ func (a *analyzer) finishFrom(known *Model) *Model {
 			rp.lastTime = max(rp.lastTime, kp.End)
 		}
 		p.Lost, p.LostReasons = kp.Lost, kp.LostReasons
+		p.NotRecorded = kp.NotRecorded
 		for i := range kp.Threads {
 			rp.thread(uint64(i + 1)).TID = kp.Threads[i].TID
 		}
@@ -576,6 +581,9 @@ func (a *analyzer) record(rec trace.Record) {
 		a.process(n.Process).proc.stacks.nodes[n.ID] = stackNode{parent: n.Parent, module: n.Module, offset: n.Offset}
 	case trace.KindLost:
 		a.process(rec.Lost.Process).lost(rec.Lost)
+	case trace.KindWarning:
+		p := a.process(rec.Warning.Process).proc
+		p.NotRecorded = append(p.NotRecorded, rec.Warning.Message)
 	case trace.KindFork:
 		a.fork(rec.Fork)
 	case trace.KindObject, trace.KindString, trace.KindSymbol, trace.KindObjectStatus, trace.KindType:

@@ -204,6 +204,7 @@ func (rp *replay) clone(tree func(*stackTree) *stackTree) *replay {
 	p.Threads = slices.Clone(rp.proc.Threads)
 	p.Bins = slices.Clone(rp.proc.Bins)
 	p.LostReasons = slices.Clone(rp.proc.LostReasons)
+	p.NotRecorded = slices.Clone(rp.proc.NotRecorded)
 	if rp.proc.LeakScan != nil {
 		// A filtered scan's classes change as its blocks come.
 		scan := *rp.proc.LeakScan

@@ -301,12 +301,15 @@ func (p *Process) CutStacks() CutStacks {
 
 // AllWarnings returns the model's Warnings, about the trace itself, and
 // then what the reader of a report must know of the recording: which
-// processes damaged memtrail's buffer, so that their history stops
-// early, and which have call stacks cut at the depth limit, and how much
-// of their memory that hides.
+// processes bypass memtrail's hooks, which damaged memtrail's buffer, so
+// that their history stops early, and which have call stacks cut at the
+// depth limit, and how much of their memory that hides.
 func (m *Model) AllWarnings() []string {
 	out := slices.Clone(m.Warnings)
 	for _, p := range m.Processes {
+		for _, what := range p.NotRecorded {
+			out = append(out, fmt.Sprintf("pid %d (%s): %s", p.PID, p.Exe, what))
+		}
 		for _, why := range p.LostReasons {
 			if strings.HasPrefix(why, trace.LostRegionDamaged) {
 				out = append(out, fmt.Sprintf("pid %d: %s; what it did after that was not recorded", p.PID, why))

@@ -58,6 +58,7 @@ type parkedRealloc struct {
 type process struct {
 	id        uint64
 	pid       int
+	warnings  []string // what it does that is not recorded, written after its start
 	region    *region
 	pidfd     int
 	slots     []slotReader

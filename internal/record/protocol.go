@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 7
+	protocolVersion = 8
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	maxHello        = 16384
@@ -87,6 +87,7 @@ const (
 // struct mt_hello and struct mt_welcome.
 const (
 	helloFixed     = 80
+	helloOwnAlloc  = 32
 	helloForkToken = 40
 	helloKey       = 48
 	welcomeBytes   = 16

@@ -54,7 +54,7 @@ func TestProtocolMatchesC(t *testing.T) {
 		{"offsetof(struct mt_node, parent)", nodeParent}, {"offsetof(struct mt_node, module)", nodeModule},
 		{"offsetof(struct mt_node, offset)", nodeOffset}, {"sizeof(struct mt_node)", nodeBytes},
 		{"sizeof(struct mt_hello)", helloFixed}, {"offsetof(struct mt_hello, fork_token)", helloForkToken},
-		{"offsetof(struct mt_hello, key)", helloKey},
+		{"offsetof(struct mt_hello, key)", helloKey}, {"offsetof(struct mt_hello, own_alloc_len)", helloOwnAlloc},
 		{"sizeof(struct mt_welcome)", welcomeBytes},
 		{"MT_API_MALLOC", uint64(trace.APIMalloc)}, {"MT_API_FREE", uint64(trace.APIFree)},
 		{"MT_API_PVALLOC", uint64(trace.APIPvalloc)}, {"MT_API_NEW", uint64(trace.APINew)},

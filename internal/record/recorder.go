@@ -492,6 +492,10 @@ func (r *Recorder) connect(h *hello) {
 	}
 	p.start = trace.Process{ID: p.id, PID: uint64(h.pid), PPID: uint64(h.ppid),
 		Time: r.clock.ns(h.tsc), Exe: h.exe, Args: h.args, Cwd: h.cwd}
+	for _, o := range h.ownAlloc {
+		p.warnings = append(p.warnings, o.warning())
+		fmt.Fprintf(r.log, "memtrail: process %d (%s): %s\n", h.pid, h.exe, p.warnings[len(p.warnings)-1])
+	}
 	if parent != nil {
 		p.start.Parent = parent.id
 	}
@@ -534,6 +538,9 @@ func (r *Recorder) claimFork(h *hello, parent *process) (uint64, bool) {
 // the trace says which processes ran.
 func (r *Recorder) started(p *process) {
 	r.write(r.w.ProcessStart(p.start))
+	for _, msg := range p.warnings {
+		r.write(r.w.Warning(trace.Warning{Process: p.id, Message: msg}))
+	}
 	r.write(r.w.Flush())
 }
 

@@ -26,8 +26,12 @@ type hello struct {
 	key       []byte // the run's key, as the process knows it
 	args      []string
 	exe, cwd  string
-	region    *region
-	tsc       uint64 // when it connected
+	// ownAlloc are the allocation functions that the program (or a
+	// library loaded before the agent) defines itself, by the object
+	// that defines them: calls to them do not reach the agent.
+	ownAlloc []ownAllocator
+	region   *region
+	tsc      uint64 // when it connected
 	// pidfd is the process's, opened while it waited for its welcome
 	// (alive, or a zombie if killed meanwhile), so that the recorder
 	// learns how it ended even if its parent reaps it before the
@@ -285,6 +289,7 @@ func parseHello(b []byte) (*hello, error) {
 	cmdline := take(le.Uint32(b[20:]))
 	h.exe = string(take(le.Uint32(b[24:])))
 	h.cwd = string(take(le.Uint32(b[28:])))
+	h.ownAlloc = parseOwnAlloc(take(le.Uint32(b[helloOwnAlloc:])), h.exe)
 	for _, a := range bytes.Split(bytes.TrimSuffix(cmdline, []byte{0}), []byte{0}) {
 		h.args = append(h.args, string(a))
 	}

@@ -751,3 +751,39 @@ func TestCraftedLeakOrigins(t *testing.T) {
 	runCrafted(t, []craftCase{{"leak origins out of order", []streamSet{block(recs(infoRec, bad)), block(recs(events(1), endRec), a)},
 		"info damage@B0+" + itoa(len(bad)) + " alloc(0,0)@0x1000 end", "is not after"}})
 }
+
+// TestWarning checks the fields of a Warning record, the example of
+// docs/format.md, and that the Writer writes what the Reader reads.
+func TestWarning(t *testing.T) {
+	crafted := skippable(KindWarning, 1, "no malloc")
+	if got, want := fmt.Sprintf("% x", crafted), "46 0b 01 09 6e 6f 20 6d 61 6c 6c 6f 63"; got != want {
+		t.Errorf("the documented Warning record is %s, want %s", got, want)
+	}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Info{TimeUnit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := Warning{Process: 1, Message: "the program defines malloc itself"}
+	if err := w.ProcessStart(Process{ID: 1, PID: 7, Exe: "/bin/x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Warning(written); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []Warning
+	for _, data := range [][]byte{craftFile(block(recs(infoRec, crafted, endRec))), buf.Bytes()} {
+		for _, rec := range readRecords(t, data) {
+			if rec.Kind == KindWarning {
+				got = append(got, *rec.Warning)
+			}
+		}
+	}
+	want := []Warning{{Process: 1, Message: "no malloc"}, written}
+	if !slices.Equal(got, want) {
+		t.Errorf("read %+v, want %+v", got, want)
+	}
+}

@@ -295,6 +295,10 @@ func (r *blockDecoder) other(k Kind) Record {
 		rec.LeakBlocks = readLeakBlocks(d)
 	case KindLeakOrigins:
 		rec.LeakOrigins = readLeakOrigins(d)
+	case KindWarning:
+		body := d.body()
+		rec.Warning = &Warning{Process: body.uv(), Message: body.str()}
+		d.bodyRead(&body)
 	case KindLost:
 		rec.Lost = &Lost{Process: d.uv(), Count: d.uv(), Reason: d.str()}
 	case KindFork:

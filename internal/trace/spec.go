@@ -203,6 +203,7 @@ const (
 	KindLeakScan       Kind = 0x43 // skippable: the leak classes of a process's blocks at its normal exit
 	KindLeakBlocks     Kind = 0x44 // skippable: the class of each lost block of a LeakScan
 	KindLeakOrigins    Kind = 0x45 // skippable: the frees that dropped pointers to definitely lost blocks
+	KindWarning        Kind = 0x46 // skippable: what the recorder could not record of a process, and why
 	kindLastSkippable  Kind = 0x7f
 )
 
@@ -231,6 +232,7 @@ var kindNames = map[Kind]string{
 	KindLost: "lost", KindFork: "fork", KindTime: "time", KindEnd: "end", KindType: "type",
 	KindThreadStack: "thread-stack", KindStackCalls: "stack-calls", KindDeepestStack: "deepest-stack",
 	KindLeakScan: "leak-scan", KindLeakBlocks: "leak-blocks", KindLeakOrigins: "leak-origins",
+	KindWarning: "warning",
 }
 
 func (k Kind) String() string {
@@ -568,6 +570,14 @@ type LeakScan struct {
 	StillReachableBytes, StillReachableBlocks uint64
 }
 
+// Warning is the recorder's warning that part of what process Process did
+// is not in the trace, as it told the user when it recorded it: Message is
+// one sentence, without the process's name. A process has any number.
+type Warning struct {
+	Process uint64
+	Message string
+}
+
 // LeakClass is the class of a block allocated at exit.
 type LeakClass uint8
 
@@ -834,5 +844,6 @@ type Record struct {
 	LeakScan     *LeakScan
 	LeakBlocks   *LeakBlocks
 	LeakOrigins  *LeakOrigins
+	Warning      *Warning
 	End          *End
 }

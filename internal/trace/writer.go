@@ -617,6 +617,13 @@ func (w *Writer) LeakOrigins(l LeakOrigins) error {
 	return nil
 }
 
+// Warning writes a recorder's warning about a process. Its record is
+// skippable.
+func (w *Writer) Warning(x Warning) error {
+	w.body = appendString(appendUvarints(w.body[:0], x.Process), x.Message)
+	return w.skippable(KindWarning, w.body, 0)
+}
+
 // skippable writes a record of a skippable kind: its body, after its
 // length.
 func (w *Writer) skippable(k Kind, body []byte, t uint64) error {
@@ -683,6 +690,8 @@ func (w *Writer) Write(r Record) error {
 		return writeValue(w.LeakBlocks, r.Kind, r.LeakBlocks)
 	case KindLeakOrigins:
 		return writeValue(w.LeakOrigins, r.Kind, r.LeakOrigins)
+	case KindWarning:
+		return writeValue(w.Warning, r.Kind, r.Warning)
 	case KindLost:
 		return writeValue(w.Lost, r.Kind, r.Lost)
 	case KindFork:

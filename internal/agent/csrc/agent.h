@@ -311,6 +311,7 @@ static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC
 
 MT_HIDDEN void mt_warn(const char *msg);
 MT_HIDDEN const char *mt_own_path(void);
+MT_HIDDEN const char *mt_own_allocator(size_t *len);
 
 
 /*

@@ -182,6 +182,9 @@ static int connect_recorder(int flags, uint64_t fork_token)
 	h.exe_len = (uint32_t)append(&off, tmp, e > 0 ? (size_t)e : 0);
 	if (getcwd(tmp, sizeof tmp) != NULL)
 		h.cwd_len = (uint32_t)append(&off, tmp, strlen(tmp));
+	size_t own_len;
+	const char *own = mt_own_allocator(&own_len);
+	h.own_alloc_len = (uint32_t)append(&off, own, own_len);
 	memcpy(hello_buf, &h, sizeof h);
 	if (send(fd, hello_buf, off, MSG_NOSIGNAL) != (ssize_t)off) {
 		close(fd);

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 7
+#define MT_PROTOCOL_VERSION 8
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_MAX_HELLO 16384
@@ -243,7 +243,14 @@ struct mt_header {
 
 /* Hello: the agent's first message on the recorder's socket. The strings
  * follow the fixed part: cmdline (NUL-separated, as /proc/self/cmdline),
- * then exe, then cwd, with the lengths given here. */
+ * then exe, then cwd, then own_alloc, with the lengths given here.
+ *
+ * own_alloc names the allocation functions the agent hooks whose
+ * definition the dynamic linker binds calls to is not the agent's (the
+ * program brings its own allocator): NUL-terminated strings, each either
+ * '@' and the path of the object that defines the functions that follow
+ * ("@" alone: the executable), or a function's (mangled) name. Empty:
+ * every call reaches the agent. */
 struct mt_hello {
 	uint32_t magic;
 	uint32_t version;
@@ -253,7 +260,7 @@ struct mt_hello {
 	uint32_t cmdline_len;
 	uint32_t exe_len;
 	uint32_t cwd_len;
-	uint32_t pad;
+	uint32_t own_alloc_len;
 	uint64_t fork_token; /* a fork child: the parent's FORK sequence + 1 */
 	char key[MT_KEY_LEN];
 };

@@ -1,0 +1,83 @@
+package record
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+)
+
+// ownAllocator is an object that defines allocation functions the agent
+// hooks, in place of the agent's: the dynamic linker binds every call to
+// them to it (see internal/agent/csrc/ownalloc.c).
+type ownAllocator struct {
+	object     string // its path; the executable's for the program itself
+	executable bool
+	funcs      []string // as the linker names them
+}
+
+// parseOwnAlloc decodes the own_alloc strings of a hello (see
+// protocol.h), grouped by object in the order they first come. exe is the
+// program's path, which the agent does not send.
+func parseOwnAlloc(b []byte, exe string) []ownAllocator {
+	var objects []ownAllocator
+	cur := -1
+	for _, s := range bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0}) {
+		switch {
+		case len(s) == 0:
+		case s[0] == '@':
+			path, executable := string(s[1:]), len(s) == 1
+			if executable {
+				path = exe
+			}
+			cur = slices.IndexFunc(objects, func(o ownAllocator) bool { return o.object == path })
+			if cur < 0 {
+				objects = append(objects, ownAllocator{object: path, executable: executable})
+				cur = len(objects) - 1
+			}
+		case cur >= 0:
+			objects[cur].funcs = append(objects[cur].funcs, string(s))
+		}
+	}
+	return slices.DeleteFunc(objects, func(o ownAllocator) bool { return len(o.funcs) == 0 })
+}
+
+// operatorNames gives the C++ operators the agent hooks the names a
+// reader knows them by; their variants (nothrow, aligned, sized) share one.
+var operatorNames = map[string]string{
+	"_Znwm": "operator new", "_ZnwmRKSt9nothrow_t": "operator new", "_ZnwmSt11align_val_t": "operator new",
+	"_ZnwmSt11align_val_tRKSt9nothrow_t": "operator new",
+	"_Znam":                              "operator new[]", "_ZnamRKSt9nothrow_t": "operator new[]", "_ZnamSt11align_val_t": "operator new[]",
+	"_ZnamSt11align_val_tRKSt9nothrow_t": "operator new[]",
+	"_ZdlPv":                             "operator delete", "_ZdlPvm": "operator delete", "_ZdlPvSt11align_val_t": "operator delete",
+	"_ZdlPvmSt11align_val_t": "operator delete", "_ZdlPvRKSt9nothrow_t": "operator delete",
+	"_ZdlPvSt11align_val_tRKSt9nothrow_t": "operator delete",
+	"_ZdaPv":                              "operator delete[]", "_ZdaPvm": "operator delete[]", "_ZdaPvSt11align_val_t": "operator delete[]",
+	"_ZdaPvmSt11align_val_t": "operator delete[]", "_ZdaPvRKSt9nothrow_t": "operator delete[]",
+	"_ZdaPvSt11align_val_tRKSt9nothrow_t": "operator delete[]",
+}
+
+// warning says what the calls to o's functions mean for the trace: the
+// message of the process's Warning record.
+func (o ownAllocator) warning() string {
+	var names []string
+	for _, f := range o.funcs {
+		if n, ok := operatorNames[f]; ok {
+			f = n
+		}
+		if !slices.Contains(names, f) {
+			names = append(names, f)
+		}
+	}
+	list := names[0]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	}
+	who, them := "the program", "them"
+	if !o.executable {
+		who = o.object + ", loaded before memtrail's agent,"
+	}
+	if len(names) == 1 {
+		them = "it"
+	}
+	return who + " defines " + list + " itself: calls to " + them + " do not pass through memtrail and are not recorded"
+}

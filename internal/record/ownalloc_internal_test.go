@@ -1,0 +1,45 @@
+package record
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestParseOwnAlloc decodes own_alloc strings as agents send them, and as
+// a broken agent could: names before any object, objects without names,
+// an object named twice, no terminating NUL. None makes a warning
+// without a function to name.
+func TestParseOwnAlloc(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []ownAllocator
+	}{
+		{"", nil},
+		{"@\x00malloc\x00free\x00", []ownAllocator{{object: "/bin/x", executable: true, funcs: []string{"malloc", "free"}}}},
+		{"malloc\x00@/lib/a.so\x00@\x00_Znwm\x00@/lib/a.so\x00free", []ownAllocator{
+			{object: "/lib/a.so", funcs: []string{"free"}}, {object: "/bin/x", executable: true, funcs: []string{"_Znwm"}}}},
+		{"@/lib/a.so\x00\x00\x00", nil},
+	} {
+		got := parseOwnAlloc([]byte(c.in), "/bin/x")
+		if len(got) == 0 && len(c.want) == 0 {
+			continue
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("parseOwnAlloc(%q) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		o    ownAllocator
+		want string
+	}{
+		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"malloc"}},
+			"the program defines malloc itself: calls to it do not pass through memtrail and are not recorded"},
+		{ownAllocator{object: "/lib/a.so", funcs: []string{"free", "_ZdlPv", "_ZdlPvm", "_Znam"}},
+			"/lib/a.so, loaded before memtrail's agent, defines free, operator delete and operator new[] itself: " +
+				"calls to them do not pass through memtrail and are not recorded"},
+	} {
+		if got := c.o.warning(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
+		}
+	}
+}
