@@ -492,8 +492,8 @@ func (r *Recorder) connect(h *hello) {
 // (the parent has not run since fork, or its record is still in its
 // ring): its first image is then held (see connect), and ending it at
 // once would start it without the fork that says which heap it
-// inherited. So the new image's hello waits until the old one is placed,
-// which ends it (release). The hellos after a waiting one that name its
+// inherited. So the new image's hello waits until the old one is placed
+// (release). The hellos after a waiting one that name its
 // pid, as their own or as their parent's, wait behind it: they are about
 // the new image, which must be connected first.
 func (r *Recorder) mustWait(h *hello, earlier []*hello) bool {
@@ -518,17 +518,6 @@ func (r *Recorder) connectLater() {
 		r.later = append(r.later[:i], r.later[i+1:]...)
 		r.begin(h)
 	}
-}
-
-// execLater says whether held image c has exec'd: the hello of its new
-// image waits for it.
-func (r *Recorder) execLater(c *process) bool {
-	for _, h := range r.later {
-		if !h.fork && h.pid == c.pid {
-			return true
-		}
-	}
-	return false
 }
 
 // begin starts recording a process whose hello may be connected.
@@ -803,14 +792,11 @@ func zombie(fields []string) bool {
 	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }
 
-// release starts c, held until now. An image that exec'd while it was
-// held ends there, by its exec: the hello of its new image may go on.
+// release starts c, held until now. If it has exec'd, the hello of its
+// new image may go on now, and ends it (connectLater).
 func (r *Recorder) release(c *process) {
 	c.held = false
 	r.started(c)
-	if r.execLater(c) {
-		r.end(c, trace.EndExec, 0)
-	}
 }
 
 // checkDeaths ends the processes whose pidfd says they have exited.
@@ -939,8 +925,7 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 		return
 	}
 	if p.held {
-		p.held = false
-		r.started(p)
+		r.release(p)
 	}
 	p.drain(r, true)
 	for _, c := range r.procs {
