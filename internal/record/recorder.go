@@ -490,12 +490,12 @@ func (r *Recorder) connect(h *hello) {
 //
 // A fork child may exec before its parent's history reaches the fork
 // (the parent has not run since fork, or its record is still in its
-// ring): its first image is then held (see connect), and ending it at
-// once would start it without the fork that says which heap it
-// inherited. So the new image's hello waits until the old one is placed
-// (release). The hellos after a waiting one that name its
-// pid, as their own or as their parent's, wait behind it: they are about
-// the new image, which must be connected first.
+// ring): its first image is then held (see begin), and ending it at once
+// would start it without the fork that says which heap it inherited. So
+// the new image's hello waits until the old one is placed (release). The
+// hellos after a waiting one that name its pid, as their own or as their
+// parent's, wait behind it: they are about the new image, which must be
+// connected first.
 func (r *Recorder) mustWait(h *hello, earlier []*hello) bool {
 	for _, e := range earlier {
 		if e.pid == h.pid || e.pid == h.ppid {
