@@ -173,3 +173,12 @@ func TestKilledHasNoLeakScan(t *testing.T) {
 		t.Errorf("a killed process has leak scans %+v", scans)
 	}
 }
+
+// TestLeakScanAfterMainThreadExit records a program whose main thread
+// ends with pthread_exit before another thread calls exit: the
+// thread-group leader is a zombie, without memory, when the process is
+// scanned, and the scan reads it through the exiting thread. The classes
+// equal valgrind's.
+func TestLeakScanAfterMainThreadExit(t *testing.T) {
+	classesEqualValgrind(t, fixture.Build(t, src("mainexit.c"), "-pthread"), "")
+}

@@ -62,15 +62,15 @@ import (
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
-// leakScan handles a SCAN record w of p: it scans, writes the outcome
-// and lets the agent go on, whatever happened.
-func (r *Recorder) leakScan(p *process, w []uint64) {
+// leakScan handles a SCAN record w of p, sent by its thread tid: it
+// scans, writes the outcome and lets the agent go on, whatever happened.
+func (r *Recorder) leakScan(p *process, w []uint64, tid uint64) {
 	start := time.Now()
 	scan := trace.LeakScan{Process: p.id, Time: r.clock.ns(w[2])}
 	var lost []trace.LeakBlock
 	if p.live == nil {
 		scan.Error = "the recorder does not know the process's heap from its start"
-	} else if res, err := scanMemory(p.pid, p.live, parseScan(w), r.opts.AgentPath); err != nil {
+	} else if res, err := scanMemory(readThrough(p.pid, tid), p.live, parseScan(w), r.opts.AgentPath); err != nil {
 		scan.Error = err.Error()
 	} else {
 		scan.DefinitelyLostBytes, scan.DefinitelyLostBlocks = res.bytes[trace.DefinitelyLost], res.blocks[trace.DefinitelyLost]
@@ -98,6 +98,23 @@ func (r *Recorder) leakScan(p *process, w []uint64) {
 	}
 	atomic.StoreUint64(p.region.u64(hdrScanDone), 1)
 	p.region.wake(hdrScanDone, math.MaxInt32) // the exiting thread and the stopped ones
+}
+
+// readThrough returns the thread of process pid through which its memory
+// and mappings are read: tid, the thread that exits and waits for the
+// scan, if it is one of the process's. Not the process's pid: that is its
+// main thread, which may have ended already (pthread_exit) and, a zombie
+// until the whole process ends, has no memory any more.
+func readThrough(pid int, tid uint64) int {
+	if tid == 0 || tid > math.MaxInt32 {
+		return pid
+	}
+	// The agent wrote tid in memory the program can write: it must name
+	// a thread of this process, not some other one.
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid)); err != nil {
+		return pid
+	}
+	return int(tid)
 }
 
 // scanRecord is what a SCAN record says: the stack pointers of the
@@ -1153,7 +1170,7 @@ func (m *processMemory) words(lo, hi uint64, f func(uint64)) error {
 			// Page by page: keep what can be read.
 			next := min((lo+pageSize)&^(pageSize-1), hi)
 			if b, err = m.read(lo, next-lo); errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EPERM) {
-				return fmt.Errorf("reading the memory of process %d: %w", m.pid, err)
+				return fmt.Errorf("reading the process's memory through its thread %d: %w", m.pid, err)
 			}
 			n = next - lo
 		}

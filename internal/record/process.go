@@ -20,6 +20,7 @@ type slotReader struct {
 	written  uint64 // the agent's write position, as last loaded
 	released uint64 // the read position the agent was last told
 	thread   uint64 // trace index of the thread owning the slot
+	tid      uint64 // and its thread id
 	active   bool
 	// head is the next record, copied out of the ring (to scratch) or
 	// in the backlog: never read in place, since the program can change
@@ -749,7 +750,7 @@ func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 			p.threads[tid] = idx
 			rec.write(rec.w.Thread(trace.Thread{Process: p.id, Index: idx, TID: tid, Time: rec.clock.ns(w[2])}))
 		}
-		s.thread = idx
+		s.thread, s.tid = idx, tid
 	case recStack:
 		rec.write(rec.w.ThreadStack(trace.ThreadStack{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2]),
 			HighWater: stackInUse(w[3]), Size: w[4]}))
@@ -773,7 +774,7 @@ func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 		p.exited = true
 		p.exitCode = int64(int32(uint32(w[3])))
 	case recScan:
-		rec.leakScan(p, w)
+		rec.leakScan(p, w, s.tid)
 	case recFork:
 		if !rec.forked(p, w[1]+1, rec.clock.ns(w[2]), final) {
 			return false

@@ -417,6 +417,51 @@ func TestForkExecSpawn(t *testing.T) {
 	})
 }
 
+// TestForkThenExec forks children that exec at once while the parent
+// holds a known heap: the image of each child before its exec must start
+// with that heap, however its hello, its exec's hello and its parent's
+// fork record come to the recorder; and the child that the new image
+// forks at once must be the new image's, with its heap.
+func TestForkThenExec(t *testing.T) {
+	const children, blocks, bytes = 200, 100, 16 * 100 * 101 / 2
+	rec := recordArgs(t, "", fixture.Build(t, src("forkexec.c")), strconv.Itoa(children))
+	if code := rec.res.Program.ExitCode(); code != 0 {
+		t.Fatalf("the program exited %d\n%s", code, rec.stderr)
+	}
+	byID := map[uint64]*analysis.Process{}
+	for _, p := range rec.model.Processes {
+		byID[p.ID] = p
+	}
+	var preExec, wrong, execd, grandchildren int
+	for _, p := range rec.model.Processes[1:] {
+		switch {
+		case byID[p.Parent] != nil && byID[p.Parent].Parent != 0:
+			grandchildren++
+			parent := byID[p.Parent]
+			if s := p.Summary; !p.Forked || len(parent.Args) < 2 || parent.Args[1] != "child" || s.Allocations != 1 || s.BytesAllocated != 24 {
+				t.Errorf("grandchild pid %d: forked=%v from %v, %d allocations of %d bytes; want forked from the exec'd image, 1 of 24",
+					p.PID, p.Forked, parent.Args, s.Allocations, s.BytesAllocated)
+			}
+		case p.How == trace.EndExec:
+			preExec++
+			if s := p.Summary; !p.Forked || s.Allocations != blocks || s.BytesAllocated != bytes || s.PeakBytes != bytes {
+				if wrong++; wrong <= 5 {
+					t.Errorf("pid %d before its exec: forked=%v, %d allocations of %d bytes, peak %d; want forked, %d of %d, peak %d",
+						p.PID, p.Forked, s.Allocations, s.BytesAllocated, s.PeakBytes, blocks, bytes, bytes)
+				}
+			}
+		case len(p.Args) > 1 && p.Args[1] == "child":
+			execd++
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of %d images before an exec have not their parent's heap", wrong, preExec)
+	}
+	if preExec != children || execd != children || grandchildren != children {
+		t.Errorf("%d images ended by an exec, %d exec'd and %d grandchildren, want %d of each", preExec, execd, grandchildren, children)
+	}
+}
+
 // TestOrphans checks that the recording goes on while processes the
 // program started outlive it, and ends when they are done.
 func TestOrphans(t *testing.T) {

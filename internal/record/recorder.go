@@ -175,6 +175,7 @@ type Recorder struct {
 	subreaper bool
 	reserved  []reservedFork
 	waiting   []*hello // hellos taken from the server, to connect first
+	later     []*hello // hellos that wait for an image to be placed (see mustWait)
 	objects   map[string]uint64
 	symbols   *symbolTable
 
@@ -391,6 +392,7 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 	var graceEnd time.Time
 	for {
 		busy := len(r.waiting) > 0
+		r.connectLater()
 		r.connectWaiting()
 		for more := true; more; {
 			select {
@@ -429,7 +431,7 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 			// give them a moment.
 			// (inFlight first: a hello is in the channel before the
 			// count drops.)
-			if r.srv.inFlight.Load() == 0 && len(r.srv.hellos) == 0 && len(r.waiting) == 0 && len(r.procs) == 0 {
+			if r.srv.inFlight.Load() == 0 && len(r.srv.hellos) == 0 && len(r.waiting) == 0 && len(r.later) == 0 && len(r.procs) == 0 {
 				if c := r.unheardChild(os.Getpid()); r.subreaper && c.known && !c.live && !c.ended {
 					return
 				}
@@ -473,8 +475,53 @@ func (r *Recorder) interrupted(sig os.Signal) bool {
 	return false
 }
 
-// connect starts recording a process that said hello.
+// connect starts recording a process that said hello, unless its hello
+// must wait (see mustWait).
 func (r *Recorder) connect(h *hello) {
+	if r.mustWait(h, r.later) {
+		r.later = append(r.later, h)
+		return
+	}
+	r.begin(h)
+}
+
+// mustWait says whether hello h must wait for an image to be placed, given
+// the hellos before it that still wait.
+//
+// A fork child may exec before its parent's history reaches the fork
+// (the parent has not run since fork, or its record is still in its
+// ring): its first image is then held (see begin), and ending it at once
+// would start it without the fork that says which heap it inherited. So
+// the new image's hello waits until the old one is placed (release). The
+// hellos after a waiting one that name its pid, as their own or as their
+// parent's, wait behind it: they are about the new image, which must be
+// connected first.
+func (r *Recorder) mustWait(h *hello, earlier []*hello) bool {
+	for _, e := range earlier {
+		if e.pid == h.pid || e.pid == h.ppid {
+			return true
+		}
+	}
+	old := r.byPid[h.pid]
+	return !h.fork && old != nil && old.held && !old.ended
+}
+
+// connectLater connects the hellos that waited and may go on now, in
+// order.
+func (r *Recorder) connectLater() {
+	for i := 0; i < len(r.later); {
+		h := r.later[i]
+		if r.mustWait(h, r.later[:i]) {
+			i++
+			continue
+		}
+		r.later = append(r.later[:i], r.later[i+1:]...)
+		r.begin(h)
+	}
+}
+
+// begin starts recording a process whose hello may be connected.
+func (r *Recorder) begin(h *hello) {
 	if old := r.byPid[h.pid]; old != nil && !old.ended && !h.fork {
 		// The same pid with a new image: the old one exec'd. (The hello
 		// came from that very process: see server.)
@@ -631,15 +678,19 @@ func (r *Recorder) placeFork(parent *process, token, at uint64) bool {
 // those in flight.
 func (r *Recorder) connectPending() {
 	r.collectHellos()
+	r.connectLater()
 	r.connectWaiting()
 }
 
-// connectWaiting connects the hellos in r.waiting, in order.
+// connectWaiting connects the hellos in r.waiting, in order. Each leaves
+// r.waiting before it is connected: connecting one may drain a process,
+// and take more hellos there (forkHellos).
 func (r *Recorder) connectWaiting() {
-	for _, h := range r.waiting {
+	for len(r.waiting) > 0 {
+		h := r.waiting[0]
+		r.waiting = r.waiting[1:]
 		r.connect(h)
 	}
-	r.waiting = r.waiting[:0]
 }
 
 // collectHellos waits, at most a second, until the server has put every
@@ -662,18 +713,21 @@ func (r *Recorder) collectHellos() {
 // forkHellos connects the fork children whose hellos have come; the
 // other hellos stay in r.waiting for the loop, which connects them first
 // (an exec's hello ends the old image, which may be the process being
-// drained).
+// drained), and so do the fork hellos that name the pid of one that
+// stays: a child forked by the new image.
 func (r *Recorder) forkHellos() {
 	r.collectHellos()
-	rest := r.waiting[:0]
-	for _, h := range r.waiting {
-		if h.fork {
+	var rest []*hello
+	for len(r.waiting) > 0 {
+		h := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		if h.fork && !r.mustWait(h, rest) {
 			r.connect(h)
 		} else {
 			rest = append(rest, h)
 		}
 	}
-	r.waiting = rest
+	r.waiting = append(rest, r.waiting...)
 }
 
 // unheardForkChild looks for fork children of p that have not said hello:
@@ -743,6 +797,8 @@ func zombie(fields []string) bool {
 	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }
 
+// release starts c, held until now. If it has exec'd, the hello of its
+// new image may go on now, and ends it (connectLater).
 func (r *Recorder) release(c *process) {
 	c.held = false
 	r.started(c)
@@ -969,7 +1025,11 @@ func (r *Recorder) anyGone() bool {
 
 // stopRemaining stops recording processes that outlive the program.
 func (r *Recorder) stopRemaining() {
-	for len(r.procs) > 0 {
+	for {
+		r.connectLater() // a new image whose hello waited runs too
+		if len(r.procs) == 0 {
+			return
+		}
 		p := r.procs[0]
 		*p.region.u64(hdrDisabled) = 1 // before the last drain, so that it is the last
 		fmt.Fprintf(r.log, "memtrail: process %d is still running; its recording stops here\n", p.pid)

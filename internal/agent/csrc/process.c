@@ -139,6 +139,15 @@ static int append(size_t *off, const void *p, size_t n)
 	return (int)n;
 }
 
+/* leader_exit_sp is where the process's main thread was in its stack
+ * when it ended its thread (pthread_exit) while others ran on; 0 while it
+ * runs. Its stack stays mapped, but nothing below that point is in use any
+ * more, and the thread, a zombie, answers no signal: the leak scan takes
+ * its stack from there up, as memcheck does from where it ended. The
+ * destructors run last, from the frame of libc's that called main, so
+ * little of main's stack is left above it. */
+static uint64_t leader_exit_sp;
+
 /* fork_parent is the pid of the process that forked last, set in the
  * parent before the fork: the child inherits it. */
 static uint32_t fork_parent;
@@ -325,6 +334,7 @@ static void after_fork_child(void)
 	mt_proc.state = MT_STATE_UNINIT;
 	mt_proc.seq_owner = 0; /* the child's first thread to attach is its only one */
 	mt_proc.membarrier_ok = 0;
+	leader_exit_sp = 0; /* the child's main thread is the one that forked */
 	mt_modules_after_fork();
 	mt_stacks_reset();
 	memset(in_setup, 0, sizeof in_setup);
@@ -450,6 +460,10 @@ static void thread_exit(void *arg)
 {
 	struct mt_thread *t = arg;
 	t->busy = 1;
+	if (gettid_raw() == mt_proc.pid) {
+		volatile uint64_t here = 0;
+		__atomic_store_n(&leader_exit_sp, (uint64_t)(uintptr_t)&here, __ATOMIC_RELEASE);
+	}
 	release_thread(t);
 	__atomic_store_n(&t->tp, 0, __ATOMIC_RELAXED); /* its cache entry no longer holds (mt_self) */
 	mt_lock(&free_threads_lock);
@@ -691,6 +705,8 @@ static __attribute__((noinline)) int stop_others(struct sigaction *old, uint32_t
 			struct mt_dirent *d = (struct mt_dirent *)(buf + off);
 			off += d->reclen;
 			pid_t tid = (pid_t)atoi(d->name);
+			if (tid == pid && __atomic_load_n(&leader_exit_sp, __ATOMIC_ACQUIRE) != 0)
+				continue; /* it has ended (see leader_exit_sp) */
 			if (tid > 0 && tid != self && syscall(SYS_tgkill, pid, tid, sig) == 0)
 				(*sent)++;
 		}
@@ -713,7 +729,7 @@ struct scan_frame {
 	 * a block may be kept only by a value in a callee-saved register. */
 	uint64_t regs[16];
 	struct sigaction old;
-	uint64_t rec[6 + MT_MAX_STOPPED + 2 * MT_MAX_MAPS];
+	uint64_t rec[7 + MT_MAX_STOPPED + 2 * MT_MAX_MAPS]; /* 255 words, the most a record has */
 };
 
 /*
@@ -752,6 +768,14 @@ static __attribute__((noinline)) void leak_scan(struct mt_thread *t)
 	unsigned k = 5;
 	for (uint32_t i = 0; i < n; i++)
 		rec[k++] = __atomic_load_n(&stopped_sp[i], __ATOMIC_ACQUIRE);
+	uint64_t leader_sp = __atomic_load_n(&leader_exit_sp, __ATOMIC_ACQUIRE);
+	if (leader_sp != 0 && gettid_raw() != mt_proc.pid) {
+		/* The main thread ended before this one: it counts as stopped
+		 * there. (If it is this one, pthread_exit found no other
+		 * thread left, and its registers are below.) */
+		rec[k++] = leader_sp;
+		rec[4]++;
+	}
 	uint64_t *nmaps = &rec[k++];
 	for (uint32_t i = 0; i < m; i++) {
 		uintptr_t addr = __atomic_load_n(&mt_maps[i].addr, __ATOMIC_ACQUIRE);

@@ -77,7 +77,8 @@
  *   SCAN     w1 seq  w2 tsc  w3 the exiting thread's stack pointer, below
  *            which nothing of its stack is in use, and above which its
  *            registers are saved  w4 n, then n words: the same for other
- *            threads, stopped for the scan; then m, and m pairs of words:
+ *            threads, stopped for the scan, and for the main thread where
+ *            it ended if it ended first; then m, and m pairs of words:
  *            the address and size of the agent's own mappings, which are
  *            no roots   (the process exits normally and
  *            mt_header.leak_scan is set: the agent waits, in the exiting
