@@ -128,3 +128,48 @@ func agentEnv(env []string, agentPath, socket string) []string {
 	}
 	return append(out, "LD_PRELOAD="+preload, "MEMTRAIL_SOCK="+socket)
 }
+
+// programFiles returns the program's standard streams as os.StartProcess
+// takes them, nil for a closed one: the program gets memtrail's own
+// stdin, stdout and stderr as memtrail was given them, closed ones
+// included, since a program may well behave differently with one closed
+// (echo fails with "write error: Bad file descriptor").
+func programFiles(stdin, stdout, stderr *os.File) []*os.File {
+	files := []*os.File{stdin, stdout, stderr}
+	for fd, f := range files {
+		if f != nil && f.Fd() == uintptr(fd) && closedAtStart(fd) {
+			files[fd] = nil
+		}
+	}
+	return files
+}
+
+// runtimeDevNull is how /proc/self/fdinfo shows the /dev/null the Go
+// runtime opens (checkfds, before main) on each of fds 0–2 that was
+// closed when memtrail started: open(2) with O_RDWR only, to which the
+// x86-64 kernel adds its O_LARGEFILE, 0o100000 (unix.O_LARGEFILE is 0
+// there, as user space need not pass it).
+const runtimeDevNull = unix.O_RDWR | 0o100000
+
+// closedAtStart says whether standard fd was closed when memtrail
+// started, which fcntl can no longer tell since the runtime has put
+// /dev/null there. A stream the user gave as /dev/null opened for reading
+// and writing (the shell's <>/dev/null) looks exactly the same, and is
+// taken as closed: reading or writing /dev/null does nothing either way,
+// though the program sees EBADF rather than end of file.
+func closedAtStart(fd int) bool {
+	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err != nil || link != os.DevNull {
+		return false
+	}
+	info, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if octal, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(octal), 8, 32)
+			return err == nil && flags == runtimeDevNull
+		}
+	}
+	return false
+}

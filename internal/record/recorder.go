@@ -319,7 +319,7 @@ func (r *Recorder) start(prog string) error {
 	started := time.Now()
 	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
 		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.env()),
-		Files: []*os.File{opts.Stdin, opts.Stdout, opts.Stderr},
+		Files: programFiles(opts.Stdin, opts.Stdout, opts.Stderr),
 	})
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", opts.Args[0], err)
