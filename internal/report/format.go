@@ -194,6 +194,10 @@ func Ending(how trace.EndHow, code int64) string {
 			return fmt.Sprintf("killed by signal %d (%s)", code, name)
 		}
 		return fmt.Sprintf("killed by signal %d", code)
+	case trace.EndExecUnrecorded:
+		if code == trace.UnrecordedStatic {
+			return "exec'd a program not recorded: statically linked"
+		}
 	}
 	return how.String()
 }
