@@ -51,6 +51,12 @@ static char hello_buf[MT_MAX_HELLO];
 #define MAX_SETUP 64
 static pid_t in_setup[MAX_SETUP];
 
+/* stderr_was_closed is set when the program image started with fd 2
+ * closed: a file it opens later may take fd 2, and the agent's messages
+ * must not go into it. A fork child inherits it with the descriptors. */
+static int stderr_was_closed;
+static int stderr_checked;
+
 /* A message says which process it is about, by pid and program, as the
  * recorder's do: many processes of a run share one stderr. It is built
  * on the stack (a thread's may be small: the program's path is cut to
@@ -58,6 +64,8 @@ static pid_t in_setup[MAX_SETUP];
  * warning together do not mix. */
 void mt_warn(const char *what, const char *detail)
 {
+	if (stderr_was_closed)
+		return;
 	char line[2048];
 	size_t n = 0;
 	const size_t cap = sizeof line - 1; /* room for the newline */
@@ -279,6 +287,13 @@ void mt_process_init(int flags, uint64_t fork_token)
 		return;
 	}
 	mt_resolve();
+	if (!stderr_checked) {
+		/* The first allocation of an image comes before its main. */
+		int saved = errno;
+		stderr_checked = 1;
+		stderr_was_closed = fcntl(2, F_GETFD) < 0 && errno == EBADF;
+		errno = saved;
+	}
 	int state = MT_STATE_OFF;
 	if (find_socket_path()) {
 		if (connect_recorder(flags, fork_token))
