@@ -34,6 +34,9 @@ func TestRunClosedStreams(t *testing.T) {
 		}
 		return errOut.String(), cmd.ProcessState.ExitCode()
 	}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	os.WriteFile(in, []byte("abc\n"), 0o644)
 	for _, c := range []struct {
 		stream, redirect string
 		code             int
@@ -44,6 +47,8 @@ func TestRunClosedStreams(t *testing.T) {
 		{"stdin", "</dev/null", 0},
 		{"stdout", ">/dev/null", 0},
 		{"stderr", "2>/dev/null", 0},
+		{"stdin", "<" + in, 0},
+		{"stdout", ">" + out, 0},
 	} {
 		wantErr, wantCode := shell(c.redirect, prog, c.stream)
 		if wantCode != c.code {
@@ -54,6 +59,11 @@ func TestRunClosedStreams(t *testing.T) {
 		if gotCode != wantCode || gotErr != wantErr {
 			t.Errorf("memtrail run -- %s %s %s: status %d, stderr %q; natively %d, %q",
 				filepath.Base(prog), c.stream, c.redirect, gotCode, gotErr, wantCode, wantErr)
+		}
+		if c.redirect == ">"+out {
+			if b, _ := os.ReadFile(out); string(b) != "hello\n" {
+				t.Errorf("memtrail run -- %s stdout >file: the file holds %q", filepath.Base(prog), b)
+			}
 		}
 		if _, err := os.Stat(trace); err != nil {
 			t.Errorf("%s %s: no trace: %v", c.stream, c.redirect, err)
