@@ -18,8 +18,74 @@ import (
 // CheckProgram finds the program to run and makes sure the agent can be
 // preloaded into it: it must exist, be executable, and — if it is an ELF
 // file — be a dynamically linked x86-64 program. Scripts are fine: their
-// interpreter is what gets recorded.
+// interpreter is what gets recorded, unless it is statically linked.
+// (Whatever else is wrong with an interpreter, the exec says, or, for a
+// setuid one, ErrNotLoaded.)
 func CheckProgram(name string) (string, error) {
+	path, err := checkProgram(name)
+	if err != nil {
+		return "", err
+	}
+	// The kernel follows the #! of an interpreter that is a script
+	// itself, four levels deep (BINPRM_MAX_RECURSION).
+	interp := path
+	for range 5 {
+		next, ok := interpreter(interp)
+		if !ok {
+			break
+		}
+		if isStatic(next) {
+			return "", fmt.Errorf("%s: its interpreter %s is %w", name, next, errStatic)
+		}
+		interp = next
+	}
+	return path, nil
+}
+
+// errStatic says why a statically linked program cannot be recorded.
+var errStatic = errors.New("statically linked; memtrail needs the dynamic loader to preload its agent (link it dynamically, or wrap malloc with -Wl,--wrap)")
+
+// interpreter returns the program the #! line of the script at path
+// names (a relative name is opened from the current directory, as the
+// kernel does).
+func interpreter(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	var head [256]byte
+	n, _ := io.ReadFull(f, head[:])
+	line, ok := strings.CutPrefix(string(head[:n]), "#!")
+	if !ok {
+		return "", false
+	}
+	line, _, _ = strings.Cut(line, "\n")
+	fields := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' })
+	if len(fields) == 0 {
+		return "", false
+	}
+	return fields[0], true
+}
+
+// isStatic says whether path is an ELF program without an interpreter
+// (PT_INTERP): one the dynamic loader never sees.
+func isStatic(path string) bool {
+	ef, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer ef.Close()
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return ef.Type == elf.ET_EXEC || ef.Type == elf.ET_DYN
+}
+
+// checkProgram is CheckProgram for one file, script or not.
+func checkProgram(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -54,7 +120,7 @@ func CheckProgram(name string) (string, error) {
 			return path, nil
 		}
 	}
-	return "", fmt.Errorf("%s: statically linked; memtrail needs the dynamic loader to preload its agent (link it dynamically, or wrap malloc with -Wl,--wrap)", name)
+	return "", fmt.Errorf("%s: %w", name, errStatic)
 }
 
 // secureExec says why running f would put the loader in secure mode
