@@ -129,7 +129,8 @@ static void unfix_env(struct fixed_env f)
  * line names (followed as the kernel does), is a statically linked ELF
  * file: one with no PT_INTERP, which the loader never sees and so never
  * preloads the agent into. It reads the files with system calls and
- * buffers on the stack, never the heap: it may run in a vfork child.
+ * buffers on the stack: the agent never allocates from the heap it
+ * traces.
  * Anything it cannot read or make sense of is not static: the exec will
  * say what is wrong with it. */
 static int is_static(const char *path)
@@ -219,15 +220,19 @@ static const char *search_path(const char *file, char *buf, size_t cap)
 }
 
 /* exec_begin notes in the region that the process is about to exec path
- * (NULL if not known): if the pid ends with it still set, the new image
- * never connected (the loader dropped the agent), and the recorder says
- * so; it notes too whether the new program is statically linked, which
- * explains why. A vfork child, a pid of its own in its parent's memory,
- * must not note it for the parent. It returns whether it noted it. */
-static int exec_begin(const char *path)
+ * (NULL if not known; looked up in PATH first with search): if the pid
+ * ends with it still set, the new image never connected (the loader
+ * dropped the agent), and the recorder says so; it notes too whether the
+ * new program is statically linked, which explains why. A vfork child, a
+ * pid of its own in its parent's memory, must not note it for the
+ * parent. It returns whether it noted it. */
+static int exec_begin(const char *path, int search)
 {
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
 		return 0;
+	char found[4096];
+	if (search && path != NULL)
+		path = search_path(path, found, sizeof found);
 	uint64_t pending = 1;
 	if (path != NULL && is_static(path)) {
 		size_t len = strnlen(path, MT_EXEC_PATH - 1);
@@ -250,7 +255,7 @@ __attribute__((visibility("default"))) int execve(const char *path, char *const 
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int noted = exec_begin(path);
+	int noted = exec_begin(path, 0);
 	int r = mt_real.execve(path, argv, f.envp);
 	exec_failed(noted);
 	unfix_env(f);
@@ -261,8 +266,7 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	char found[4096];
-	int noted = exec_begin(search_path(file, found, sizeof found));
+	int noted = exec_begin(file, 1);
 	int r = mt_real.execvpe(file, argv, f.envp);
 	exec_failed(noted);
 	unfix_env(f);
@@ -279,7 +283,7 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
 		digits[n++] = (char)('0' + v % 10);
 	for (size_t i = 14; n > 0;)
 		self[i++] = digits[--n];
-	int noted = exec_begin(fd >= 0 ? self : NULL);
+	int noted = exec_begin(fd >= 0 ? self : NULL, 0);
 	int r = mt_real.fexecve(fd, argv, f.envp);
 	exec_failed(noted);
 	unfix_env(f);
