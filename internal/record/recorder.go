@@ -893,7 +893,7 @@ func (r *Recorder) howEnded(p *process) (trace.EndHow, int64) {
 func (r *Recorder) reaped(wr waitResult) {
 	r.mainEnded = true
 	if wr.err != nil {
-		fmt.Fprintf(r.log, "memtrail: waiting for the program: %v\n", wr.err)
+		fmt.Fprintf(r.log, "memtrail: waiting for the program, process %d (%s): %v\n", wr.pid, shown(r.opts.Args[0]), wr.err)
 		return
 	}
 	r.mainStatus = wr.status
