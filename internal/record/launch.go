@@ -202,12 +202,35 @@ func agentEnv(env []string, agentPath, socket string) []string {
 // (echo fails with "write error: Bad file descriptor").
 func programFiles(stdin, stdout, stderr *os.File) []*os.File {
 	files := []*os.File{stdin, stdout, stderr}
+	var closed [3]bool
 	for fd, f := range files {
-		if f != nil && f.Fd() == uintptr(fd) && closedAtStart(fd) {
+		closed[fd] = f != nil && f.Fd() == uintptr(fd) && looksClosedAtStart(fd)
+	}
+	// The runtime opens /dev/null once for each closed fd; one /dev/null
+	// on several of them (daemon(3) gives all three one) was given.
+	var shared [3]bool
+	for a := range 3 {
+		for b := a + 1; b < 3; b++ {
+			if closed[a] && closed[b] && sameOpenFile(a, b) {
+				shared[a], shared[b] = true, true
+			}
+		}
+	}
+	for fd := range files {
+		if closed[fd] && !shared[fd] {
 			files[fd] = nil
 		}
 	}
 	return files
+}
+
+// sameOpenFile says whether fds a and b of memtrail share one open file
+// description (kcmp(2) KCMP_FILE); false where kcmp is not allowed.
+func sameOpenFile(a, b int) bool {
+	const kcmpFile = 0
+	pid := uintptr(os.Getpid())
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, pid, pid, kcmpFile, uintptr(a), uintptr(b), 0)
+	return errno == 0 && r == 0
 }
 
 // runtimeDevNull is how /proc/self/fdinfo shows the /dev/null the Go
@@ -217,13 +240,13 @@ func programFiles(stdin, stdout, stderr *os.File) []*os.File {
 // there, as user space need not pass it).
 const runtimeDevNull = unix.O_RDWR | 0o100000
 
-// closedAtStart says whether standard fd was closed when memtrail
+// looksClosedAtStart says whether standard fd was closed when memtrail
 // started, which fcntl can no longer tell since the runtime has put
 // /dev/null there. A stream the user gave as /dev/null opened for reading
 // and writing (the shell's <>/dev/null) looks exactly the same, and is
 // taken as closed: reading or writing /dev/null does nothing either way,
 // though the program sees EBADF rather than end of file.
-func closedAtStart(fd int) bool {
+func looksClosedAtStart(fd int) bool {
 	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err != nil || link != os.DevNull {
 		return false
 	}
