@@ -123,7 +123,25 @@ func printRecording(w io.Writer, args []string, res *record.Result) {
 	if res.Lost > 0 {
 		fmt.Fprintf(w, "memtrail: %s lost (the report says which and why)\n", report.Plural(res.Lost, "event"))
 	}
+	printUnrecorded(w, res)
 	fmt.Fprintf(w, "memtrail: trace written to %s; see where the memory went with: memtrail report %s\n", res.Path, res.Path)
+}
+
+// printUnrecorded names the processes whose exec'd program was not
+// recorded, and why: they would otherwise be missing without a word.
+func printUnrecorded(w io.Writer, res *record.Result) {
+	for _, u := range res.Unrecorded {
+		if u.Static {
+			fmt.Fprintf(w, "memtrail: not recorded: statically linked: %s, exec'd by process %d (%s)\n",
+				report.Printable(u.Program), u.PID, report.Printable(u.Exe))
+		} else {
+			fmt.Fprintf(w, "memtrail: not recorded: the program process %d (%s) exec'd; the loader dropped memtrail (setuid or setgid?)\n",
+				u.PID, report.Printable(u.Exe))
+		}
+	}
+	if more := res.UnrecordedCount - len(res.Unrecorded); more > 0 {
+		fmt.Fprintf(w, "memtrail: not recorded: %s more (memtrail report -processes lists them)\n", report.Plural(uint64(more), "program"))
+	}
 }
 
 // printStats writes the cost of a recording, for benchmarks and the

@@ -94,7 +94,7 @@ func (r *Recorder) leakScan(p *process, w []uint64, tid uint64) {
 		r.write(r.w.LeakOrigins(trace.LeakOrigins{Process: p.id, Origins: origins}))
 	}
 	if scan.Error != "" {
-		fmt.Fprintf(r.log, "memtrail: process %d: no leak scan: %s\n", p.pid, scan.Error)
+		fmt.Fprintf(r.log, "memtrail: %s: no leak scan: %s\n", p, scan.Error)
 	}
 	atomic.StoreUint64(p.region.u64(hdrScanDone), 1)
 	p.region.wake(hdrScanDone, math.MaxInt32) // the exiting thread and the stopped ones

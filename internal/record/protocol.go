@@ -8,6 +8,8 @@ const (
 	protocolVersion = 8
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
+	execStatic      = 2
+	execPathBytes   = 1024
 	maxHello        = 16384
 	keyLen          = 32
 
@@ -67,6 +69,7 @@ const (
 	hdrFullUnwind   = 288
 	hdrExecPending  = 296
 	hdrClock        = 320
+	hdrExecPath     = 384
 )
 
 // struct mt_slot and struct mt_node.

@@ -47,6 +47,8 @@ func TestProtocolMatchesC(t *testing.T) {
 		{"offsetof(struct mt_header, free_pointers)", hdrFreePointers},
 		{"offsetof(struct mt_header, full_unwind)", hdrFullUnwind},
 		{"offsetof(struct mt_header, exec_pending)", hdrExecPending},
+		{"offsetof(struct mt_header, exec_path)", hdrExecPath}, {"MT_EXEC_STATIC", execStatic}, {"MT_EXEC_PATH", execPathBytes},
+		{"sizeof(struct mt_header) <= MT_HEADER_SIZE", 1},
 		{"offsetof(struct mt_slot, state)", slotState}, {"offsetof(struct mt_slot, tid)", slotTid},
 		{"offsetof(struct mt_slot, write)", slotWrite}, {"offsetof(struct mt_slot, read)", slotRead},
 		{"offsetof(struct mt_slot, waiting)", slotWaiting},

@@ -131,9 +131,27 @@ type Result struct {
 	// Calls counts the function entries and returns measured with
 	// Options.StackCalls.
 	Calls uint64
+	// Unrecorded are the processes that exec'd a program the agent could
+	// not be loaded into, the first maxUnrecordedListed of them;
+	// UnrecordedCount counts them all.
+	Unrecorded      []Unrecorded
+	UnrecordedCount int
 	// WriteErr is set when the trace could not be written completely
 	// (e.g. the disk filled up); the part before it is readable.
 	WriteErr error
+}
+
+// Unrecorded is a recorded process that exec'd a program that was not
+// recorded: the trace ends the process with trace.EndExecUnrecorded.
+type Unrecorded struct {
+	PID int
+	Exe string // the recorded program, which exec'd
+	// Program is the program exec'd, when the agent saw that it (or its
+	// script's interpreter) is statically linked: Static is then set.
+	// Otherwise the loader dropped the agent for a reason of its own
+	// (setuid or setgid), and the program is not known.
+	Program string
+	Static  bool
 }
 
 // ProgramEnd is how the recorded program itself ended.
@@ -194,6 +212,11 @@ type Recorder struct {
 	waits           chan waitResult
 	programCPU      time.Duration
 	runTime         time.Duration
+
+	// The processes that exec'd a program that was not recorded
+	// (Result.Unrecorded).
+	unrecordedList  []Unrecorded
+	unrecordedCount int
 }
 
 func (o *Options) defaults() {
@@ -320,7 +343,7 @@ func (r *Recorder) start(prog string) error {
 	started := time.Now()
 	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
 		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.env()),
-		Files: []*os.File{opts.Stdin, opts.Stdout, opts.Stderr},
+		Files: programFiles(opts.Stdin, opts.Stdout, opts.Stderr),
 	})
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", opts.Args[0], err)
@@ -353,7 +376,8 @@ func (r *Recorder) result() *Result {
 	res := &Result{Path: r.path, Processes: int(r.nprocs), Events: r.events, Lost: r.lost, WriteErr: r.writeErr,
 		ProgramCPU: r.programCPU, RecorderCPU: selfCPU(), RunTime: r.runTime,
 		Allocations: r.allocations, Frees: r.frees, BytesAllocated: r.bytesAllocated,
-		Waits: r.ringWaits, WaitTime: time.Duration(r.ringWaitNs), Program: endOf(r.mainStatus), Calls: r.calls}
+		Waits: r.ringWaits, WaitTime: time.Duration(r.ringWaitNs), Program: endOf(r.mainStatus), Calls: r.calls,
+		Unrecorded: r.unrecordedList, UnrecordedCount: r.unrecordedCount}
 	if fi, err := os.Stat(r.path); err == nil {
 		res.Bytes = fi.Size()
 	}
@@ -840,12 +864,54 @@ func (r *Recorder) checkDeaths() {
 		if p.damaged == "" && p.region.load64(hdrExecPending) != 0 {
 			// It exec'd, and the new image never said hello. (A
 			// damaged region may say anything.)
-			how, code = trace.EndExecUnrecorded, 0
-			fmt.Fprintf(r.log, "memtrail: process %d exec'd a program without memtrail, which was not recorded "+
-				"(a setuid or setgid program, for which the loader ignores LD_PRELOAD, or a static one)\n", p.pid)
+			how, code = trace.EndExecUnrecorded, r.unrecorded(p)
 		}
 		r.end(p, how, code)
 	}
+}
+
+// String names p in messages, by pid and program, as "process 12
+// (/usr/bin/prog)".
+func (p *process) String() string {
+	return fmt.Sprintf("process %d (%s)", p.pid, shown(p.start.Exe))
+}
+
+// shown is a path as a message shows it: quoted if it holds anything but
+// printable characters, so that a file name cannot forge a line of its
+// own.
+func shown(path string) string {
+	for _, c := range path {
+		if !strconv.IsGraphic(c) || c == '"' {
+			return strconv.QuoteToGraphic(path)
+		}
+	}
+	return path
+}
+
+// maxUnrecordedListed bounds Result.Unrecorded: a script may exec
+// thousands of static programs.
+const maxUnrecordedListed = 100
+
+// unrecorded says that p exec'd a program the agent was not loaded into,
+// and why if the agent knew, and returns the ProcessEnd code that says
+// why (trace.EndExecUnrecorded).
+func (r *Recorder) unrecorded(p *process) int64 {
+	u := Unrecorded{PID: p.pid, Exe: p.start.Exe}
+	code := trace.UnrecordedUnknown
+	if p.region.load64(hdrExecPending) == execStatic {
+		u.Program, u.Static = p.region.execPath(), true
+		code = trace.UnrecordedStatic
+		fmt.Fprintf(r.log, "memtrail: %s exec'd %s, which is statically linked (or its script's interpreter is): "+
+			"the loader cannot preload memtrail into it, so it was not recorded\n", p, shown(u.Program))
+	} else {
+		fmt.Fprintf(r.log, "memtrail: %s exec'd a program without memtrail, which was not recorded "+
+			"(a setuid or setgid program, for which the loader ignores LD_PRELOAD)\n", p)
+	}
+	r.unrecordedCount++
+	if len(r.unrecordedList) < maxUnrecordedListed {
+		r.unrecordedList = append(r.unrecordedList, u)
+	}
+	return code
 }
 
 // howEnded finds out how a dead process ended: from its wait status if it
@@ -892,7 +958,7 @@ func (r *Recorder) howEnded(p *process) (trace.EndHow, int64) {
 func (r *Recorder) reaped(wr waitResult) {
 	r.mainEnded = true
 	if wr.err != nil {
-		fmt.Fprintf(r.log, "memtrail: waiting for the program: %v\n", wr.err)
+		fmt.Fprintf(r.log, "memtrail: waiting for the program, process %d (%s): %v\n", wr.pid, shown(r.opts.Args[0]), wr.err)
 		return
 	}
 	r.mainStatus = wr.status
@@ -968,7 +1034,7 @@ func (r *Recorder) end(p *process, how trace.EndHow, code int64) {
 			r.write(r.w.Lost(trace.Lost{Process: p.id, Count: dropped, Reason: "events the agent could not record (more live threads than slots, the recorder gone, or allocations in a signal handler that interrupted the agent)"}))
 		}
 		if n := hdr.load64(hdrNodesLost); n > 0 {
-			fmt.Fprintf(r.log, "memtrail: process %d: %d call stacks were cut short (node table full)\n", p.pid, n)
+			fmt.Fprintf(r.log, "memtrail: %s: %d call stacks were cut short (node table full)\n", p, n)
 		}
 		r.ringWaits += hdr.load64(hdrWaits)
 		r.ringWaitNs += hdr.load64(hdrWaitNs)
@@ -1005,8 +1071,8 @@ func (r *Recorder) damaged(p *process) {
 		return
 	}
 	p.damageTold = true
-	fmt.Fprintf(r.log, "memtrail: process %d damaged memtrail's buffer in its memory (%s); its recording stops here, "+
-		"the program runs on\n", p.pid, p.damaged)
+	fmt.Fprintf(r.log, "memtrail: %s damaged memtrail's buffer in its memory (%s); its recording stops here, "+
+		"the program runs on\n", p, p.damaged)
 	for _, c := range r.procs {
 		if c.held && c.parent == p {
 			r.release(c)
@@ -1032,7 +1098,7 @@ func (r *Recorder) stopRemaining() {
 		}
 		p := r.procs[0]
 		*p.region.u64(hdrDisabled) = 1 // before the last drain, so that it is the last
-		fmt.Fprintf(r.log, "memtrail: process %d is still running; its recording stops here\n", p.pid)
+		fmt.Fprintf(r.log, "memtrail: %s is still running; its recording stops here\n", p)
 		r.end(p, trace.EndRunning, 0)
 	}
 }

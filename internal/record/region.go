@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -134,4 +135,15 @@ func (r *region) unmap() {
 		unix.Munmap(r.mem)
 		r.mem = nil
 	}
+}
+
+// execPath is the program the process exec'd, as the agent noted it with
+// execStatic (struct mt_header, exec_path): at most execPathBytes-1
+// bytes, whatever the process wrote there.
+func (r *region) execPath() string {
+	b := r.mem[hdrExecPath : hdrExecPath+execPathBytes]
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
 }

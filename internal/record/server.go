@@ -153,10 +153,10 @@ func (s *server) admit(conn *net.UnixConn) (int, error) {
 	}
 	pid := int(cred.Pid)
 	if int(cred.Uid) != os.Geteuid() {
-		return 0, fmt.Errorf("refused a connection from process %d of uid %d: the recorder runs as uid %d", pid, cred.Uid, os.Geteuid())
+		return 0, fmt.Errorf("refused a connection from %s of uid %d: the recorder runs as uid %d", processName(pid), cred.Uid, os.Geteuid())
 	}
 	if !descendant(pid, os.Getpid()) {
-		return 0, fmt.Errorf("refused a connection from process %d: not one the recorded program started", pid)
+		return 0, fmt.Errorf("refused a connection from %s: not one the recorded program started", processName(pid))
 	}
 	return pid, nil
 }
@@ -217,23 +217,23 @@ func (s *server) handshake(conn *net.UnixConn, pid int) error {
 	buf := make([]byte, maxHello)
 	n, _, _, _, err := conn.ReadMsgUnix(buf, nil)
 	if err != nil {
-		return fmt.Errorf("reading the hello of process %d: %w", pid, err)
+		return fmt.Errorf("reading the hello of %s: %w", processName(pid), err)
 	}
 	h, err := parseHello(buf[:n])
 	if err != nil {
-		return fmt.Errorf("process %d: %w", pid, err)
+		return fmt.Errorf("%s: %w", processName(pid), err)
 	}
 	if subtle.ConstantTimeCompare(h.key, []byte(s.key)) != 1 {
-		return fmt.Errorf("refused process %d: its hello has not the key of this run", pid)
+		return fmt.Errorf("refused %s: its hello has not the key of this run", processName(pid))
 	}
 	if h.pid != pid {
-		return fmt.Errorf("refused process %d: its hello says it is process %d", pid, h.pid)
+		return fmt.Errorf("refused %s: its hello says it is process %d", processName(pid), h.pid)
 	}
 	if !parentClaim(pid, h.ppid) {
 		// A fork child of another process would take the place of
 		// that process's real child, which would then be held back
 		// (and, its ring full, held up) until that process ended.
-		return fmt.Errorf("refused process %d: its hello says its parent is process %d, which it is not", pid, h.ppid)
+		return fmt.Errorf("refused %s: its hello says its parent is process %d, which it is not", processName(pid), h.ppid)
 	}
 	s.welcoming.Lock()
 	defer s.welcoming.Unlock()
@@ -244,7 +244,7 @@ func (s *server) handshake(conn *net.UnixConn, pid int) error {
 	if err != nil {
 		binary.LittleEndian.PutUint32(welcome[4:], 1)
 		conn.WriteMsgUnix(welcome, nil, nil)
-		return fmt.Errorf("process %d is not recorded: %w", h.pid, err)
+		return fmt.Errorf("%s is not recorded: %w", processName(h.pid), err)
 	}
 	if s.clock != nil {
 		s.clock.add(r)
@@ -259,7 +259,7 @@ func (s *server) handshake(conn *net.UnixConn, pid int) error {
 		if h.pidfd >= 0 {
 			unix.Close(h.pidfd)
 		}
-		return fmt.Errorf("answering process %d: %w", h.pid, err)
+		return fmt.Errorf("answering %s: %w", processName(h.pid), err)
 	}
 	r.closeFD()
 	h.region = r
@@ -294,4 +294,15 @@ func parseHello(b []byte) (*hello, error) {
 		h.args = append(h.args, string(a))
 	}
 	return h, nil
+}
+
+// processName names process pid in messages, by pid and program, as
+// process.String does for the processes that said hello; the program
+// is "?" once the process has gone.
+func processName(pid int) string {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		exe = "?"
+	}
+	return fmt.Sprintf("process %d (%s)", pid, shown(exe))
 }

@@ -193,6 +193,10 @@ func Ending(how trace.EndHow, code int64) string {
 		return "killed by " + trace.Signal(code)
 	case trace.EndUnknown:
 		return "ended without a known status"
+	case trace.EndExecUnrecorded:
+		if code == trace.UnrecordedStatic {
+			return "exec'd a program not recorded: statically linked"
+		}
 	}
 	return how.String()
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/memtrail/memtrail/internal/analysis"
+	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // JSON writes the report on one process of m as one JSON object. Its keys
@@ -74,8 +75,11 @@ type jsonProcess struct {
 }
 
 type jsonEnd struct {
-	How  string `json:"how"` // exited, signaled, exec, running, unknown or not_recorded
+	How  string `json:"how"` // exited, signaled, exec, exec_unrecorded, running, unknown or not_recorded
 	Code int64  `json:"code"`
+	// Why the new image of exec_unrecorded was not recorded, when known:
+	// statically_linked.
+	Why string `json:"why,omitempty"`
 }
 
 type jsonSummary struct {
@@ -183,7 +187,11 @@ func jsonProcesses(m *analysis.Model, selected *analysis.Process) []jsonProcess 
 }
 
 func jsonEndOf(p *analysis.Process) jsonEnd {
-	return jsonEnd{How: endName(p), Code: p.Code}
+	end := jsonEnd{How: endName(p), Code: p.Code}
+	if p.Ended && p.How == trace.EndExecUnrecorded && p.Code == trace.UnrecordedStatic {
+		end.Why = "statically_linked"
+	}
+	return end
 }
 
 func jsonSummaryOf(p *analysis.Process, usage StackUsage) jsonSummary {

@@ -362,9 +362,22 @@ const (
 	EndExec                   // it replaced its image with exec; the new image is a new process
 	EndRunning                // it was still running when recording stopped
 	// EndExecUnrecorded: it replaced its image with exec, and the new
-	// image was not recorded (the loader dropped the agent, as it does
-	// for a setuid program); Code is 0.
+	// image was not recorded; Code says why, if the agent knew
+	// (UnrecordedUnknown, UnrecordedStatic).
 	EndExecUnrecorded
+)
+
+// Why a process's new image was not recorded: the Code of a ProcessEnd
+// with EndExecUnrecorded. Traces written before the agent could tell
+// have 0 there.
+const (
+	// UnrecordedUnknown: the loader dropped the agent, as it does for
+	// a setuid or setgid program.
+	UnrecordedUnknown int64 = 0
+	// UnrecordedStatic: the new program, or its script's interpreter,
+	// is statically linked, so the loader never ran to preload the
+	// agent.
+	UnrecordedStatic int64 = 1
 )
 
 func (h EndHow) String() string {

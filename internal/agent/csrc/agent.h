@@ -309,7 +309,9 @@ static inline void mt_lock(mt_lock_t *l)
 }
 static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE); }
 
-MT_HIDDEN void mt_warn(const char *msg);
+/* mt_warn writes "memtrail: process <pid> (<program>): " what, then
+ * detail (if not NULL) and a newline to stderr, in one write. */
+MT_HIDDEN void mt_warn(const char *what, const char *detail);
 MT_HIDDEN const char *mt_own_path(void);
 MT_HIDDEN const char *mt_own_allocator(size_t *len);
 

@@ -17,9 +17,12 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -118,16 +121,126 @@ static void unfix_env(struct fixed_env f)
 		munmap(f.envp, f.size);
 }
 
-/* exec_begin notes in the region that the process is about to exec: if
- * the pid ends with it still set, the new image never connected (the
- * loader dropped the agent), and the recorder says so. A vfork child, a
+/* Scripts may name an interpreter that is itself a script: the kernel
+ * follows four levels more (BINPRM_MAX_RECURSION). */
+#define MAX_INTERPRETERS 5
+
+/* is_static says whether the program at path, or the interpreter its #!
+ * line names (followed as the kernel does), is a statically linked ELF
+ * file: one with no PT_INTERP, which the loader never sees and so never
+ * preloads the agent into. It reads the files with system calls and
+ * buffers on the stack: the agent never allocates from the heap it
+ * traces.
+ * Anything it cannot read or make sense of is not static: the exec will
+ * say what is wrong with it. */
+static int is_static(const char *path)
+{
+	char interp[256];
+	for (int level = 0; level < MAX_INTERPRETERS; level++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return 0;
+		union {
+			Elf64_Ehdr ehdr;
+			char line[sizeof interp + 2];
+		} head;
+		ssize_t n = pread(fd, &head, sizeof head, 0);
+		if (n >= 2 && head.line[0] == '#' && head.line[1] == '!') {
+			close(fd);
+			/* The interpreter is the first word after #!, up to a
+			 * blank or the end of the line. */
+			size_t i = 2, len = 0;
+			while (i < (size_t)n && (head.line[i] == ' ' || head.line[i] == '\t'))
+				i++;
+			while (i < (size_t)n && head.line[i] != ' ' && head.line[i] != '\t' && head.line[i] != '\n' &&
+			       head.line[i] != 0 && len < sizeof interp - 1)
+				interp[len++] = head.line[i++];
+			if (len == 0 || len == sizeof interp - 1)
+				return 0;
+			interp[len] = 0;
+			path = interp;
+			continue;
+		}
+		int no_interp = 0;
+		if (n >= (ssize_t)sizeof head.ehdr && memcmp(head.ehdr.e_ident, ELFMAG, SELFMAG) == 0 &&
+		    head.ehdr.e_ident[EI_CLASS] == ELFCLASS64 && head.ehdr.e_phentsize == sizeof(Elf64_Phdr) &&
+		    (head.ehdr.e_type == ET_EXEC || head.ehdr.e_type == ET_DYN)) {
+			no_interp = 1;
+			Elf64_Phdr ph[16];
+			for (size_t done = 0; done < head.ehdr.e_phnum && no_interp;) {
+				size_t want = head.ehdr.e_phnum - done < 16 ? head.ehdr.e_phnum - done : 16;
+				ssize_t got = pread(fd, ph, want * sizeof ph[0], (off_t)(head.ehdr.e_phoff + done * sizeof ph[0]));
+				if (got != (ssize_t)(want * sizeof ph[0])) {
+					no_interp = 0;
+					break;
+				}
+				for (size_t i = 0; i < want; i++) {
+					if (ph[i].p_type == PT_INTERP)
+						no_interp = 0;
+				}
+				done += want;
+			}
+		}
+		close(fd);
+		return no_interp;
+	}
+	return 0;
+}
+
+/* search_path finds file in PATH as execvp does, into buf: the first
+ * entry where it is an executable file. A name with a slash is taken as
+ * it is. It returns NULL if it finds none. */
+static const char *search_path(const char *file, char *buf, size_t cap)
+{
+	if (strchr(file, '/') != NULL)
+		return file;
+	const char *dirs = getenv("PATH");
+	if (dirs == NULL)
+		dirs = "/bin:/usr/bin";
+	size_t flen = strlen(file);
+	for (const char *d = dirs;; d++) {
+		const char *end = strchrnul(d, ':');
+		size_t dlen = (size_t)(end - d);
+		if (dlen + flen + 2 <= cap) {
+			/* An empty entry is the current directory. */
+			size_t off = 0;
+			if (dlen > 0) {
+				memcpy(buf, d, dlen);
+				buf[dlen] = '/';
+				off = dlen + 1;
+			}
+			memcpy(buf + off, file, flen + 1);
+			if (access(buf, X_OK) == 0)
+				return buf;
+		}
+		if (*end == 0)
+			return NULL;
+		d = end;
+	}
+}
+
+/* exec_begin notes in the region that the process is about to exec path
+ * (NULL if not known; looked up in PATH first with search): if the pid
+ * ends with it still set, the new image never connected (the loader
+ * dropped the agent), and the recorder says so; it notes too whether the
+ * new program is statically linked, which explains why. A vfork child, a
  * pid of its own in its parent's memory, must not note it for the
  * parent. It returns whether it noted it. */
-static int exec_begin(void)
+static int exec_begin(const char *path, int search)
 {
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
 		return 0;
-	__atomic_store_n(&mt_proc.hdr->exec_pending, 1, __ATOMIC_RELEASE);
+	char found[4096];
+	if (search && path != NULL)
+		path = search_path(path, found, sizeof found);
+	uint64_t pending = 1;
+	if (path != NULL && is_static(path)) {
+		size_t len = strnlen(path, MT_EXEC_PATH - 1);
+		memcpy(mt_proc.hdr->exec_path, path, len);
+		mt_proc.hdr->exec_path[len] = 0;
+		pending = MT_EXEC_STATIC;
+	}
+	__atomic_store_n(&mt_proc.hdr->exec_pending, pending, __ATOMIC_RELEASE);
 	return 1;
 }
 
@@ -142,7 +255,7 @@ __attribute__((visibility("default"))) int execve(const char *path, char *const 
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int noted = exec_begin();
+	int noted = exec_begin(path, 0);
 	int r = mt_real.execve(path, argv, f.envp);
 	exec_failed(noted);
 	unfix_env(f);
@@ -153,7 +266,7 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int noted = exec_begin();
+	int noted = exec_begin(file, 1);
 	int r = mt_real.execvpe(file, argv, f.envp);
 	exec_failed(noted);
 	unfix_env(f);
@@ -164,7 +277,13 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int noted = exec_begin();
+	char self[32] = "/proc/self/fd/", digits[12];
+	size_t n = 0;
+	for (unsigned v = (unsigned)fd; n == 0 || v != 0; v /= 10)
+		digits[n++] = (char)('0' + v % 10);
+	for (size_t i = 14; n > 0;)
+		self[i++] = digits[--n];
+	int noted = exec_begin(fd >= 0 ? self : NULL, 0);
 	int r = mt_real.fexecve(fd, argv, f.envp);
 	exec_failed(noted);
 	unfix_env(f);

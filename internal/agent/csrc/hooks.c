@@ -312,7 +312,7 @@ __attribute__((noreturn)) static void throw_bad_alloc(void)
 	void (*thrower)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv");
 	if (thrower != NULL)
 		thrower();
-	mt_warn("memtrail: operator new failed and std::bad_alloc cannot be thrown; aborting\n");
+	mt_warn("operator new failed and std::bad_alloc cannot be thrown; aborting", NULL);
 	abort();
 }
 

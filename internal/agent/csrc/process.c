@@ -51,7 +51,51 @@ static char hello_buf[MT_MAX_HELLO];
 #define MAX_SETUP 64
 static pid_t in_setup[MAX_SETUP];
 
-void mt_warn(const char *msg) { (void)!write(2, msg, strlen(msg)); }
+/* stderr_was_closed is set when the program image started with fd 2
+ * closed: a file it opens later may take fd 2, and the agent's messages
+ * must not go into it. A fork child inherits it with the descriptors. */
+static int stderr_was_closed;
+static int stderr_checked;
+
+/* A message says which process it is about, by pid and program, as the
+ * recorder's do: many processes of a run share one stderr. It is built
+ * on the stack (a thread's may be small: the program's path is cut to
+ * fit), never the heap, and written at once, so that lines of processes
+ * warning together do not mix. */
+void mt_warn(const char *what, const char *detail)
+{
+	if (stderr_was_closed)
+		return;
+	char line[2048];
+	size_t n = 0;
+	const size_t cap = sizeof line - 1; /* room for the newline */
+#define PUT(s, len)                                                  \
+	do {                                                         \
+		size_t l_ = (len) < cap - n ? (len) : cap - n;        \
+		memcpy(line + n, (s), l_);                            \
+		n += l_;                                              \
+	} while (0)
+	PUT("memtrail: process ", 18);
+	char rev[12];
+	size_t digits = 0;
+	for (unsigned v = (unsigned)syscall(SYS_getpid); digits == 0 || v != 0; v /= 10)
+		rev[digits++] = (char)('0' + v % 10);
+	while (digits > 0)
+		PUT(&rev[--digits], 1);
+	PUT(" (", 2);
+	ssize_t e = readlink("/proc/self/exe", line + n, (cap - n) / 2);
+	if (e > 0)
+		n += (size_t)e;
+	else
+		PUT("?", 1);
+	PUT("): ", 3);
+	PUT(what, strlen(what));
+	if (detail != NULL)
+		PUT(detail, strlen(detail));
+#undef PUT
+	line[n++] = '\n';
+	(void)!write(2, line, n);
+}
 
 static pid_t gettid_raw(void) { return (pid_t)syscall(SYS_gettid); }
 
@@ -114,7 +158,7 @@ static int find_socket_path(void)
 		return 0;
 	size_t all = strlen(v);
 	if (all <= MT_KEY_LEN + 1 || v[MT_KEY_LEN] != ':' || all >= sizeof mt_proc.sock_env) {
-		mt_warn("memtrail: MEMTRAIL_SOCK is not <key>:<socket>; this process is not recorded\n");
+		mt_warn("MEMTRAIL_SOCK is not <key>:<socket>; this process is not recorded", NULL);
 		return 0;
 	}
 	size_t len = all - MT_KEY_LEN - 1;
@@ -255,12 +299,19 @@ void mt_process_init(int flags, uint64_t fork_token)
 		return;
 	}
 	mt_resolve();
+	if (!stderr_checked) {
+		/* The first allocation of an image comes before its main. */
+		int saved = errno;
+		stderr_checked = 1;
+		stderr_was_closed = fcntl(2, F_GETFD) < 0 && errno == EBADF;
+		errno = saved;
+	}
 	int state = MT_STATE_OFF;
 	if (find_socket_path()) {
 		if (connect_recorder(flags, fork_token))
 			state = MT_STATE_ACTIVE;
 		else
-			mt_warn("memtrail: agent could not reach the recorder; this process is not recorded\n");
+			mt_warn("the agent could not reach the recorder; this process is not recorded", NULL);
 	}
 	mt_proc.pid = getpid();
 	/* Without it, every thread takes its numbers with a locked
@@ -530,7 +581,7 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 static void disable(void)
 {
 	__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
-	mt_warn("memtrail: the recorder is gone; recording stopped, the program continues\n");
+	mt_warn("the recorder is gone; recording stopped, the program continues", NULL);
 }
 
 /* wait_for_space waits while the ring is full. The recorder drains on the

@@ -23,6 +23,8 @@
 #define MT_PROTOCOL_VERSION 8
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
+#define MT_EXEC_STATIC 2
+#define MT_EXEC_PATH 1024
 #define MT_MAX_HELLO 16384
 
 /* The recorder's key for one run, MT_KEY_LEN hex digits. The agent finds
@@ -237,9 +239,14 @@ struct mt_header {
 	 * outer part of the thread's previous one. */
 	uint64_t full_unwind;
 	/* Nonzero while the process is in an exec (agent): if it is still
-	 * set when the pid ends, the new image never connected. */
+	 * set when the pid ends, the new image never connected. It is
+	 * MT_EXEC_STATIC when the agent saw that the new program, or its
+	 * script's interpreter, is statically linked, so that the loader
+	 * cannot preload the agent into it; exec_path then names the
+	 * program exec'd, cut to fit and NUL-terminated. */
 	uint64_t exec_pending;
 	uint64_t clock __attribute__((aligned(64)));
+	char exec_path[MT_EXEC_PATH] __attribute__((aligned(64)));
 };
 
 /* Hello: the agent's first message on the recorder's socket. The strings

@@ -33,7 +33,7 @@ void *mt_bootstrap_alloc(size_t size, size_t align)
 		align = 16;
 	size_t start = (bootstrap_used + 16 + align - 1) & ~(align - 1);
 	if (start + size > sizeof mt_bootstrap || size > sizeof mt_bootstrap) {
-		mt_warn("memtrail: agent bootstrap buffer exhausted\n");
+		mt_warn("the agent's bootstrap buffer is exhausted", NULL);
 		return NULL;
 	}
 	bootstrap_used = start + size;
@@ -47,9 +47,7 @@ static void *next(const char *name)
 {
 	void *f = dlsym(RTLD_NEXT, name);
 	if (f == NULL) {
-		mt_warn("memtrail: agent cannot find ");
-		mt_warn(name);
-		mt_warn("\n");
+		mt_warn("the agent cannot find ", name);
 	}
 	return f;
 }

@@ -183,6 +183,8 @@ function endText(end) {
     case 'signaled': case 'signal': case 'killed':
       return 'killed by signal ' + end.code + (SIGNALS[end.code] ? ' (' + SIGNALS[end.code] + ')' : '');
     case 'exec': return 'replaced by exec';
+    case 'exec_unrecorded':
+      return end.why === 'statically_linked' ? "exec'd a program not recorded: statically linked" : "exec'd without memtrail";
     case 'running': return 'still running when the trace ended';
     case 'not_recorded': return 'end not recorded';
     default: return String(end.how || 'unknown');
