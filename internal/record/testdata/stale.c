@@ -9,7 +9,14 @@
  *            freed block's memory;
  *   realloc  a small block grown by realloc into the freed block's place
  *            (glibc moves it there), so the stale words are in the tail
- *            that realloc adds.
+ *            that realloc adds;
+ *   stack    no new block: the list's address is left all over the stack
+ *            from 4 KiB below main's frame down, where the calls the
+ *            agent makes at exit run (sigaction's, for one), which must
+ *            not copy what they did not write into the agent's frame that
+ *            is scanned, above. The 4 KiB right below main, where that
+ *            frame lies, are cleared: slots of it that the agent never
+ *            writes (padding) are another matter, not tested here.
  *
  * The freed block is too big for glibc's tcache, which realloc does not
  * use, and the blocks made after each of the two keep glibc from merging
@@ -85,9 +92,27 @@ static void step(const char *how)
 	lose(&old);
 }
 
+/* spray leaves the list's address in every word of the stack from 4 KiB
+ * below the caller's frame down to 64 KiB, then loses it. */
+static void spray(void)
+{
+	void **a = holder();
+	volatile void *words[8192]; /* words[0] is the deepest */
+	for (int i = 0; i < 8192; i++)
+		words[i] = i < 8192 - 512 ? a[5] : NULL;
+	(void)words;
+	a[5] = a[100] = NULL;
+	free(a);
+}
+
 int main(int argc, char **argv)
 {
-	step(argc > 1 ? argv[1] : "malloc");
+	const char *how = argc > 1 ? argv[1] : "malloc";
+	if (strcmp(how, "stack") == 0) {
+		spray();
+		return 0;
+	}
+	step(how);
 	clear_stack();
 	return 0;
 }
