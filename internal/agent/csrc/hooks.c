@@ -20,6 +20,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -113,16 +114,89 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 	mt_put(t, rec, 5);
 }
 
-/* An allocation hook: real is the call that allocates. */
-#define ALLOC_HOOK(api, size, real)                               \
+/* ---- never-written memory ----
+ *
+ * The leak scan takes any word of a live block that holds a block's
+ * address for a pointer. A block carved from freed memory holds what the
+ * freed block held until the program writes it: its stale pointers would
+ * keep lost blocks reachable, and a block's class would depend on where
+ * the allocator happened to put the blocks, which address randomization
+ * changes from run to run. memcheck takes never-written words for
+ * undefined, and undefined words for no pointers. The agent cannot see
+ * which words the program writes, so it makes the ones not written yet
+ * read as zero: a new block is cleared, all of its usable size (realloc
+ * carries the slack past the size asked for into a grown block), and so
+ * is what realloc adds to a block. calloc's blocks are zero already. The
+ * blocks of a realloc keep the old block's words, written or not, as
+ * memcheck's do.
+ *
+ * Clearing must not bring in memory the program has not touched: a big
+ * block is often fresh from mmap or brk, zero and not yet in memory, and
+ * writing it would raise the program's RSS. So the whole pages of a block
+ * are cleared only where mincore says they are in memory; a page that is
+ * not is fresh, hence zero, or swapped out, and then its stale words stay.
+ * The partial pages at a block's ends are cleared: an allocator writes its
+ * headers beside its blocks, so they are in memory anyway. */
+#define PAGE 4096u
+
+/* clear_resident clears the pages of [lo, hi), page-aligned, that are in
+ * memory. */
+static void clear_resident(uintptr_t lo, uintptr_t hi)
+{
+	unsigned char vec[256]; /* on the program's stack: keep it small */
+	while (lo < hi) {
+		size_t len = hi - lo;
+		if (len > sizeof vec * PAGE)
+			len = sizeof vec * PAGE;
+		if (mincore((void *)lo, len, vec) != 0)
+			return; /* leave what mincore cannot tell about as it is */
+		for (size_t i = 0, n = len / PAGE; i < n;) {
+			size_t j = i;
+			while (j < n && (vec[j] & 1))
+				j++;
+			if (j > i)
+				memset((void *)(lo + i * PAGE), 0, (j - i) * PAGE);
+			i = j + 1;
+		}
+		lo += len;
+	}
+}
+
+/* clear_unwritten clears bytes [from, to) of the block at p, which the
+ * program has not written yet. */
+static inline void clear_unwritten(void *p, size_t from, size_t to)
+{
+	uintptr_t a = (uintptr_t)p + from, end = (uintptr_t)p + to;
+	if (a >= end)
+		return;
+	uintptr_t lo = (a + PAGE - 1) & ~(uintptr_t)(PAGE - 1), hi = end & ~(uintptr_t)(PAGE - 1);
+	if (MT_LIKELY(hi <= lo)) {
+		memset((void *)a, 0, end - a);
+		return;
+	}
+	memset((void *)a, 0, lo - a);
+	memset((void *)hi, 0, end - hi);
+	clear_resident(lo, hi);
+}
+
+/* clear_new clears a new block that may hold stale data. */
+static inline void clear_new(void *p) { clear_unwritten(p, 0, malloc_usable_size(p)); }
+
+/* An allocation hook: real is the call that allocates; stale says the
+ * block may hold stale data (see clear_unwritten). A block the agent does
+ * not record is not scanned, and is left as it is. */
+#define ALLOC_HOOK(api, size, real, stale)                        \
 	do {                                                      \
 		struct mt_thread *t = mt_enter();                 \
 		if (t == NULL)                                    \
 			return real;                              \
 		mt_capture_stack(t, FRAME);                       \
 		void *p = real;                                   \
-		if (p != NULL)                                    \
+		if (p != NULL) {                                  \
+			if (stale)                                \
+				clear_new(p);                     \
 			emit_alloc(t, api, p, size);              \
+		}                                                 \
 		mt_leave(t);                                       \
 		return p;                                         \
 	} while (0)
@@ -149,7 +223,7 @@ EXPORT void *malloc(size_t n)
 	resolved();
 	if (MT_UNLIKELY(resolving()))
 		return mt_bootstrap_alloc(n, 16);
-	ALLOC_HOOK(MT_API_MALLOC, n, mt_real.malloc(n));
+	ALLOC_HOOK(MT_API_MALLOC, n, mt_real.malloc(n), 1);
 }
 
 EXPORT void free(void *p) { FREE_HOOK(MT_API_FREE, p); }
@@ -163,7 +237,7 @@ EXPORT void *calloc(size_t count, size_t size)
 			return NULL;
 		return mt_bootstrap_alloc(n, 16); /* static memory: already zero */
 	}
-	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size));
+	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size), 0);
 }
 
 /* realloc_common is realloc and reallocarray, the size already checked
@@ -174,8 +248,10 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 {
 	if (old == NULL) {
 		void *p = mt_real.realloc(NULL, size);
-		if (p != NULL)
+		if (p != NULL) {
+			clear_new(p);
 			emit_alloc(t, api, p, size);
+		}
 		return p;
 	}
 	if (size == 0) {
@@ -184,12 +260,15 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		return mt_real.realloc(old, 0);
 	}
 	uint64_t released = mt_seq_of(t);
+	/* The allocator reads old's header as much to move or grow it. */
+	size_t kept = malloc_usable_size(old);
 	void *p = mt_real.realloc(old, size);
 	if (p == NULL) {
 		uint64_t rec[2] = {MT_REC_SKIP | 2 << 8, released};
 		mt_emit(t, rec, 2);
 		return NULL;
 	}
+	clear_unwritten(p, kept, malloc_usable_size(p));
 	note_block(p, size);
 	uint64_t rec[8] = {MT_REC_REALLOC | 8 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   released, mt_seq_of(t), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
@@ -259,8 +338,10 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size)
 		return mt_real.posix_memalign(out, align, size);
 	mt_capture_stack(t, FRAME);
 	int r = mt_real.posix_memalign(out, align, size);
-	if (r == 0 && *out != NULL)
+	if (r == 0 && *out != NULL) {
+		clear_new(*out);
 		emit_alloc(t, MT_API_POSIX_MEMALIGN, *out, size);
+	}
 	mt_leave(t);
 	return r;
 }
@@ -270,7 +351,7 @@ EXPORT void *aligned_alloc(size_t align, size_t size)
 	resolved();
 	if (MT_UNLIKELY(resolving()))
 		return mt_bootstrap_alloc(size, align);
-	ALLOC_HOOK(MT_API_ALIGNED_ALLOC, size, mt_real.aligned_alloc(align, size));
+	ALLOC_HOOK(MT_API_ALIGNED_ALLOC, size, mt_real.aligned_alloc(align, size), 1);
 }
 
 EXPORT void *memalign(size_t align, size_t size)
@@ -278,7 +359,7 @@ EXPORT void *memalign(size_t align, size_t size)
 	resolved();
 	if (MT_UNLIKELY(resolving()))
 		return mt_bootstrap_alloc(size, align);
-	ALLOC_HOOK(MT_API_MEMALIGN, size, mt_real.memalign(align, size));
+	ALLOC_HOOK(MT_API_MEMALIGN, size, mt_real.memalign(align, size), 1);
 }
 
 EXPORT void *valloc(size_t size)
@@ -286,7 +367,7 @@ EXPORT void *valloc(size_t size)
 	resolved();
 	if (MT_UNLIKELY(resolving()))
 		return mt_bootstrap_alloc(size, 4096);
-	ALLOC_HOOK(MT_API_VALLOC, size, mt_real.valloc(size));
+	ALLOC_HOOK(MT_API_VALLOC, size, mt_real.valloc(size), 1);
 }
 
 EXPORT void *pvalloc(size_t size)
@@ -294,7 +375,7 @@ EXPORT void *pvalloc(size_t size)
 	resolved();
 	if (MT_UNLIKELY(resolving()))
 		return mt_bootstrap_alloc((size + 4095) & ~(size_t)4095, 4096);
-	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size));
+	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size), 1);
 }
 
 /* ---- C++ operators ---- */
@@ -358,8 +439,10 @@ static void *cxx_alloc(struct mt_thread **t, size_t size, size_t align, int noth
 			mt_capture_stack(t, FRAME);                   \
 		void *p = cxx_alloc(&t, size, align, nothrow);        \
 		if (t != NULL) {                                      \
-			if (p != NULL)                                \
+			if (p != NULL) {                              \
+				clear_new(p);                         \
 				emit_alloc(t, api, p, size);          \
+			}                                             \
 			mt_leave(t);                                   \
 		}                                                     \
 		return p;                                             \

@@ -733,6 +733,18 @@ static __attribute__((noinline)) int stop_others(struct sigaction *old, uint32_t
 		if (sigaction(candidates[i], NULL, old) == 0 && !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL)
 			sig = candidates[i];
 	}
+	/* glibc fills old->sa_mask, 128 bytes, from a copy on its own stack
+	 * of which the kernel wrote only the first 8: the rest is whatever an
+	 * earlier call left there, and old lies in leak_scan's frame, which
+	 * the recorder scans, so a stale pointer there kept a lost block
+	 * reachable in some runs. Keep only the signals (memset, as
+	 * sigemptyset too clears only the words of the signals). */
+	sigset_t mask;
+	memset(&mask, 0, sizeof mask);
+	for (int s = 1; s < NSIG; s++)
+		if (sigismember(&old->sa_mask, s) == 1)
+			sigaddset(&mask, s);
+	old->sa_mask = mask;
 	if (sig == 0)
 		return 0;
 	struct sigaction sa;
