@@ -290,13 +290,53 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
 	return r;
 }
 
+/* spawned tells the recorder that child, which posix_spawn has just
+ * started running path (looked up in PATH first with search), runs a
+ * statically linked program, if it does: the child runs libc's code
+ * between its clone and its exec, never the agent's, so neither it nor
+ * its new image ever says hello, and without this the recorder would
+ * never hear of it. libc reports a failed exec as posix_spawn's error,
+ * so a child spawned is one that exec'd. */
+static void spawned(pid_t child, const char *path, int search)
+{
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
+		return;
+	char found[4096];
+	if (search && path != NULL)
+		path = search_path(path, found, sizeof found);
+	if (path == NULL || !is_static(path))
+		return;
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return;
+	uint64_t rec[5 + MT_EXEC_PATH / 8];
+	size_t len = strnlen(path, MT_EXEC_PATH - 1);
+	unsigned n = 5 + (unsigned)(len + 7) / 8;
+	rec[0] = MT_REC_SPAWN | (uint64_t)n << 8;
+	rec[1] = mt_seq();
+	rec[2] = mt_tsc();
+	rec[3] = (uint64_t)(uint32_t)child;
+	rec[4] = len;
+	memset(&rec[5], 0, (len + 7) / 8 * 8);
+	memcpy(&rec[5], path, len);
+	mt_emit(t, rec, n);
+	mt_leave(t);
+}
+
 __attribute__((visibility("default"))) int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 						       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int r = mt_real.posix_spawn(pid, path, fa, attr, argv, f.envp);
+	/* The caller may not want the pid; the recorder does. */
+	pid_t child = 0;
+	int r = mt_real.posix_spawn(&child, path, fa, attr, argv, f.envp);
 	unfix_env(f);
+	if (r == 0) {
+		if (pid != NULL)
+			*pid = child;
+		spawned(child, path, 0);
+	}
 	return r;
 }
 
@@ -305,8 +345,14 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t *pid, const char *
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int r = mt_real.posix_spawnp(pid, file, fa, attr, argv, f.envp);
+	pid_t child = 0;
+	int r = mt_real.posix_spawnp(&child, file, fa, attr, argv, f.envp);
 	unfix_env(f);
+	if (r == 0) {
+		if (pid != NULL)
+			*pid = child;
+		spawned(child, file, 1);
+	}
 	return r;
 }
 
