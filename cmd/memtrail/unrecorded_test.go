@@ -203,18 +203,25 @@ func checkNotRecorded(t *testing.T, name string, c spawnedChild, static bool, st
 
 // TestRunSpawnedStaticNotRecorded has a recorded (dynamic) process start
 // a statically linked program with posix_spawn, or a script whose
-// interpreter is one with posix_spawnp (found in PATH), as Python's
-// subprocess and Rust's Command do: libc's clone and exec, with no fork
-// the agent sees and no hello from the child. memtrail names the child as
+// interpreter is one with posix_spawnp (found in PATH), as Rust's Command
+// does, or from a vfork child, as make and Python's subprocess do: libc's
+// clone and exec, or a child in its parent's memory, with no fork the
+// agent sees and no hello from the child. memtrail names the child as
 // not recorded, statically linked, with its parent, as it does a fork
-// child that execs one. A spawn that fails claims nothing, and a dynamic
-// program spawned is recorded as before.
+// child that execs one. A spawn or exec that fails claims nothing (a
+// vfork child may try several programs), and a dynamic program spawned
+// is recorded as before. Two vfork children one after the other, with
+// nothing in between that the agent sees, are both named.
 func TestRunSpawnedStaticNotRecorded(t *testing.T) {
 	parent := fixture.Build(t, filepath.Join("testdata", "spawn.c"))
 	static := fixture.Build(t, filepath.Join("testdata", "static.c"), "-static", "-O0")
 	dynamic := fixture.Build(t, filepath.Join("testdata", "streams.c"))
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "script"), []byte("#!"+static+" -x\n"), 0o755)
+	// Statically linked, but not executable: its exec fails.
+	unexecutable := filepath.Join(dir, "unexecutable")
+	code, _ := os.ReadFile(static)
+	os.WriteFile(unexecutable, code, 0o644)
 	for _, c := range []struct {
 		name   string
 		args   []string
@@ -224,7 +231,12 @@ func TestRunSpawnedStaticNotRecorded(t *testing.T) {
 		{"posix_spawn static", []string{static}, 7, true},
 		{"posix_spawnp script", []string{"-p", dir, "script"}, 7, true},
 		{"posix_spawn no such file", []string{filepath.Join(dir, "none")}, 127, false},
+		{"posix_spawn unexecutable", []string{unexecutable}, 127, false},
 		{"posix_spawn dynamic", []string{dynamic, "stdout"}, 0, false},
+		{"vfork static", []string{"-v", unexecutable, static}, 7, true},
+		{"vfork script", []string{"-v", filepath.Join(dir, "script")}, 7, true},
+		{"vfork unexecutable", []string{"-v", filepath.Join(dir, "none"), unexecutable}, 127, false},
+		{"vfork dynamic", []string{"-v", dynamic, "--", dynamic, "stdout"}, 0, false},
 	} {
 		trace := filepath.Join(t.TempDir(), "t.mtr")
 		stdout, stderr, status := runMemtrailOut(t, append([]string{"run", "-o", trace, "--", parent}, c.args...)...)
@@ -238,28 +250,38 @@ func TestRunSpawnedStaticNotRecorded(t *testing.T) {
 			continue
 		}
 		checkNotRecorded(t, c.name, spawnedChild{pid: childPid(t, stdout), ppid: parentPid(t, stdout), exe: parent}, c.static, stderr, trace)
+		if c.args[0] == "-v" {
+			m := regexp.MustCompile(`(?m)^child2 (\d+)$`).FindStringSubmatch(stdout)
+			if m == nil {
+				t.Fatalf("%s: no second child in the program's output %q", c.name, stdout)
+			}
+			checkNotRecorded(t, c.name+", second child", spawnedChild{pid: m[1], ppid: parentPid(t, stdout), exe: parent}, c.static, stderr, trace)
+		}
 	}
 }
 
 // TestRunPythonSpawnedStaticNotRecorded has Python's subprocess start a
-// statically linked program with posix_spawn, which it uses when told not
-// to close file descriptors.
+// statically linked program: from a vfork child, as it does by default,
+// or with posix_spawn, which it uses when told not to close file
+// descriptors.
 func TestRunPythonSpawnedStaticNotRecorded(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
 	}
 	static := fixture.Build(t, filepath.Join("testdata", "static.c"), "-static", "-O0")
-	script := `import os, subprocess, sys
-p = subprocess.Popen([sys.argv[1]], close_fds=False)
+	for _, closeFds := range []string{"True", "False"} {
+		script := `import os, subprocess, sys
+p = subprocess.Popen([sys.argv[1]], close_fds=` + closeFds + `)
 print("child", p.pid, flush=True)
 print("parent", os.getpid(), flush=True)
 sys.exit(p.wait())
 `
-	trace := filepath.Join(t.TempDir(), "t.mtr")
-	stdout, stderr, status := runMemtrailOut(t, "run", "-o", trace, "--", python, "-c", script, static)
-	if status != 7 {
-		t.Fatalf("status %d, want 7\n%s", status, stderr)
+		trace := filepath.Join(t.TempDir(), "t.mtr")
+		stdout, stderr, status := runMemtrailOut(t, "run", "-o", trace, "--", python, "-c", script, static)
+		if status != 7 {
+			t.Fatalf("close_fds=%s: status %d, want 7\n%s", closeFds, status, stderr)
+		}
+		checkNotRecorded(t, "python, close_fds="+closeFds, spawnedChild{pid: childPid(t, stdout), ppid: parentPid(t, stdout)}, true, stderr, trace)
 	}
-	checkNotRecorded(t, "python", spawnedChild{pid: childPid(t, stdout), ppid: parentPid(t, stdout)}, true, stderr, trace)
 }

@@ -919,10 +919,11 @@ func (r *Recorder) listUnrecorded(u Unrecorded) {
 }
 
 // spawned handles a SPAWN record w of p: p started a child with
-// posix_spawn that runs a statically linked program. The child never says
-// hello, so the trace holds what the recorder knows of it: a process, a
-// copy of p as fork makes, that ended at once by that exec (posix_spawn
-// returns once the child has exec'd), with no heap of its own. It is kept
+// posix_spawn, or vfork and exec, that runs a statically linked program.
+// The child never says hello, so the trace holds what the recorder knows
+// of it: a process, a copy of p as fork makes, that ended at once by that
+// exec (posix_spawn and vfork return once the child has exec'd), with no
+// heap of its own. It is kept
 // out of byPid: a process that later says hello under its pid is a new
 // image of its own (the static program exec'd a dynamic one).
 func (r *Recorder) spawned(p *process, w []uint64) bool {

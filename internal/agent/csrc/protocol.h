@@ -94,8 +94,9 @@
  *   SPAWN    w1 seq  w2 tsc  w3 pid  w4 path length, then the path's bytes
  *            padded to words, at most MT_EXEC_PATH-1   (posix_spawn or
  *            posix_spawnp started child pid running the program at path,
- *            which is statically linked, or its script's interpreter is:
- *            it never says hello, and is not recorded)
+ *            or a vfork child pid exec'd it, and it is statically linked,
+ *            or its script's interpreter is: the child never says hello,
+ *            and is not recorded)
  *
  * A tsc word is the time-stamp counter, or mt_header.clock when
  * mt_header.coarse is set.
