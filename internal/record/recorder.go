@@ -923,9 +923,9 @@ func (r *Recorder) listUnrecorded(u Unrecorded) {
 // The child never says hello, so the trace holds what the recorder knows
 // of it: a process, a copy of p as fork makes, that ended at once by that
 // exec (posix_spawn and vfork return once the child has exec'd), with no
-// heap of its own. It is kept
-// out of byPid: a process that later says hello under its pid is a new
-// image of its own (the static program exec'd a dynamic one).
+// heap of its own. It is kept out of byPid: a process that later says
+// hello under its pid is a new image of its own (the static program
+// exec'd a dynamic one).
 func (r *Recorder) spawned(p *process, w []uint64) bool {
 	n := w[4]
 	if n >= execPathBytes || n > uint64(8*(len(w)-5)) {
