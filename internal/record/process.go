@@ -779,6 +779,10 @@ func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 		if !rec.forked(p, w[1]+1, rec.clock.ns(w[2]), final) {
 			return false
 		}
+	case recSpawn:
+		if !rec.spawned(p, w) {
+			return false
+		}
 	case recSkip:
 	}
 	p.nextSeq++
@@ -827,7 +831,7 @@ const usableSlack = 2 * 4096
 // recordWords is how many words the agent writes of each kind of record,
 // at least.
 var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
-	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4, recPointers: 3}
+	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4, recPointers: 3, recSpawn: 5}
 
 // deepest writes a DEEPEST record w of slot s: the call stack of the
 // thread's deepest function entry, with its frames' sizes (two 32-bit

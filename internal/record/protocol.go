@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 8
+	protocolVersion = 9
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	execStatic      = 2
@@ -35,6 +35,7 @@ const (
 	recDeepest   = 13
 	recScan      = 14
 	recPointers  = 15
+	recSpawn     = 16
 
 	stackShift = 24
 	apiShift   = 16

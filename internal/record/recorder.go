@@ -907,11 +907,47 @@ func (r *Recorder) unrecorded(p *process) int64 {
 		fmt.Fprintf(r.log, "memtrail: %s exec'd a program without memtrail, which was not recorded "+
 			"(a setuid or setgid program, for which the loader ignores LD_PRELOAD)\n", p)
 	}
+	r.listUnrecorded(u)
+	return code
+}
+
+func (r *Recorder) listUnrecorded(u Unrecorded) {
 	r.unrecordedCount++
 	if len(r.unrecordedList) < maxUnrecordedListed {
 		r.unrecordedList = append(r.unrecordedList, u)
 	}
-	return code
+}
+
+// spawned handles a SPAWN record w of p: p started a child with
+// posix_spawn, or vfork and exec, that runs a statically linked program.
+// The child never says hello, so the trace holds what the recorder knows
+// of it: a process, a copy of p as fork makes, that ended at once by that
+// exec (posix_spawn and vfork return once the child has exec'd), with no
+// heap of its own. It is kept out of byPid: a process that later says
+// hello under its pid is a new image of its own (the static program
+// exec'd a dynamic one).
+func (r *Recorder) spawned(p *process, w []uint64) bool {
+	n := w[4]
+	if n >= execPathBytes || n > uint64(8*(len(w)-5)) {
+		p.damage(fmt.Sprintf("a spawn record of %d words names a path of %d bytes", len(w), n))
+		return false
+	}
+	b := make([]byte, 0, n)
+	for i := uint64(0); i < n; i++ {
+		b = append(b, byte(w[5+i/8]>>(8*(i%8))))
+	}
+	r.nprocs++
+	at := r.clock.ns(w[2])
+	pid := int(uint32(w[3]))
+	c := trace.Process{ID: r.nprocs, PID: uint64(pid), PPID: uint64(p.pid), Parent: p.id, Time: at,
+		Exe: p.start.Exe, Args: p.start.Args, Cwd: p.start.Cwd}
+	r.write(r.w.ProcessStart(c))
+	r.write(r.w.ProcessEnd(trace.ProcessEnd{ID: c.ID, Time: at, How: trace.EndExecUnrecorded, Code: trace.UnrecordedStatic}))
+	u := Unrecorded{PID: pid, Exe: p.start.Exe, Program: string(b), Static: true}
+	fmt.Fprintf(r.log, "memtrail: process %d (%s), spawned by %s, runs %s, which is statically linked (or its script's interpreter is): "+
+		"the loader cannot preload memtrail into it, so it was not recorded\n", pid, shown(u.Exe), p, shown(u.Program))
+	r.listUnrecorded(u)
+	return true
 }
 
 // howEnded finds out how a dead process ended: from its wait status if it

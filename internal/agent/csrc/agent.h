@@ -97,6 +97,15 @@ struct mt_thread {
 	/* Scratch for the stack being unwound, innermost first; one more
 	 * entry for the frame the walk stopped at. */
 	struct mt_new_frame new_frame[MT_WALK_LIMIT + 1];
+	/* A statically linked program a vfork child of this thread exec'd
+	 * (exec.c): the child notes its pid and the program here before
+	 * its exec, and takes them back if the exec fails; it sets gen
+	 * apart from the process's too, so that the thread's first entry
+	 * into the agent after vfork returns, which then takes the slow
+	 * path, tells the recorder (mt_spawn_flush). */
+	uint32_t spawn_pid;
+	uint32_t spawn_len;
+	char spawn_path[MT_EXEC_PATH];
 };
 
 /* Process-wide state. */
@@ -313,6 +322,7 @@ static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC
  * detail (if not NULL) and a newline to stderr, in one write. */
 MT_HIDDEN void mt_warn(const char *what, const char *detail);
 MT_HIDDEN const char *mt_own_path(void);
+MT_HIDDEN void mt_spawn_flush(struct mt_thread *t);
 MT_HIDDEN const char *mt_own_allocator(size_t *len);
 
 

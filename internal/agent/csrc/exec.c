@@ -219,17 +219,84 @@ static const char *search_path(const char *file, char *buf, size_t cap)
 	}
 }
 
+/* emit_spawn tells the recorder, in t's ring, that child runs the
+ * statically linked program at path (len bytes): the child never says
+ * hello. t is busy. */
+static void emit_spawn(struct mt_thread *t, pid_t child, const char *path, size_t len)
+{
+	uint64_t rec[5 + MT_EXEC_PATH / 8];
+	unsigned n = 5 + (unsigned)(len + 7) / 8;
+	rec[0] = MT_REC_SPAWN | (uint64_t)n << 8;
+	rec[1] = mt_seq();
+	rec[2] = mt_tsc();
+	rec[3] = (uint64_t)(uint32_t)child;
+	rec[4] = len;
+	memset(&rec[5], 0, (len + 7) / 8 * 8);
+	memcpy(&rec[5], path, len);
+	mt_emit(t, rec, n);
+}
+
+/* mt_spawn_flush tells the recorder of the program a vfork child of t's
+ * thread exec'd, and sets t back to normal. t is busy. It runs in the
+ * parent, once vfork has returned (the child exec'd), or in the next
+ * vfork child of the thread, which runs while the parent waits, and so
+ * may write to the parent thread's ring. */
+void mt_spawn_flush(struct mt_thread *t)
+{
+	pid_t child = (pid_t)__atomic_load_n(&t->spawn_pid, __ATOMIC_ACQUIRE);
+	if (child == 0)
+		return;
+	emit_spawn(t, child, t->spawn_path, t->spawn_len);
+	__atomic_store_n(&t->spawn_pid, 0, __ATOMIC_RELAXED);
+	t->gen = mt_proc.gen;
+}
+
+/* Noted by exec_begin: */
+enum { EXEC_NOTED = 1, EXEC_NOTED_VFORK = 2 };
+
+/* vfork_begin is exec_begin in a vfork child, which shares its parent's
+ * memory and runs on the stack of its parent's thread, which waits until
+ * the child has exec'd or exited. The child is not recorded, and its new
+ * image connects on its own, unless the program is statically linked:
+ * then the note goes into the state of the parent's thread, for the
+ * parent to send once it runs again (mt_spawn_flush). */
+static int vfork_begin(const char *path, int search)
+{
+	struct mt_thread *t = mt_self();
+	if (t == NULL || t->busy || (t->gen != mt_proc.gen && __atomic_load_n(&t->spawn_pid, __ATOMIC_ACQUIRE) == 0))
+		return 0;
+	char found[4096];
+	if (search && path != NULL)
+		path = search_path(path, found, sizeof found);
+	if (path == NULL || !is_static(path))
+		return 0;
+	/* An earlier vfork child of the thread exec'd too, and the parent
+	 * has not entered the agent since. */
+	t->busy = 1;
+	mt_spawn_flush(t);
+	t->busy = 0;
+	size_t len = strnlen(path, MT_EXEC_PATH - 1);
+	memcpy(t->spawn_path, path, len);
+	t->spawn_len = (uint32_t)len;
+	__atomic_store_n(&t->spawn_pid, (uint32_t)syscall(SYS_getpid), __ATOMIC_RELEASE);
+	t->gen = ~mt_proc.gen;
+	return EXEC_NOTED_VFORK;
+}
+
 /* exec_begin notes in the region that the process is about to exec path
  * (NULL if not known; looked up in PATH first with search): if the pid
  * ends with it still set, the new image never connected (the loader
  * dropped the agent), and the recorder says so; it notes too whether the
  * new program is statically linked, which explains why. A vfork child, a
  * pid of its own in its parent's memory, must not note it for the
- * parent. It returns whether it noted it. */
+ * parent: it notes a static program for its parent's thread to send
+ * (vfork_begin). It returns what it noted. */
 static int exec_begin(const char *path, int search)
 {
-	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE)
 		return 0;
+	if ((pid_t)syscall(SYS_getpid) != mt_proc.pid)
+		return vfork_begin(path, search);
 	char found[4096];
 	if (search && path != NULL)
 		path = search_path(path, found, sizeof found);
@@ -241,14 +308,19 @@ static int exec_begin(const char *path, int search)
 		pending = MT_EXEC_STATIC;
 	}
 	__atomic_store_n(&mt_proc.hdr->exec_pending, pending, __ATOMIC_RELEASE);
-	return 1;
+	return EXEC_NOTED;
 }
 
 /* exec_failed takes the note back: the exec returned. */
 static void exec_failed(int noted)
 {
-	if (noted)
+	if (noted == EXEC_NOTED) {
 		__atomic_store_n(&mt_proc.hdr->exec_pending, 0, __ATOMIC_RELEASE);
+	} else if (noted == EXEC_NOTED_VFORK) {
+		struct mt_thread *t = mt_self();
+		__atomic_store_n(&t->spawn_pid, 0, __ATOMIC_RELEASE);
+		t->gen = mt_proc.gen;
+	}
 }
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[])
@@ -290,13 +362,43 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
 	return r;
 }
 
+/* spawned tells the recorder that child, which posix_spawn has just
+ * started running path (looked up in PATH first with search), runs a
+ * statically linked program, if it does: the child runs libc's code
+ * between its clone and its exec, never the agent's, so neither it nor
+ * its new image ever says hello, and without this the recorder would
+ * never hear of it. libc reports a failed exec as posix_spawn's error,
+ * so a child spawned is one that exec'd. */
+static void spawned(pid_t child, const char *path, int search)
+{
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
+		return;
+	char found[4096];
+	if (search && path != NULL)
+		path = search_path(path, found, sizeof found);
+	if (path == NULL || !is_static(path))
+		return;
+	struct mt_thread *t = mt_enter();
+	if (t == NULL)
+		return;
+	emit_spawn(t, child, path, strnlen(path, MT_EXEC_PATH - 1));
+	mt_leave(t);
+}
+
 __attribute__((visibility("default"))) int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 						       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int r = mt_real.posix_spawn(pid, path, fa, attr, argv, f.envp);
+	/* The caller may not want the pid; the recorder does. */
+	pid_t child = 0;
+	int r = mt_real.posix_spawn(&child, path, fa, attr, argv, f.envp);
 	unfix_env(f);
+	if (r == 0) {
+		if (pid != NULL)
+			*pid = child;
+		spawned(child, path, 0);
+	}
 	return r;
 }
 
@@ -305,8 +407,14 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t *pid, const char *
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	int r = mt_real.posix_spawnp(pid, file, fa, attr, argv, f.envp);
+	pid_t child = 0;
+	int r = mt_real.posix_spawnp(&child, file, fa, attr, argv, f.envp);
 	unfix_env(f);
+	if (r == 0) {
+		if (pid != NULL)
+			*pid = child;
+		spawned(child, file, 1);
+	}
 	return r;
 }
 

@@ -372,6 +372,7 @@ static void after_fork_child(void)
 		token = t->fork_seq;
 		t->fork_seq = 0;
 		t->busy = 0;
+		t->spawn_pid = 0; /* the parent's to tell (mt_spawn_flush) */
 	}
 	init_lock.v = 0;
 	free_threads_lock.v = 0;
@@ -494,6 +495,9 @@ static struct mt_thread *thread_setup(void)
 
 static void release_thread(struct mt_thread *t)
 {
+	if (__atomic_load_n(&t->spawn_pid, __ATOMIC_ACQUIRE) != 0 && (pid_t)syscall(SYS_getpid) == mt_proc.pid &&
+	    __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)
+		mt_spawn_flush(t);
 	if (t->gen == mt_proc.gen && __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE) {
 		mt_calls_end(t);
 		mt_stack_record(t);
@@ -502,6 +506,7 @@ static void release_thread(struct mt_thread *t)
 		__atomic_store_n(&t->ctl->state, MT_SLOT_DONE, __ATOMIC_RELEASE);
 	}
 	t->gen = 0;
+	t->spawn_pid = 0;
 }
 
 /* thread_exit runs as the key's destructor when a thread exits. The
@@ -569,6 +574,17 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 			return NULL;
 		}
 		t->busy = 1;
+		if (__atomic_load_n(&t->spawn_pid, __ATOMIC_ACQUIRE) != 0) {
+			/* A vfork child of this thread noted the static
+			 * program it exec'd (exec.c): it has, if this is the
+			 * parent, running again. In the child itself, between
+			 * the note and its exec, nothing is recorded. */
+			if ((pid_t)syscall(SYS_getpid) != mt_proc.pid) {
+				t->busy = 0;
+				return NULL;
+			}
+			mt_spawn_flush(t);
+		}
 		if (t->gen == mt_proc.gen || attach(t))
 			return t;
 		t->busy = 0;

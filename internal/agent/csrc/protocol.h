@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 8
+#define MT_PROTOCOL_VERSION 9
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_EXEC_STATIC 2
@@ -91,6 +91,12 @@
  *            0xffff or more as 0xffff)   (with mt_header.free_pointers
  *            set, before the FREE record of that release, for the words
  *            that do not fit in it: what the block held when it was freed)
+ *   SPAWN    w1 seq  w2 tsc  w3 pid  w4 path length, then the path's bytes
+ *            padded to words, at most MT_EXEC_PATH-1   (posix_spawn or
+ *            posix_spawnp started child pid running the program at path,
+ *            or a vfork child pid exec'd it, and it is statically linked,
+ *            or its script's interpreter is: the child never says hello,
+ *            and is not recorded)
  *
  * A tsc word is the time-stamp counter, or mt_header.clock when
  * mt_header.coarse is set.
@@ -119,6 +125,7 @@
 #define MT_REC_DEEPEST 13
 #define MT_REC_SCAN 14
 #define MT_REC_POINTERS 15
+#define MT_REC_SPAWN 16
 
 #define MT_STACK_SHIFT 24
 #define MT_API_SHIFT 16
