@@ -590,6 +590,44 @@ func TestDlcloseSymbols(t *testing.T) {
 	}
 }
 
+// TestLongModulePath checks a library whose path is too long for the
+// agent's module record (a record is at most 255 words): the recording
+// stays whole, and the library's frames are symbolized from the file the
+// process's maps name.
+func TestLongModulePath(t *testing.T) {
+	plugin := fixture.Build(t, src("plugin.c"), "-g", "-O0", "-shared", "-fPIC")
+	dir := t.TempDir()
+	for len(dir) < 2500 {
+		dir = filepath.Join(dir, strings.Repeat("d", 200))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := filepath.Join(dir, "plugin.so")
+	if err := os.WriteFile(long, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := recordArgs(t, "", fixture.Build(t, src("keepplugin.c")), long)
+	p := rec.model.Processes[0]
+	if rec.model.Damaged || len(rec.model.AllWarnings()) > 0 {
+		t.Fatalf("recording not whole: %q; stderr %q", rec.model.AllWarnings(), rec.stderr)
+	}
+	found := 0
+	for _, s := range p.Sites {
+		frames := p.SiteStack(&s)
+		if len(frames) > 0 && frames[0].Function == "plugin_alloc" && strings.HasSuffix(frames[0].File, "plugin.c") {
+			found += int(s.Allocations)
+		}
+	}
+	if found != 1 || p.Summary.Allocations < 1 {
+		t.Errorf("%d allocations attributed to plugin_alloc in plugin.c, want 1 (of %d)", found, p.Summary.Allocations)
+	}
+}
+
 func TestBadPrograms(t *testing.T) {
 	static := fixture.Build(t, src("apis.c"), "-static", "-O0")
 	cases := []struct {

@@ -1202,6 +1202,9 @@ func (r *Recorder) module(p *process, w []uint64) bool {
 		p.damage(fmt.Sprintf("a module record of %d words does not hold what it says", len(w)))
 		return false
 	}
+	if m.path == "" && len(m.segments) > 0 {
+		m.path = mappedPath(p.pid, m.base+m.segments[0].Vaddr)
+	}
 	key := m.path + "\x00" + string(m.buildID)
 	obj, seen := r.objects[key]
 	if !seen {
@@ -1216,6 +1219,22 @@ func (r *Recorder) module(p *process, w []uint64) bool {
 	}
 	r.write(r.w.Module(trace.Module{Process: p.id, ID: m.id, Object: obj, Base: m.base, Time: r.clock.ns(m.tsc), Segments: m.segments}))
 	return true
+}
+
+// mappedPath returns the file mapped at addr in process pid, or "": the
+// agent sends no path too long for a record, and the file is then found
+// in the process's maps (if it has not unloaded it meanwhile).
+func mappedPath(pid int, addr uint64) string {
+	ms, err := readMaps(pid)
+	if err != nil {
+		return ""
+	}
+	for _, m := range ms {
+		if addr >= m.start && addr < m.end && m.isFile() {
+			return strings.TrimSuffix(m.path, " (deleted)")
+		}
+	}
+	return ""
 }
 
 func (r *Recorder) wantSymbol(obj, offset uint64) { r.symbols.want(obj, offset) }

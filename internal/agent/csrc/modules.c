@@ -168,7 +168,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 
 static void emit_module(struct mt_thread *t, const struct mt_module *m)
 {
-	uint64_t rec[6 + 8 * 4 + 1 + 4 + 1 + 512];
+	uint64_t rec[255]; /* the longest record */
 	unsigned n = 0;
 	rec[n++] = 0;
 	rec[n++] = mt_seq();
@@ -186,9 +186,13 @@ static void emit_module(struct mt_thread *t, const struct mt_module *m)
 	memset(&rec[n], 0, 32);
 	memcpy(&rec[n], m->build_id, m->build_id_len);
 	n += (m->build_id_len + 7) / 8;
+	/* A record's length is 8 bits of its first word: a path too long
+	 * for the words left is not sent, rather than cut (a cut path could
+	 * name another file) or overflowing the length into the kind. The
+	 * recorder then finds the module's file in the process's maps. */
 	uint32_t plen = m->path_len;
-	if (plen > 4000)
-		plen = 4000;
+	if ((plen + 7) / 8 > 255 - (n + 1))
+		plen = 0;
 	rec[n++] = plen;
 	memset(&rec[n], 0, (plen + 7) / 8 * 8);
 	memcpy(&rec[n], m->path, plen);
