@@ -10,10 +10,51 @@ import (
 )
 
 // TestOwnAllocator records a program that defines malloc, free, calloc
-// and realloc itself, and forks: the recorder warns once for each of its
-// processes, naming it and the functions, and the trace says it too.
+// and realloc itself, and forks, built so that its functions start with a
+// frame (-O0), are a tail jump to glibc's (-O2), or begin as chromium's do
+// (PROLOGUES, see the fixture). The agent patches their entries: in each process every allocation, the program's own and libc's
+// on its behalf, is recorded once, as valgrind counts them, with no event
+// lost (its calloc calls its own malloc), no problem and no warning.
 func TestOwnAllocator(t *testing.T) {
-	prog := fixture.Build(t, src("ownmalloc.c"))
+	for _, flags := range [][]string{{"-O0"}, {"-O2"}, {"-O2", "-DPROLOGUES"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			t.Parallel()
+			prog := fixture.Build(t, src("ownmalloc.c"), append([]string{"-g"}, flags...)...)
+			rec := recordArgs(t, "", prog, "fork")
+			if code := rec.res.Program.ExitCode(); code != 0 {
+				t.Fatalf("the program ended with status %d, not 0: its own functions did not run as built\n%s", code, rec.stderr)
+			}
+			want := fixture.Valgrind(t, prog, "fork")
+			ps := rec.model.Processes
+			if len(ps) != 2 || len(want) != 2 {
+				t.Fatalf("%d processes recorded, valgrind saw %d", len(ps), len(want))
+			}
+			// valgrind prints the child's summary first: it ends first.
+			want[0], want[1] = want[1], want[0]
+			for i, p := range ps {
+				if p.Summary.Allocations == 0 {
+					t.Errorf("pid %d: no allocation recorded", p.PID)
+				}
+				sameAsValgrind(t, p, want[i])
+				if p.Lost != 0 || p.Summary.UncertainFrees != 0 || len(p.Problems) != 0 || len(p.NotRecorded) != 0 {
+					t.Errorf("pid %d: %d events lost (%q), %d uncertain frees, problems %+v, not recorded %q",
+						p.PID, p.Lost, p.LostReasons, p.Summary.UncertainFrees, p.Problems, p.NotRecorded)
+				}
+			}
+			if strings.Contains(rec.stderr, "defines") {
+				t.Errorf("the recorder warned of the program's allocator:\n%s", rec.stderr)
+			}
+		})
+	}
+}
+
+// TestOwnAllocatorRefused records a program whose malloc starts with an
+// instruction the agent does not move: none of its functions is patched
+// (a block seen allocated and not freed, or the reverse, would be a false
+// leak or an invalid free), and the recorder warns once for each of its
+// processes, naming it and the functions, and the trace says it too.
+func TestOwnAllocatorRefused(t *testing.T) {
+	prog := fixture.Build(t, src("ownmalloc.c"), "-g", "-O2", "-DREFUSED")
 	rec := recordArgs(t, "", prog, "fork")
 	ps := rec.model.Processes
 	if len(ps) != 2 {
@@ -28,6 +69,9 @@ func TestOwnAllocator(t *testing.T) {
 		}
 		if len(p.NotRecorded) != 1 || p.NotRecorded[0] != what {
 			t.Errorf("pid %d: the trace says %q is not recorded, want %q", p.PID, p.NotRecorded, what)
+		}
+		if p.Summary.Allocations != 0 || p.Summary.Frees != 0 {
+			t.Errorf("pid %d: %d allocations and %d frees recorded, want none", p.PID, p.Summary.Allocations, p.Summary.Frees)
 		}
 	}
 	if n := strings.Count(rec.stderr, "defines"); n != len(ps) {

@@ -314,6 +314,11 @@ static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC
 MT_HIDDEN void mt_warn(const char *what, const char *detail);
 MT_HIDDEN const char *mt_own_path(void);
 MT_HIDDEN const char *mt_own_allocator(size_t *len);
+MT_HIDDEN const char *const *mt_hooked_names(size_t *n);
+
+/* entrypatch.c: recording through the executable's own allocator. */
+MT_HIDDEN void mt_entry_patch(struct mt_real *r);
+MT_HIDDEN int mt_entry_patched(void);
 
 
 /*

@@ -297,6 +297,23 @@ EXPORT void *pvalloc(size_t size)
 	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size));
 }
 
+/* The hooks by names the program cannot take: entrypatch.c sends the
+ * program's own allocation functions to them. */
+#if defined(__clang__)
+#define HOOK_ALIAS(name) extern __typeof(name) mt_hook_##name MT_HIDDEN __attribute__((alias(#name)))
+#else /* gcc wants an alias to carry libc's attributes of its target */
+#define HOOK_ALIAS(name) extern __typeof(name) mt_hook_##name MT_HIDDEN __attribute__((alias(#name), copy(name)))
+#endif
+HOOK_ALIAS(malloc);
+HOOK_ALIAS(free);
+HOOK_ALIAS(calloc);
+HOOK_ALIAS(realloc);
+HOOK_ALIAS(posix_memalign);
+HOOK_ALIAS(aligned_alloc);
+HOOK_ALIAS(memalign);
+HOOK_ALIAS(valloc);
+HOOK_ALIAS(pvalloc);
+
 /* ---- C++ operators ---- */
 
 typedef void (*new_handler_fn)(void);
