@@ -56,6 +56,10 @@ struct mt_thread {
 	uint32_t gen;      /* process generation it was set up in */
 	uint32_t busy;     /* inside the agent: nested allocator calls pass through */
 	uint32_t internal; /* the agent itself is calling libc, which may allocate */
+	/* Calling the program's own allocation function (entrypatch.c): where
+	 * the call's return address is, and what it is while the call runs. */
+	uintptr_t *own_slot;
+	uintptr_t own_ret;
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack (see mt_stack_cut) */
@@ -319,6 +323,18 @@ MT_HIDDEN const char *const *mt_hooked_names(size_t *n);
 /* entrypatch.c: recording through the executable's own allocator. */
 MT_HIDDEN void mt_entry_patch(struct mt_real *r);
 MT_HIDDEN int mt_entry_patched(void);
+MT_HIDDEN uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t a1, uintptr_t a2);
+MT_HIDDEN int mt_own_abandoned(struct mt_thread *t);
+/* The hooks of the program's own operators, each calling the function of
+ * its slot, recorded as the slot's API. */
+#define MT_OWN_HOOKS 8
+struct mt_own_hook {
+	void *real;
+	uint32_t api;
+};
+extern struct mt_own_hook mt_own_new[MT_OWN_HOOKS] MT_HIDDEN, mt_own_delete[MT_OWN_HOOKS] MT_HIDDEN;
+extern void *const mt_own_new_hooks[MT_OWN_HOOKS] MT_HIDDEN;
+extern void *const mt_own_delete_hooks[MT_OWN_HOOKS] MT_HIDDEN;
 
 
 /*

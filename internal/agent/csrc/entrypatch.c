@@ -10,7 +10,8 @@
  * Every call, from the program or from libc, then passes through the hook
  * once and is served by the program's allocator.
  *
- * It is done only where it is certainly right, and otherwise not at all:
+ * It is done only when asked (see asked), only where it is certainly
+ * right, and otherwise not at all:
  *  1. only in the executable, once per program image, when the agent
  *     resolves its real functions (before main; a fork child inherits the
  *     patched code, an exec'd image starts fresh);
@@ -30,6 +31,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -37,7 +39,8 @@
 
 #include "agent.h"
 
-/* The hooks, by names the program cannot take (aliases in hooks.c). */
+/* The hooks of the C functions, by names the program cannot take
+ * (aliases in hooks.c). */
 MT_HIDDEN void *mt_hook_malloc(size_t);
 MT_HIDDEN void mt_hook_free(void *);
 MT_HIDDEN void *mt_hook_calloc(size_t, size_t);
@@ -50,19 +53,58 @@ MT_HIDDEN void *mt_hook_pvalloc(size_t);
 
 enum { PATCH_LEN = 5, TRAMP_SIZE = 96, STUB_SIZE = 16 };
 
-/* The functions the agent can patch, in the order of struct mt_real's
- * slots they replace. */
-enum { F_MALLOC, F_FREE, F_CALLOC, F_REALLOC, F_POSIX_MEMALIGN, F_ALIGNED_ALLOC, F_MEMALIGN, F_VALLOC, F_PVALLOC, NFUNCS };
-static const char *const names[NFUNCS] = {"malloc", "free", "calloc", "realloc", "posix_memalign",
-					  "aligned_alloc", "memalign", "valloc", "pvalloc"};
-static void *const hooks[NFUNCS] = {
-	(void *)mt_hook_malloc,		(void *)mt_hook_free,	  (void *)mt_hook_calloc,
-	(void *)mt_hook_realloc,	(void *)mt_hook_posix_memalign, (void *)mt_hook_aligned_alloc,
-	(void *)mt_hook_memalign,	(void *)mt_hook_valloc,	  (void *)mt_hook_pvalloc,
-};
+/* The struct mt_real slots the program's C functions replace. */
+enum { C_MALLOC, C_FREE, C_CALLOC, C_REALLOC, C_POSIX_MEMALIGN, C_ALIGNED_ALLOC, C_MEMALIGN, C_VALLOC, C_PVALLOC, NC };
 
-/* The trampolines, set once the executable is patched. */
-static void *tramp[NFUNCS];
+/* How a function's calls are recorded: as an allocation of its first
+ * argument's size, as a release of its first argument (both through an
+ * operator's hook, or malloc's and free's), or only through its own C
+ * hook. */
+enum { S_ALLOC, S_FREE, S_C };
+enum { FAM_MALLOC = 1, FAM_NEW = 2, FAM_NEW_ARRAY = 4 };
+
+static const struct own_func {
+	const char *name;
+	int c;	  /* its struct mt_real slot, or -1 */
+	int shape;
+	int family;
+	uint32_t api;
+	void *hook; /* S_C, or malloc's and free's: the agent's C hook */
+} funcs[] = {
+	{"malloc", C_MALLOC, S_ALLOC, FAM_MALLOC, MT_API_MALLOC, (void *)mt_hook_malloc},
+	{"free", C_FREE, S_FREE, FAM_MALLOC, MT_API_FREE, (void *)mt_hook_free},
+	{"calloc", C_CALLOC, S_C, FAM_MALLOC, MT_API_CALLOC, (void *)mt_hook_calloc},
+	{"realloc", C_REALLOC, S_C, FAM_MALLOC, MT_API_REALLOC, (void *)mt_hook_realloc},
+	{"posix_memalign", C_POSIX_MEMALIGN, S_C, FAM_MALLOC, MT_API_POSIX_MEMALIGN, (void *)mt_hook_posix_memalign},
+	{"aligned_alloc", C_ALIGNED_ALLOC, S_C, FAM_MALLOC, MT_API_ALIGNED_ALLOC, (void *)mt_hook_aligned_alloc},
+	{"memalign", C_MEMALIGN, S_C, FAM_MALLOC, MT_API_MEMALIGN, (void *)mt_hook_memalign},
+	{"valloc", C_VALLOC, S_C, FAM_MALLOC, MT_API_VALLOC, (void *)mt_hook_valloc},
+	{"pvalloc", C_PVALLOC, S_C, FAM_MALLOC, MT_API_PVALLOC, (void *)mt_hook_pvalloc},
+	{"_Znwm", -1, S_ALLOC, FAM_NEW, MT_API_NEW, NULL},
+	{"_Znam", -1, S_ALLOC, FAM_NEW_ARRAY, MT_API_NEW_ARRAY, NULL},
+	{"_ZnwmRKSt9nothrow_t", -1, S_ALLOC, FAM_NEW, MT_API_NEW_NOTHROW, NULL},
+	{"_ZnamRKSt9nothrow_t", -1, S_ALLOC, FAM_NEW_ARRAY, MT_API_NEW_ARRAY_NOTHROW, NULL},
+	{"_ZnwmSt11align_val_t", -1, S_ALLOC, FAM_NEW, MT_API_NEW_ALIGNED, NULL},
+	{"_ZnamSt11align_val_t", -1, S_ALLOC, FAM_NEW_ARRAY, MT_API_NEW_ARRAY_ALIGNED, NULL},
+	{"_ZnwmSt11align_val_tRKSt9nothrow_t", -1, S_ALLOC, FAM_NEW, MT_API_NEW_ALIGNED_NOTHROW, NULL},
+	{"_ZnamSt11align_val_tRKSt9nothrow_t", -1, S_ALLOC, FAM_NEW_ARRAY, MT_API_NEW_ARRAY_ALIGNED_NOTHROW, NULL},
+	{"_ZdlPv", -1, S_FREE, FAM_NEW, MT_API_DELETE, NULL},
+	{"_ZdaPv", -1, S_FREE, FAM_NEW_ARRAY, MT_API_DELETE_ARRAY, NULL},
+	{"_ZdlPvm", -1, S_FREE, FAM_NEW, MT_API_DELETE_SIZED, NULL},
+	{"_ZdaPvm", -1, S_FREE, FAM_NEW_ARRAY, MT_API_DELETE_ARRAY_SIZED, NULL},
+	{"_ZdlPvSt11align_val_t", -1, S_FREE, FAM_NEW, MT_API_DELETE_ALIGNED, NULL},
+	{"_ZdaPvSt11align_val_t", -1, S_FREE, FAM_NEW_ARRAY, MT_API_DELETE_ARRAY_ALIGNED, NULL},
+	{"_ZdlPvmSt11align_val_t", -1, S_FREE, FAM_NEW, MT_API_DELETE_SIZED_ALIGNED, NULL},
+	{"_ZdaPvmSt11align_val_t", -1, S_FREE, FAM_NEW_ARRAY, MT_API_DELETE_ARRAY_SIZED_ALIGNED, NULL},
+	{"_ZdlPvRKSt9nothrow_t", -1, S_FREE, FAM_NEW, MT_API_DELETE_NOTHROW, NULL},
+	{"_ZdaPvRKSt9nothrow_t", -1, S_FREE, FAM_NEW_ARRAY, MT_API_DELETE_ARRAY_NOTHROW, NULL},
+	{"_ZdlPvSt11align_val_tRKSt9nothrow_t", -1, S_FREE, FAM_NEW, MT_API_DELETE_ALIGNED_NOTHROW, NULL},
+	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", -1, S_FREE, FAM_NEW_ARRAY, MT_API_DELETE_ARRAY_ALIGNED_NOTHROW, NULL},
+};
+enum { NFUNCS = sizeof funcs / sizeof funcs[0] };
+
+/* The trampolines of the program's C functions, set once it is patched. */
+static void *ctramp[NC];
 static int patched;
 
 int mt_entry_patched(void) { return patched; }
@@ -101,9 +143,9 @@ static size_t modrm_len(const uint8_t *m, int *riprel)
 
 /* decode reads the instruction at c (at address ip), of the few a
  * function's prologue or a wrapper's tail jump is made of: endbr64, push,
- * mov and lea (register or memory, RIP-relative fixed up), arithmetic
- * between registers, add or sub of an immediate (to a register or
- * memory), jmp and call to a relative target. Anything
+ * mov and lea (register, immediate or memory, RIP-relative fixed up), arithmetic
+ * between registers or with an immediate (on a register or memory), jmp
+ * and call to a relative target. Anything
  * else, prefixes included, may depend on where it runs: 0, refused. */
 static int decode(const uint8_t *c, uintptr_t ip, struct insn *in)
 {
@@ -148,6 +190,15 @@ static int decode(const uint8_t *c, uintptr_t ip, struct insn *in)
 		}
 		return 1;
 	}
+	/* mov of an immediate to a register */
+	if (op >= 0xb8 && op <= 0xbf) {
+		in->len = i + 1 + (rex && (c[0] & 8) ? 8 : 4);
+		return 1;
+	}
+	if (op == 0xc7 && c[i + 1] >> 6 == 3 && ((c[i + 1] >> 3) & 7) == 0) {
+		in->len = i + 2 + 4;
+		return 1;
+	}
 	/* add, or, and, sub, xor, cmp, test between registers */
 	if ((op == 0x01 || op == 0x03 || op == 0x09 || op == 0x0b || op == 0x21 || op == 0x23 || op == 0x29 ||
 	     op == 0x2b || op == 0x31 || op == 0x33 || op == 0x39 || op == 0x3b || op == 0x85) &&
@@ -160,11 +211,10 @@ static int decode(const uint8_t *c, uintptr_t ip, struct insn *in)
 		in->len = i + 2;
 		return 1;
 	}
-	/* add or sub of an immediate, to a register or memory (a counter) */
+	/* arithmetic (add, or, adc, sbb, and, sub, xor, cmp) with an
+	 * immediate, on a register or memory (a counter) */
 	if (op == 0x83 || op == 0x81) {
-		int reg = (c[i + 1] >> 3) & 7, riprel;
-		if (reg != 0 && reg != 5)
-			return 0;
+		int riprel;
 		in->len = i + 1 + modrm_len(c + i + 1, &riprel) + (op == 0x83 ? 1 : 4);
 		if (riprel) {
 			in->kind = I_RIPREL;
@@ -234,75 +284,67 @@ static int relocate(const uint8_t *f, size_t size, uint8_t *t)
 	return 1;
 }
 
-/* ---- the wrappers the hooks call as the real functions ---- */
+/* ---- calling the program's functions ---- */
 
-/* A program's calloc may call its own malloc, now the agent's hook. The
- * thread is busy in the outer hook, so the inner call is not recorded;
- * marking the thread internal says it is not an event lost either. */
-static struct mt_thread *own_begin(uint32_t *saved)
+/* mt_own_call calls the program's function f (through its trampoline)
+ * with the thread marked internal: a program's calloc may call its own
+ * malloc, now a hook, which finds the thread busy in the outer hook and
+ * must neither record the call nor count it lost. A program's operator
+ * new may throw: the exception then leaves the hook without its clearing
+ * the thread's busy flag, and the next call finds it set. So the call
+ * notes where its return address is, and what it is: while the call
+ * runs, both hold, and a nested call's frame is below it (see
+ * mt_own_abandoned). */
+__attribute__((noinline)) uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t a1, uintptr_t a2)
 {
 	struct mt_thread *t = NULL;
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)
 		t = mt_self();
-	if (t != NULL) {
-		*saved = t->internal;
-		t->internal = 1;
-	}
-	return t;
+	if (t == NULL)
+		return ((uintptr_t(*)(uintptr_t, uintptr_t, uintptr_t))f)(a0, a1, a2);
+	uint32_t internal = t->internal;
+	uintptr_t *slot = t->own_slot, ret = t->own_ret;
+	t->internal = 1;
+	t->own_slot = (uintptr_t *)__builtin_frame_address(0) + 1;
+	t->own_ret = (uintptr_t)__builtin_return_address(0);
+	uintptr_t r = ((uintptr_t(*)(uintptr_t, uintptr_t, uintptr_t))f)(a0, a1, a2);
+	t->internal = internal;
+	t->own_slot = slot;
+	t->own_ret = ret;
+	return r;
 }
 
-static void own_end(struct mt_thread *t, uint32_t saved)
+/* mt_own_abandoned reports whether thread t, found busy, was left so by
+ * an exception thrown through a call to the program's function; it then
+ * clears the thread's state as the hook would have. */
+int mt_own_abandoned(struct mt_thread *t)
 {
-	if (t != NULL)
-		t->internal = saved;
+	uintptr_t *slot = t->own_slot;
+	if (slot == NULL)
+		return 0;
+	if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)slot && *slot == t->own_ret)
+		return 0;
+	t->own_slot = NULL;
+	t->own_ret = 0;
+	t->internal = 0;
+	t->busy = 0;
+	return 1;
 }
 
-#define OWN(ret, name, id, params, args)                          \
-	static ret own_##name params                              \
-	{                                                         \
-		uint32_t saved = 0;                               \
-		struct mt_thread *t = own_begin(&saved);          \
-		ret r = ((ret(*) params)tramp[id]) args;          \
-		own_end(t, saved);                                \
-		return r;                                         \
-	}
-
-OWN(void *, malloc, F_MALLOC, (size_t n), (n))
-OWN(void *, calloc, F_CALLOC, (size_t n, size_t size), (n, size))
-OWN(void *, realloc, F_REALLOC, (void *p, size_t n), (p, n))
-OWN(int, posix_memalign, F_POSIX_MEMALIGN, (void **out, size_t align, size_t n), (out, align, n))
-OWN(void *, aligned_alloc, F_ALIGNED_ALLOC, (size_t align, size_t n), (align, n))
-OWN(void *, memalign, F_MEMALIGN, (size_t align, size_t n), (align, n))
-OWN(void *, valloc, F_VALLOC, (size_t n), (n))
-OWN(void *, pvalloc, F_PVALLOC, (size_t n), (n))
-
-static void own_free(void *p)
+static void *own_malloc(size_t n) { return (void *)mt_own_call(ctramp[C_MALLOC], n, 0, 0); }
+static void own_free(void *p) { mt_own_call(ctramp[C_FREE], (uintptr_t)p, 0, 0); }
+static void *own_calloc(size_t n, size_t size) { return (void *)mt_own_call(ctramp[C_CALLOC], n, size, 0); }
+static void *own_realloc(void *p, size_t n) { return (void *)mt_own_call(ctramp[C_REALLOC], (uintptr_t)p, n, 0); }
+static int own_posix_memalign(void **out, size_t align, size_t n)
 {
-	uint32_t saved = 0;
-	struct mt_thread *t = own_begin(&saved);
-	((void (*)(void *))tramp[F_FREE])(p);
-	own_end(t, saved);
+	return (int)mt_own_call(ctramp[C_POSIX_MEMALIGN], (uintptr_t)out, align, n);
 }
+static void *own_aligned_alloc(size_t align, size_t n) { return (void *)mt_own_call(ctramp[C_ALIGNED_ALLOC], align, n, 0); }
+static void *own_memalign(size_t align, size_t n) { return (void *)mt_own_call(ctramp[C_MEMALIGN], align, n, 0); }
+static void *own_valloc(size_t n) { return (void *)mt_own_call(ctramp[C_VALLOC], n, 0, 0); }
+static void *own_pvalloc(size_t n) { return (void *)mt_own_call(ctramp[C_PVALLOC], n, 0, 0); }
 
 /* ---- patching ---- */
-
-/* defines_others reports whether the executable defines an allocation
- * function the agent hooks but cannot patch (see ownalloc.c's list). */
-static int defines_others(const void *exe_base)
-{
-	size_t n;
-	const char *const *all = mt_hooked_names(&n);
-	for (size_t i = 0; i < n; i++) {
-		int ours = 0;
-		for (int k = 0; k < NFUNCS; k++)
-			ours |= strcmp(all[i], names[k]) == 0;
-		Dl_info info;
-		void *f = dlsym(RTLD_DEFAULT, all[i]);
-		if (!ours && f != NULL && dladdr(f, &info) && info.dli_fbase == exe_base)
-			return 1;
-	}
-	return 0;
-}
 
 /* place_page maps one page within reach of a rel32 jump from every
  * address in [lo, hi), below the executable's lowest address lo. */
@@ -335,95 +377,166 @@ static int write_code(uint8_t *at, const uint8_t *code, size_t n)
 	return mprotect((void *)from, to - from, PROT_READ | PROT_EXEC) == 0;
 }
 
+/* One address the executable defines allocation functions at: several
+ * names may be one function (chromium's free is its operator delete). */
+struct site {
+	uint8_t *at;
+	size_t size;
+	int first;    /* index in funcs of its first name */
+	int shapes;   /* 1 << shape of each name */
+	int families; /* FAM_ of each name */
+	void *hook;
+	uint8_t *tramp, *stub;
+	uint8_t orig[PATCH_LEN];
+};
+
+/* find_sites fills sites with the executable's allocation functions and
+ * returns how many, or -1 if one of them cannot be patched. */
+static int find_sites(const void *exe_base, struct site *sites, uintptr_t *hi)
+{
+	int n = 0;
+	size_t nhooked;
+	const char *const *hooked = mt_hooked_names(&nhooked);
+	for (size_t i = 0; i < nhooked; i++) {
+		Dl_info info;
+		const ElfW(Sym) *sym = NULL;
+		void *f = dlsym(RTLD_DEFAULT, hooked[i]);
+		if (f == NULL || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || info.dli_fbase != exe_base)
+			continue;
+		int k = 0;
+		while (k < NFUNCS && strcmp(funcs[k].name, hooked[i]) != 0)
+			k++;
+		/* reallocarray, which the agent implements with realloc; and a
+		 * function of unknown size might end within the patch. */
+		if (k == NFUNCS || sym == NULL || sym->st_size < PATCH_LEN)
+			return -1;
+		int s = 0;
+		while (s < n && sites[s].at != f)
+			s++;
+		if (s == n) {
+			memset(&sites[n], 0, sizeof sites[n]);
+			sites[n].at = f;
+			sites[n].size = sym->st_size;
+			sites[n].first = k;
+			if ((uintptr_t)f + sym->st_size > *hi)
+				*hi = (uintptr_t)f + sym->st_size;
+			n++;
+		}
+		sites[s].shapes |= 1 << funcs[k].shape;
+		sites[s].families |= funcs[k].family;
+	}
+	return n;
+}
+
+/* choose_hook gives site s the hook its calls go to: the agent's own C
+ * hook for C functions of one API, else a slot of an operator's hook,
+ * recorded as one API (or as one function of several). It returns 0 if no
+ * hook fits: a function both allocating and releasing, or calloc that is
+ * also operator new. */
+static int choose_hook(struct site *s, int *news, int *deletes)
+{
+	const struct own_func *f = &funcs[s->first];
+	int shared = s->families & (s->families - 1);
+	if (s->shapes & (1 << S_C))
+		return s->shapes == 1 << S_C && !shared ? (s->hook = f->hook, 1) : 0;
+	if (s->shapes == (1 << S_ALLOC | 1 << S_FREE))
+		return 0;
+	if (f->hook != NULL && !shared) {
+		s->hook = f->hook;
+		return 1;
+	}
+	int alloc = s->shapes == 1 << S_ALLOC;
+	int *used = alloc ? news : deletes;
+	if (*used == MT_OWN_HOOKS)
+		return 0;
+	struct mt_own_hook *h = alloc ? &mt_own_new[*used] : &mt_own_delete[*used];
+	h->api = shared ? MT_API_SHARED : f->api;
+	h->real = s->tramp;
+	s->hook = alloc ? mt_own_new_hooks[*used] : mt_own_delete_hooks[*used];
+	++*used;
+	return 1;
+}
+
+/* asked reports whether the recorder asked for patching (memtrail run
+ * -patch-own-allocator): it is off by default, as what a program's
+ * allocator gives out before the agent starts, or by ways other than its
+ * exported functions (chromium's), is not seen, and its release looks
+ * like an invalid free. Once libc has started, getenv works: the agent
+ * resolves its functions before then only for a call to one of its own
+ * hooks, which a program that defines them all does not make. */
+static int asked(void)
+{
+	const char *v = getenv("MEMTRAIL_PATCH_OWN_ALLOC");
+	return v != NULL && strcmp(v, "1") == 0;
+}
+
 /* mt_entry_patch patches the executable's own allocation functions if it
  * can (see the file's comment), and replaces the real functions in r with
  * the program's. It runs once, while the agent resolves them. */
 void mt_entry_patch(struct mt_real *r)
 {
 	Dl_info exe;
-	if (!dladdr((void *)getauxval(AT_PHDR), &exe) || exe.dli_fbase == NULL)
+	if (!asked() || !dladdr((void *)getauxval(AT_PHDR), &exe) || exe.dli_fbase == NULL)
 		return;
-	uint8_t *fn[NFUNCS] = {0};
-	size_t size[NFUNCS] = {0};
+	struct site sites[NFUNCS];
 	uintptr_t lo = (uintptr_t)exe.dli_fbase, hi = lo;
-	int any = 0;
-	for (int k = 0; k < NFUNCS; k++) {
-		Dl_info info;
-		const ElfW(Sym) *sym = NULL;
-		void *f = dlsym(RTLD_DEFAULT, names[k]);
-		if (f == NULL || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || info.dli_fbase != exe.dli_fbase)
-			continue;
-		/* A function of unknown size might end within the patch. */
-		if (sym == NULL || sym->st_size < PATCH_LEN)
-			return;
-		fn[k] = f;
-		size[k] = sym->st_size;
-		if ((uintptr_t)f + size[k] > hi)
-			hi = (uintptr_t)f + size[k];
-		any = 1;
-	}
-	if (!any || defines_others(exe.dli_fbase))
+	int n = find_sites(exe.dli_fbase, sites, &hi);
+	if (n <= 0)
+		return;
+	long pagesize = sysconf(_SC_PAGESIZE);
+	if ((size_t)n * (TRAMP_SIZE + STUB_SIZE) > (size_t)pagesize)
 		return;
 	uint8_t *page = place_page(lo, hi);
 	if (page == NULL)
 		return;
-	/* First every trampoline, so that a refusal leaves the program as it
-	 * was. Aliases (memalign and aligned_alloc at one address) share the
-	 * first one's trampoline and hook. */
-	size_t used = 0;
-	uint8_t *stub[NFUNCS] = {0};
-	for (int k = 0; k < NFUNCS; k++) {
-		if (fn[k] == NULL)
-			continue;
-		int alias = -1;
-		for (int j = 0; j < k; j++)
-			if (fn[j] == fn[k])
-				alias = j;
-		if (alias >= 0) {
-			tramp[k] = tramp[alias];
-			continue;
-		}
-		uint8_t *t = page + used;
-		if (!relocate(fn[k], size[k], t)) {
-			munmap(page, (size_t)sysconf(_SC_PAGESIZE));
+	/* First every trampoline and hook, so that a refusal leaves the
+	 * program as it was. */
+	int news = 0, deletes = 0;
+	for (int i = 0; i < n; i++) {
+		struct site *s = &sites[i];
+		s->tramp = page + (size_t)i * (TRAMP_SIZE + STUB_SIZE);
+		s->stub = s->tramp + TRAMP_SIZE;
+		if (!relocate(s->at, s->size, s->tramp) || !choose_hook(s, &news, &deletes)) {
+			munmap(page, (size_t)pagesize);
+			memset(mt_own_new, 0, sizeof mt_own_new);
+			memset(mt_own_delete, 0, sizeof mt_own_delete);
 			return;
 		}
-		tramp[k] = t;
-		stub[k] = t + TRAMP_SIZE;
-		put_abs(stub[k], 0, (uintptr_t)hooks[k]);
-		used += TRAMP_SIZE + STUB_SIZE;
+		put_abs(s->stub, 0, (uintptr_t)s->hook);
 	}
-	if (mprotect(page, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_EXEC) != 0) {
-		munmap(page, (size_t)sysconf(_SC_PAGESIZE));
+	if (mprotect(page, (size_t)pagesize, PROT_READ | PROT_EXEC) != 0) {
+		munmap(page, (size_t)pagesize);
 		return;
 	}
-	uint8_t orig[NFUNCS][PATCH_LEN];
-	for (int k = 0; k < NFUNCS; k++) {
-		if (stub[k] == NULL)
-			continue;
+	for (int i = 0; i < n; i++) {
+		struct site *s = &sites[i];
 		uint8_t jump[PATCH_LEN] = {0xe9};
-		int32_t rel = (int32_t)((intptr_t)stub[k] - (intptr_t)(fn[k] + PATCH_LEN));
+		int32_t rel = (int32_t)((intptr_t)s->stub - (intptr_t)(s->at + PATCH_LEN));
 		memcpy(jump + 1, &rel, 4);
-		memcpy(orig[k], fn[k], PATCH_LEN);
-		if (write_code(fn[k], jump, PATCH_LEN))
+		memcpy(s->orig, s->at, PATCH_LEN);
+		if (write_code(s->at, jump, PATCH_LEN))
 			continue;
 		/* Half the functions patched would see blocks come or go
 		 * unseen: undo those done (the trampolines stay mapped, in
 		 * case a call is on its way through one). */
-		for (int j = 0; j < k; j++)
-			if (stub[j] != NULL)
-				(void)write_code(fn[j], orig[j], PATCH_LEN);
-		memset(tramp, 0, sizeof tramp);
+		for (int j = 0; j < i; j++)
+			(void)write_code(sites[j].at, sites[j].orig, PATCH_LEN);
 		return;
 	}
-	void *own[NFUNCS] = {(void *)own_malloc,	 (void *)own_free,     (void *)own_calloc,
-			     (void *)own_realloc,	 (void *)own_posix_memalign, (void *)own_aligned_alloc,
-			     (void *)own_memalign,	 (void *)own_valloc,   (void *)own_pvalloc};
-	void **slot[NFUNCS] = {(void **)&r->malloc,	    (void **)&r->free,	      (void **)&r->calloc,
-			       (void **)&r->realloc,	    (void **)&r->posix_memalign, (void **)&r->aligned_alloc,
-			       (void **)&r->memalign,	    (void **)&r->valloc,       (void **)&r->pvalloc};
-	for (int k = 0; k < NFUNCS; k++)
-		if (tramp[k] != NULL)
-			*slot[k] = own[k];
+	/* The agent's hooks, its operators among them, call the program's
+	 * functions as the real ones from now on. */
+	void *own[NC] = {(void *)own_malloc,	   (void *)own_free,	 (void *)own_calloc,
+			 (void *)own_realloc,	   (void *)own_posix_memalign, (void *)own_aligned_alloc,
+			 (void *)own_memalign,	   (void *)own_valloc,	 (void *)own_pvalloc};
+	void **slot[NC] = {(void **)&r->malloc,	(void **)&r->free,	   (void **)&r->calloc,
+			   (void **)&r->realloc,	(void **)&r->posix_memalign, (void **)&r->aligned_alloc,
+			   (void **)&r->memalign,	(void **)&r->valloc,	   (void **)&r->pvalloc};
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < NFUNCS; k++)
+			if (funcs[k].c >= 0 && dlsym(RTLD_DEFAULT, funcs[k].name) == (void *)sites[i].at)
+				ctramp[funcs[k].c] = sites[i].tramp;
+	for (int c = 0; c < NC; c++)
+		if (ctramp[c] != NULL)
+			*slot[c] = own[c];
 	patched = 1;
 }
