@@ -56,10 +56,6 @@ struct mt_thread {
 	uint32_t gen;      /* process generation it was set up in */
 	uint32_t busy;     /* inside the agent: nested allocator calls pass through */
 	uint32_t internal; /* the agent itself is calling libc, which may allocate */
-	/* Calling the program's own allocation function (entrypatch.c): where
-	 * the call's return address is, and what it is while the call runs. */
-	uintptr_t *own_slot;
-	uintptr_t own_ret;
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack (see mt_stack_cut) */
@@ -101,6 +97,11 @@ struct mt_thread {
 	/* Scratch for the stack being unwound, innermost first; one more
 	 * entry for the frame the walk stopped at. */
 	struct mt_new_frame new_frame[MT_WALK_LIMIT + 1];
+	/* Calling the program's own allocation function (entrypatch.c): where
+	 * the call's return address is, and what it is while the call runs.
+	 * Last, out of the hooks' way. */
+	uintptr_t *own_slot;
+	uintptr_t own_ret;
 };
 
 /* Process-wide state. */
