@@ -15,17 +15,24 @@
  *  1. only in the executable, once per program image, when the agent
  *     resolves its real functions (before main; a fork child inherits the
  *     patched code, an exec'd image starts fresh);
- *  2. only if every allocation function the executable defines is one
- *     whose hook calls a replaceable real function (the C ones): a block
- *     allocated unseen and released seen, or the reverse, would make false
- *     leaks and invalid frees, so a program that also defines operator new
- *     or reallocarray is left as it is;
+ *  2. only if every allocation function the executable defines can be
+ *     given a hook (see choose_hook): a block allocated unseen and
+ *     released seen, or the reverse, would make false leaks and invalid
+ *     frees, so a program that also defines reallocarray (which the agent
+ *     makes of realloc), or one function that both allocates and
+ *     releases, is left as it is. The C functions go to the agent's own
+ *     hooks, whose real functions become the program's; the operators,
+ *     and a function that is several APIs at once (chromium's free is its
+ *     operator delete), go to hooks that call the program's function;
  *  3. only if each function's first instructions are all of a small known
  *     set (see decode), span at least the 5 bytes of the jump, lie within
  *     the function's size, and end in no jump back into the patched bytes;
  *  4. only if the page of jumps to the hooks can be placed within 2 GiB of
  *     the functions, below the executable (above it the brk heap grows).
- * Otherwise ownalloc.c names the functions as not recorded.
+ * Otherwise ownalloc.c names the functions as not recorded. What it
+ * cannot check: that no other code of the program jumps into the five
+ * patched bytes, and that no other thread runs yet (before main, none
+ * does unless a library's constructor started one).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
