@@ -36,11 +36,38 @@ func TestReportOwnAllocator(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("pid %d (%s): the program defines malloc, free, calloc and realloc itself: "+
-		"calls to them do not pass through memtrail and are not recorded", r.PID, prog)
+		"calls to them do not pass through memtrail and are not recorded "+
+		"(memtrail run -patch-own-allocator may record them)", r.PID, prog)
 	if !slices.Contains(r.Warnings, want) {
 		t.Errorf("JSON warnings %q, want %q", r.Warnings, want)
 	}
 	if !strings.Contains(text.String(), "warning: "+want+"\n") {
 		t.Errorf("the report does not say %q:\n%s", want, text.String())
+	}
+}
+
+// TestRunPatchOwnAllocator records the program of TestReportOwnAllocator
+// with -patch-own-allocator: its allocations are recorded, and nothing
+// says they are not.
+func TestRunPatchOwnAllocator(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("..", "..", "internal", "record", "testdata", "ownmalloc.c"))
+	out := filepath.Join(t.TempDir(), "own.mtr")
+	var stderr bytes.Buffer
+	if code, err := run([]string{"run", "-q", "-patch-own-allocator", "-o", out, "--", prog}, &bytes.Buffer{}, &stderr); code != 0 || err != nil {
+		t.Fatalf("run: status %d, %v\n%s", code, err, stderr.String())
+	}
+	var js bytes.Buffer
+	if code, err := run([]string{"report", "-json", out}, &js, &bytes.Buffer{}); code != 0 || err != nil {
+		t.Fatalf("report -json: status %d, %v", code, err)
+	}
+	var r struct {
+		Warnings []string
+		Summary  struct{ Allocations, Frees uint64 }
+	}
+	if err := json.Unmarshal(js.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.Allocations == 0 || r.Summary.Allocations != r.Summary.Frees || len(r.Warnings) != 0 || stderr.Len() != 0 {
+		t.Errorf("%d allocations, %d frees, warnings %q; memtrail said %q", r.Summary.Allocations, r.Summary.Frees, r.Warnings, stderr.String())
 	}
 }

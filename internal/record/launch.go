@@ -177,8 +177,10 @@ func defaultName(program string, pid int) string {
 }
 
 // agentEnv adds the agent to LD_PRELOAD and tells it where the recorder
-// listens, and the run's key, in MEMTRAIL_SOCK (see server.env).
-func agentEnv(env []string, agentPath, socket string) []string {
+// listens, and the run's key, in MEMTRAIL_SOCK (see server.env), and,
+// with patchOwn, to patch a program's own allocator, in
+// MEMTRAIL_PATCH_OWN_ALLOC (see Options.PatchOwnAllocator).
+func agentEnv(env []string, agentPath, socket string, patchOwn bool) []string {
 	out := make([]string, 0, len(env)+2)
 	preload := agentPath
 	for _, kv := range env {
@@ -187,10 +189,13 @@ func agentEnv(env []string, agentPath, socket string) []string {
 			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); old != "" {
 				preload += ":" + old
 			}
-		case strings.HasPrefix(kv, "MEMTRAIL_SOCK="):
+		case strings.HasPrefix(kv, "MEMTRAIL_SOCK="), strings.HasPrefix(kv, "MEMTRAIL_PATCH_OWN_ALLOC="):
 		default:
 			out = append(out, kv)
 		}
+	}
+	if patchOwn {
+		out = append(out, "MEMTRAIL_PATCH_OWN_ALLOC=1")
 	}
 	return append(out, "LD_PRELOAD="+preload, "MEMTRAIL_SOCK="+socket)
 }

@@ -57,8 +57,10 @@ var operatorNames = map[string]string{
 }
 
 // warning says what the calls to o's functions mean for the trace: the
-// message of the process's Warning record.
-func (o ownAllocator) warning() string {
+// message of the process's Warning record. patching says whether the
+// agent was asked to patch the executable's functions: it lists those it
+// could not patch (it patches all of them or none).
+func (o ownAllocator) warning(patching bool) string {
 	var names []string
 	for _, f := range o.funcs {
 		if n, ok := operatorNames[f]; ok {
@@ -79,5 +81,13 @@ func (o ownAllocator) warning() string {
 	if len(names) == 1 {
 		them = "it"
 	}
-	return who + " defines " + list + " itself: calls to " + them + " do not pass through memtrail and are not recorded"
+	how := " itself: "
+	if o.executable && patching {
+		how = " itself, in a way memtrail cannot patch: "
+	}
+	msg := who + " defines " + list + how + "calls to " + them + " do not pass through memtrail and are not recorded"
+	if o.executable && !patching {
+		msg += " (memtrail run -patch-own-allocator may record them)"
+	}
+	return msg
 }

@@ -29,16 +29,21 @@ func TestParseOwnAlloc(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		o    ownAllocator
-		want string
+		o        ownAllocator
+		patching bool
+		want     string
 	}{
-		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"malloc"}},
-			"the program defines malloc itself: calls to it do not pass through memtrail and are not recorded"},
-		{ownAllocator{object: "/lib/a.so", funcs: []string{"free", "_ZdlPv", "_ZdlPvm", "_Znam"}},
+		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"malloc"}}, false,
+			"the program defines malloc itself: calls to it do not pass through memtrail and are not recorded " +
+				"(memtrail run -patch-own-allocator may record them)"},
+		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"malloc", "free"}}, true,
+			"the program defines malloc and free itself, in a way memtrail cannot patch: " +
+				"calls to them do not pass through memtrail and are not recorded"},
+		{ownAllocator{object: "/lib/a.so", funcs: []string{"free", "_ZdlPv", "_ZdlPvm", "_Znam"}}, true,
 			"/lib/a.so, loaded before memtrail's agent, defines free, operator delete and operator new[] itself: " +
 				"calls to them do not pass through memtrail and are not recorded"},
 	} {
-		if got := c.o.warning(); got != c.want {
+		if got := c.o.warning(c.patching); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
 		}
 	}

@@ -5,22 +5,47 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/fixture"
+	"github.com/memtrail/memtrail/internal/record"
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // TestOwnAllocator records a program that defines malloc, free, calloc
-// and realloc itself, and forks: the recorder warns once for each of its
-// processes, naming it and the functions, and the trace says it too.
+// and realloc itself, and forks, as memtrail run does by default: the
+// recorder warns once for each of its processes, naming it and the
+// functions, and the trace says it too.
 func TestOwnAllocator(t *testing.T) {
 	prog := fixture.Build(t, src("ownmalloc.c"))
-	rec := recordArgs(t, "", prog, "fork")
+	checkNotRecorded(t, recordArgs(t, "", prog, "fork"), prog,
+		"the program defines malloc, free, calloc and realloc itself: "+
+			"calls to them do not pass through memtrail and are not recorded "+
+			"(memtrail run -patch-own-allocator may record them)")
+}
+
+// TestOwnAllocatorRefused records, with patching asked for, a program
+// whose malloc has an instruction the agent does not move: none of its
+// functions is patched (a block seen allocated and not freed, or the
+// reverse, would be a false leak or an invalid free), and the recorder
+// warns as without patching, saying it could not patch them.
+func TestOwnAllocatorRefused(t *testing.T) {
+	prog := fixture.Build(t, src("ownmalloc.c"), "-g", "-O2", "-DREFUSED")
+	checkNotRecorded(t, recordWith(t, "", patchOwn, prog, "fork"), prog,
+		"the program defines malloc, free, calloc and realloc itself, in a way memtrail cannot patch: "+
+			"calls to them do not pass through memtrail and are not recorded")
+}
+
+func patchOwn(o *record.Options) { o.PatchOwnAllocator = true }
+
+// checkNotRecorded checks that the recorder said what, once for each
+// process of rec (a program and its fork child), and wrote it in the
+// trace, and that no allocation was recorded.
+func checkNotRecorded(t *testing.T, rec recording, prog, what string) {
+	t.Helper()
 	ps := rec.model.Processes
 	if len(ps) != 2 {
 		t.Fatalf("%d processes, want 2", len(ps))
 	}
-	const what = "the program defines malloc, free, calloc and realloc itself: " +
-		"calls to them do not pass through memtrail and are not recorded"
 	for _, p := range ps {
 		line := fmt.Sprintf("memtrail: process %d (%s): %s\n", p.PID, prog, what)
 		if n := strings.Count(rec.stderr, line); n != 1 {
@@ -28,6 +53,9 @@ func TestOwnAllocator(t *testing.T) {
 		}
 		if len(p.NotRecorded) != 1 || p.NotRecorded[0] != what {
 			t.Errorf("pid %d: the trace says %q is not recorded, want %q", p.PID, p.NotRecorded, what)
+		}
+		if p.Summary.Allocations != 0 || p.Summary.Frees != 0 {
+			t.Errorf("pid %d: %d allocations and %d frees recorded, want none", p.PID, p.Summary.Allocations, p.Summary.Frees)
 		}
 	}
 	if n := strings.Count(rec.stderr, "defines"); n != len(ps) {
@@ -42,6 +70,87 @@ func TestOwnAllocator(t *testing.T) {
 	if len(warnings) != 2 || warnings[0].Process == warnings[1].Process {
 		t.Errorf("warnings in the trace: %+v, want one for each process", warnings)
 	}
+}
+
+// TestOwnAllocatorPatched records, with patching asked for, the program
+// of TestOwnAllocator built so that its functions start with a frame
+// (-O0), are a tail jump to glibc's (-O2), or begin as chromium's do
+// (PROLOGUES, see the fixture). The agent patches their entries: in each
+// process every allocation, the program's own and libc's on its behalf,
+// is recorded once, as valgrind counts them, with no event lost (its
+// calloc calls its own malloc), no problem and no warning.
+func TestOwnAllocatorPatched(t *testing.T) {
+	for _, flags := range [][]string{{"-O0"}, {"-O2"}, {"-O2", "-DPROLOGUES"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			t.Parallel()
+			prog := fixture.Build(t, src("ownmalloc.c"), append([]string{"-g"}, flags...)...)
+			checkPatched(t, prog, "fork")
+		})
+	}
+}
+
+// TestOwnOperators records, with patching asked for, a C++ program whose
+// free is also its operator delete and delete[], whose operator new is
+// also new[], and whose operator new throws once: every allocation and
+// release the program counts is recorded, with no mismatched free. One
+// exception: the exception object, which libstdc++ allocates inside the
+// throwing operator new, where the agent takes calls to malloc for the
+// allocator's own (as a calloc that calls malloc makes), is not recorded,
+// and its release is an invalid free. After the throw the thread records
+// as before.
+func TestOwnOperators(t *testing.T) {
+	prog := fixture.Build(t, src("ownnew.cc"), "-g", "-O2")
+	rec := recordWith(t, "", patchOwn, prog)
+	var allocs, frees uint64
+	if _, err := fmt.Sscanf(rec.stdout, "%d %d", &allocs, &frees); err != nil || rec.res.Program.ExitCode() != 0 {
+		t.Fatalf("the program said %q and ended with status %d\n%s", rec.stdout, rec.res.Program.ExitCode(), rec.stderr)
+	}
+	if len(rec.model.Processes) != 1 {
+		t.Fatalf("%d processes recorded, want 1", len(rec.model.Processes))
+	}
+	p := rec.model.Processes[0]
+	s := p.Summary
+	if s.Allocations != allocs-1 || s.Frees != frees-1 || s.InUseAtExitBlocks != 0 {
+		t.Errorf("recorded %d allocations, %d frees, %d blocks in use at exit; the program made %d and %d, and all were freed",
+			s.Allocations, s.Frees, s.InUseAtExitBlocks, allocs, frees)
+	}
+	if len(p.Problems) != 1 || p.Problems[0].Count != 1 || p.Problems[0].Kind == analysis.MismatchedFree {
+		t.Errorf("problems %+v, want one free of the exception object", p.Problems)
+	}
+	if p.Lost != 0 || len(p.NotRecorded) != 0 || strings.Contains(rec.stderr, "defines") {
+		t.Errorf("%d events lost, not recorded %q; the recorder said:\n%s", p.Lost, p.NotRecorded, rec.stderr)
+	}
+}
+
+// checkPatched records args with patching asked for, and checks that
+// each process recorded what valgrind counts, exactly, and nothing wrong.
+func checkPatched(t *testing.T, args ...string) []*analysis.Process {
+	t.Helper()
+	rec := recordWith(t, "", patchOwn, args...)
+	if code := rec.res.Program.ExitCode(); code != 0 {
+		t.Fatalf("the program ended with status %d, not 0: its own functions did not run as built\n%s", code, rec.stderr)
+	}
+	want := fixture.Valgrind(t, args...)
+	ps := rec.model.Processes
+	if len(ps) != 2 || len(want) != 2 {
+		t.Fatalf("%d processes recorded, valgrind saw %d", len(ps), len(want))
+	}
+	// valgrind prints the child's summary first: it ends first.
+	want[0], want[1] = want[1], want[0]
+	for i, p := range ps {
+		if p.Summary.Allocations == 0 {
+			t.Errorf("pid %d: no allocation recorded", p.PID)
+		}
+		sameAsValgrind(t, p, want[i])
+		if p.Lost != 0 || p.Summary.UncertainFrees != 0 || len(p.Problems) != 0 || len(p.NotRecorded) != 0 {
+			t.Errorf("pid %d: %d events lost (%q), %d uncertain frees, problems %+v, not recorded %q",
+				p.PID, p.Lost, p.LostReasons, p.Summary.UncertainFrees, p.Problems, p.NotRecorded)
+		}
+	}
+	if strings.Contains(rec.stderr, "defines") {
+		t.Errorf("the recorder warned of the program's allocator:\n%s", rec.stderr)
+	}
+	return ps
 }
 
 // TestPreloadedAllocator records a program run with a library that

@@ -31,6 +31,12 @@ type recording struct {
 // recordArgs records args with the agent and returns the analysis.
 func recordArgs(t *testing.T, stdin string, args ...string) recording {
 	t.Helper()
+	return recordWith(t, stdin, nil, args...)
+}
+
+// recordWith is recordArgs with the options that set changes.
+func recordWith(t *testing.T, stdin string, set func(*record.Options), args ...string) recording {
+	t.Helper()
 	dir := t.TempDir()
 	in, err := os.Create(filepath.Join(dir, "stdin"))
 	if err != nil {
@@ -44,13 +50,17 @@ func recordArgs(t *testing.T, stdin string, args ...string) recording {
 	defer out.Close()
 	defer errf.Close()
 	var log strings.Builder
-	res, err := record.Run(record.Options{
+	opts := record.Options{
 		Args: args, Output: filepath.Join(dir, "trace.mtr"), AgentPath: fixture.Agent(t),
 		Stdin: in, Stdout: out, Stderr: errf, Log: &log, Version: "test",
 		// Every program of these tests is scanned for leaks at its
 		// exit, which must not change the rest of its recording.
 		LeakScan: true,
-	})
+	}
+	if set != nil {
+		set(&opts)
+	}
+	res, err := record.Run(opts)
 	if err != nil {
 		t.Fatalf("recording %v: %v", args, err)
 	}

@@ -106,6 +106,11 @@ struct mt_thread {
 	uint32_t spawn_pid;
 	uint32_t spawn_len;
 	char spawn_path[MT_EXEC_PATH];
+	/* Calling the program's own allocation function (entrypatch.c): where
+	 * the call's return address is, and what it is while the call runs.
+	 * Last, out of the hooks' way. */
+	uintptr_t *own_slot;
+	uintptr_t own_ret;
 };
 
 /* Process-wide state. */
@@ -324,6 +329,23 @@ MT_HIDDEN void mt_warn(const char *what, const char *detail);
 MT_HIDDEN const char *mt_own_path(void);
 MT_HIDDEN void mt_spawn_flush(struct mt_thread *t);
 MT_HIDDEN const char *mt_own_allocator(size_t *len);
+MT_HIDDEN const char *const *mt_hooked_names(size_t *n);
+
+/* entrypatch.c: recording through the executable's own allocator. */
+MT_HIDDEN void mt_entry_patch(struct mt_real *r);
+MT_HIDDEN int mt_entry_patched(void);
+MT_HIDDEN uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t a1, uintptr_t a2);
+MT_HIDDEN int mt_own_abandoned(struct mt_thread *t);
+/* The hooks of the program's own operators, each calling the function of
+ * its slot, recorded as the slot's API. */
+#define MT_OWN_HOOKS 8
+struct mt_own_hook {
+	void *real;
+	uint32_t api;
+};
+extern struct mt_own_hook mt_own_new[MT_OWN_HOOKS] MT_HIDDEN, mt_own_delete[MT_OWN_HOOKS] MT_HIDDEN;
+extern void *const mt_own_new_hooks[MT_OWN_HOOKS] MT_HIDDEN;
+extern void *const mt_own_delete_hooks[MT_OWN_HOOKS] MT_HIDDEN;
 
 
 /*

@@ -378,6 +378,68 @@ EXPORT void *pvalloc(size_t size)
 	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size), 1);
 }
 
+/* The hooks by names the program cannot take: entrypatch.c sends the
+ * program's own allocation functions to them. */
+#if defined(__clang__)
+#define HOOK_ALIAS(name) extern __typeof(name) mt_hook_##name MT_HIDDEN __attribute__((alias(#name)))
+#else /* gcc wants an alias to carry libc's attributes of its target */
+#define HOOK_ALIAS(name) extern __typeof(name) mt_hook_##name MT_HIDDEN __attribute__((alias(#name), copy(name)))
+#endif
+HOOK_ALIAS(malloc);
+HOOK_ALIAS(free);
+HOOK_ALIAS(calloc);
+HOOK_ALIAS(realloc);
+HOOK_ALIAS(posix_memalign);
+HOOK_ALIAS(aligned_alloc);
+HOOK_ALIAS(memalign);
+HOOK_ALIAS(valloc);
+HOOK_ALIAS(pvalloc);
+
+/* The program's own operators (entrypatch.c), one hook for each slot.
+ * A size or flag argument passes through in the registers it came in. */
+struct mt_own_hook mt_own_new[MT_OWN_HOOKS], mt_own_delete[MT_OWN_HOOKS];
+
+#define OWN_HOOKS(k)                                                                                 \
+	static void *own_new_##k(size_t n, uintptr_t a1, uintptr_t a2)                             \
+	{                                                                                            \
+		void *real = mt_own_new[k].real;                                                     \
+		struct mt_thread *t = mt_enter();                                                    \
+		if (t == NULL)                                                                       \
+			return (void *)mt_own_call(real, n, a1, a2);                                 \
+		mt_capture_stack(t, FRAME);                                                          \
+		void *p = (void *)mt_own_call(real, n, a1, a2);                                      \
+		if (p != NULL)                                                                       \
+			emit_alloc(t, (enum mt_api)mt_own_new[k].api, p, n);                          \
+		mt_leave(t);                                                                          \
+		return p;                                                                            \
+	}                                                                                            \
+	static void own_delete_##k(void *p, uintptr_t a1, uintptr_t a2)                            \
+	{                                                                                            \
+		void *real = mt_own_delete[k].real;                                                  \
+		struct mt_thread *t = p != NULL && !mt_in_bootstrap(p) ? mt_enter() : NULL;          \
+		if (t == NULL) {                                                                     \
+			if (!mt_in_bootstrap(p))                                                     \
+				mt_own_call(real, (uintptr_t)p, a1, a2);                             \
+			return;                                                                      \
+		}                                                                                    \
+		mt_capture_stack(t, FRAME);                                                          \
+		emit_free(t, (enum mt_api)mt_own_delete[k].api, p);                                  \
+		mt_own_call(real, (uintptr_t)p, a1, a2);                                             \
+		mt_leave(t);                                                                          \
+	}
+OWN_HOOKS(0)
+OWN_HOOKS(1)
+OWN_HOOKS(2)
+OWN_HOOKS(3)
+OWN_HOOKS(4)
+OWN_HOOKS(5)
+OWN_HOOKS(6)
+OWN_HOOKS(7)
+void *const mt_own_new_hooks[MT_OWN_HOOKS] = {own_new_0, own_new_1, own_new_2, own_new_3,
+					     own_new_4, own_new_5, own_new_6, own_new_7};
+void *const mt_own_delete_hooks[MT_OWN_HOOKS] = {own_delete_0, own_delete_1, own_delete_2, own_delete_3,
+						own_delete_4, own_delete_5, own_delete_6, own_delete_7};
+
 /* ---- C++ operators ---- */
 
 typedef void (*new_handler_fn)(void);

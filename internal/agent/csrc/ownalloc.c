@@ -6,8 +6,9 @@
  * agent's. A program that defines and exports malloc itself (chromium's
  * allocator shim, a statically linked jemalloc), or a library preloaded
  * before the agent, thus takes the place of the agent's hooks, and the
- * allocations made through it are never seen. The agent cannot silently
- * make up for that, but it can say so: it looks each function it hooks up
+ * allocations made through it are never seen. Where it can, the agent
+ * patches the executable's functions to pass through its hooks
+ * (entrypatch.c); where it cannot, it says so: it looks each function it hooks up
  * the way the dynamic linker binds it, and names the object whose
  * definition wins where that is not the agent.
  */
@@ -52,6 +53,12 @@ static const char *const hooked[] = {
 	"_ZdaPvSt11align_val_tRKSt9nothrow_t",
 };
 
+const char *const *mt_hooked_names(size_t *n)
+{
+	*n = sizeof hooked / sizeof hooked[0];
+	return hooked;
+}
+
 /* The answer, found once per program image: a fork child inherits it, and
  * does not call into the dynamic linker, whose lock another thread of its
  * parent may have held at the fork. */
@@ -92,6 +99,9 @@ const char *mt_own_allocator(size_t *len)
 			void *f = dlsym(RTLD_DEFAULT, hooked[i]);
 			Dl_info info;
 			if (f == NULL || !dladdr(f, &info) || info.dli_fbase == self.dli_fbase)
+				continue;
+			/* Calls to them jump to the agent's hooks (entrypatch.c). */
+			if (info.dli_fbase == exe.dli_fbase && mt_entry_patched())
 				continue;
 			if (info.dli_fbase != object) {
 				const char *path = info.dli_fname != NULL ? info.dli_fname : "";

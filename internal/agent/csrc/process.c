@@ -560,7 +560,7 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 		return NULL;
 	if (state == MT_STATE_ACTIVE && t != NULL) {
 		/* Busy, stopped, or set up in the parent of a fork. */
-		if (t->busy) {
+		if (t->busy && !mt_own_abandoned(t)) {
 			/* Unless the agent itself caused it, this is a signal
 			 * handler that interrupted the agent: the event cannot
 			 * be recorded, but it is counted. */

@@ -163,6 +163,10 @@ enum mt_api {
 	MT_API_DELETE_ARRAY_NOTHROW,
 	MT_API_DELETE_ARRAY_ALIGNED_NOTHROW,
 };
+/* One function of the program that is several APIs at once, as chromium's
+ * free is its operator delete (entrypatch.c): the trace's unknown API,
+ * which belongs to no family, so it makes no mismatched free. */
+#define MT_API_SHARED 0
 
 /* A node of the call-stack tree: the frame at return address
  * module base + offset, called from the stack named by parent. A node of

@@ -93,6 +93,9 @@ void mt_resolve(void)
 		(void)!write(2, msg, sizeof msg - 1);
 		abort();
 	}
+	/* Before any hook is called with them: the program's own allocator
+	 * replaces libc's where its entries can be patched. */
+	mt_entry_patch(&r);
 	/* free last, with release: its being set means all are set. */
 	void (*f)(void *) = r.free;
 	r.free = NULL;

@@ -3,8 +3,13 @@
  * itself, on top of glibc's, as chromium's allocator shim does. The
  * executable exports them (libc's calls to malloc bind to them), so the
  * dynamic linker binds every call to them to the program's, not to
- * memtrail's agent. It allocates directly, and through libc: strdup,
- * asprintf, fopen. With "fork", a child process does the same.
+ * memtrail's agent. Its calloc calls its own malloc. It allocates
+ * directly, and through libc: strdup, asprintf, fopen. With "fork", a
+ * child process does the same.
+ *
+ * Built with -DREFUSED, its malloc has a conditional jump in its first
+ * five bytes, an instruction memtrail's agent does not move, so its entry
+ * cannot be patched.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -15,13 +20,59 @@
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
-extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 
-void *malloc(size_t n) { return __libc_malloc(n); }
-void free(void *p) { __libc_free(p); }
-void *calloc(size_t n, size_t size) { return __libc_calloc(n, size); }
-void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
+/* Not inlined, as the functions of an allocator shim in a file of its own
+ * are not: a call inlined into its caller never enters malloc. */
+#define SHIM __attribute__((noinline))
+
+/* Calls counted by the prologues below, which main checks. */
+unsigned long malloc_calls, free_calls;
+void note_free(void) { free_calls++; }
+
+#if defined(PROLOGUES)
+/* Built with -DPROLOGUES, malloc and free begin as chromium's do, with
+ * instructions the agent moves and fixes up: malloc loads a variable
+ * relative to its own address, free (as built for CET) calls a
+ * function. */
+__asm__(".globl malloc\n.type malloc,@function\nmalloc:\n"
+	"\tpush %rbp\n\tmov %rsp,%rbp\n\tmov malloc_calls(%rip),%rax\n"
+	"\tadd $1,%rax\n\tmov %rax,malloc_calls(%rip)\n\tpop %rbp\n\tjmp __libc_malloc@PLT\n"
+	".size malloc,.-malloc\n");
+__asm__(".globl free\n.type free,@function\nfree:\n"
+	"\tendbr64\n\tpush %rdi\n\tcall note_free\n\tpop %rdi\n\tjmp __libc_free@PLT\n"
+	".size free,.-free\n");
+#elif defined(REFUSED)
+/* malloc(0) is malloc(1). */
+__asm__(".globl malloc\n.type malloc,@function\nmalloc:\n"
+	"\ttest %rdi,%rdi\n\tjne 1f\n\tmov $1,%edi\n1:\taddq $1,malloc_calls(%rip)\n"
+	"\tjmp __libc_malloc@PLT\n"
+	".size malloc,.-malloc\n");
+#else
+SHIM void *malloc(size_t n)
+{
+	malloc_calls++;
+	return __libc_malloc(n);
+}
+#endif
+#if !defined(PROLOGUES)
+SHIM void free(void *p)
+{
+	free_calls++;
+	__libc_free(p);
+}
+#endif
+SHIM void *calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total))
+		return NULL;
+	void *p = malloc(total);
+	if (p != NULL)
+		memset(p, 0, total);
+	return p;
+}
+SHIM void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
 
 static void work(void)
 {
@@ -56,5 +107,6 @@ int main(int argc, char **argv)
 		}
 		waitpid(child, NULL, 0);
 	}
-	return 0;
+	/* The program's own functions ran, and read and wrote their counts. */
+	return malloc_calls > 0 && free_calls > 0 ? 0 : 2;
 }
