@@ -334,6 +334,9 @@ MT_HIDDEN const char *const *mt_hooked_names(size_t *n);
 /* entrypatch.c: recording through the executable's own allocator. */
 MT_HIDDEN void mt_entry_patch(struct mt_real *r);
 MT_HIDDEN int mt_entry_patched(void);
+/* Set once the program's own allocator is patched in but libc's
+ * malloc_usable_size, not the program's, answers for its blocks. */
+extern int mt_foreign_blocks MT_HIDDEN;
 MT_HIDDEN uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t a1, uintptr_t a2);
 MT_HIDDEN int mt_own_abandoned(struct mt_thread *t);
 /* The hooks of the program's own operators, each calling the function of

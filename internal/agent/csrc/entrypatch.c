@@ -113,6 +113,7 @@ enum { NFUNCS = sizeof funcs / sizeof funcs[0] };
 /* The trampolines of the program's C functions, set once it is patched. */
 static void *ctramp[NC];
 static int patched;
+int mt_foreign_blocks;
 
 int mt_entry_patched(void) { return patched; }
 
@@ -545,5 +546,10 @@ void mt_entry_patch(struct mt_real *r)
 	for (int c = 0; c < NC; c++)
 		if (ctramp[c] != NULL)
 			*slot[c] = own[c];
+	/* The hooks size new and freed blocks with malloc_usable_size
+	 * (hooks.c), which must be the allocator's own. */
+	Dl_info u;
+	void *usable = dlsym(RTLD_DEFAULT, "malloc_usable_size");
+	mt_foreign_blocks = usable == NULL || !dladdr(usable, &u) || u.dli_fbase != exe.dli_fbase;
 	patched = 1;
 }

@@ -53,6 +53,16 @@ static inline void note_block(const void *p, size_t n)
 		;
 }
 
+/* usable_size is malloc_usable_size(p), or 0 once the agent records
+ * through the executable's own allocator without the executable's own
+ * malloc_usable_size (entrypatch.c): libc's would read a header that the
+ * program's blocks do not have. New blocks are then left as they are,
+ * and freed ones send no pointers. */
+static inline size_t usable_size(void *p)
+{
+	return MT_UNLIKELY(mt_foreign_blocks) ? 0 : malloc_usable_size(p);
+}
+
 /* emit_free_pointers writes the FREE record of block p, about to be
  * released, with what p holds that may point to a block after its five
  * words: the recorder keeps, for each live block, the last free of a block
@@ -67,7 +77,7 @@ static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void 
 {
 	uintptr_t lo = __atomic_load_n(&heap_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&heap_hi, __ATOMIC_RELAXED);
 	const uintptr_t *w = p;
-	size_t n = malloc_usable_size((void *)p) / sizeof *w;
+	size_t n = usable_size((void *)p) / sizeof *w;
 	uint64_t rec[255];
 	unsigned k = 5;
 	for (size_t i = 0; i < n; i++) {
@@ -180,7 +190,7 @@ static inline void clear_unwritten(void *p, size_t from, size_t to)
 }
 
 /* clear_new clears a new block that may hold stale data. */
-static inline void clear_new(void *p) { clear_unwritten(p, 0, malloc_usable_size(p)); }
+static inline void clear_new(void *p) { clear_unwritten(p, 0, usable_size(p)); }
 
 /* An allocation hook: real is the call that allocates; stale says the
  * block may hold stale data (see clear_unwritten). A block the agent does
@@ -261,14 +271,14 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 	}
 	uint64_t released = mt_seq_of(t);
 	/* The allocator reads old's header as much to move or grow it. */
-	size_t kept = malloc_usable_size(old);
+	size_t kept = usable_size(old);
 	void *p = mt_real.realloc(old, size);
 	if (p == NULL) {
 		uint64_t rec[2] = {MT_REC_SKIP | 2 << 8, released};
 		mt_emit(t, rec, 2);
 		return NULL;
 	}
-	clear_unwritten(p, kept, malloc_usable_size(p));
+	clear_unwritten(p, kept, usable_size(p));
 	note_block(p, size);
 	uint64_t rec[8] = {MT_REC_REALLOC | 8 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   released, mt_seq_of(t), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
