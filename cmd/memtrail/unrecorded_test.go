@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,22 +12,6 @@ import (
 
 	"github.com/memtrail/memtrail/internal/fixture"
 )
-
-// runMemtrailOut runs memtrail with args as a process of its own, so that
-// the programs it records share its stderr, and returns its stdout,
-// stderr and exit status.
-func runMemtrailOut(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := memtrailCommand(args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("memtrail %q: %v", args, err)
-	}
-	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
-}
 
 // childPid is the pid forkexec.c says its child has.
 func childPid(t *testing.T, stdout string) string {
@@ -65,51 +47,11 @@ func TestRunStaticChildNotRecorded(t *testing.T) {
 		static bool
 	}{{static, 7, true}, {script, 7, true}, {script2, 7, true}, {unexecutable, 127, false}} {
 		trace := filepath.Join(t.TempDir(), "t.mtr")
-		stdout, stderr, status := runMemtrailOut(t, "run", "-o", trace, "--", parent, c.exec)
+		stdout, stderr, status := runMemtrail(t, "run", "-o", trace, "--", parent, c.exec)
 		if status != c.status {
 			t.Fatalf("exec %s: status %d, want %d\n%s", c.exec, status, c.status, stderr)
 		}
-		pid := childPid(t, stdout)
-		summary := fmt.Sprintf("memtrail: not recorded: statically linked: %s, exec'd by process %s (%s)\n", c.exec, pid, parent)
-		if strings.Contains(stderr, summary) != c.static || strings.Contains(stderr, "not recorded") != c.static {
-			t.Errorf("exec %s: memtrail run's messages should say %v that the child is not recorded (%q):\n%s", c.exec, c.static, summary, stderr)
-		}
-		table, _ := runOK(t, "report", "-processes", trace)
-		row := regexp.MustCompile(`(?m)^\s*` + pid + `\b.*$`).FindString(table)
-		if strings.HasSuffix(row, "exec'd a program not recorded: statically linked") != c.static {
-			t.Errorf("exec %s: the process table's row of the child %s:\n%s", c.exec, pid, table)
-		}
-		out, _ := runOK(t, "report", "-processes", "-json", trace)
-		var list struct {
-			Processes []struct {
-				PID uint64 `json:"pid"`
-				End struct {
-					How  string `json:"how"`
-					Code int64  `json:"code"`
-					Why  string `json:"why"`
-				} `json:"end"`
-			} `json:"processes"`
-		}
-		if err := json.Unmarshal([]byte(out), &list); err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, p := range list.Processes {
-			if fmt.Sprint(p.PID) != pid {
-				continue
-			}
-			found = true
-			want := "exited"
-			if c.static {
-				want = "exec_unrecorded"
-			}
-			if p.End.How != want || (p.End.Why == "statically_linked") != c.static {
-				t.Errorf("exec %s: the child's end in JSON is %+v, want %s", c.exec, p.End, want)
-			}
-		}
-		if !found {
-			t.Errorf("exec %s: the child %s is not in the JSON list:\n%s", c.exec, pid, out)
-		}
+		checkNotRecorded(t, "exec "+c.exec, spawnedChild{pid: childPid(t, stdout), exe: parent, program: c.exec}, c.static, stderr, trace)
 	}
 }
 
@@ -121,7 +63,7 @@ func TestRunUnreachableRecorderNamed(t *testing.T) {
 	parent := fixture.Build(t, filepath.Join("testdata", "forkexec.c"))
 	child := fixture.Build(t, filepath.Join("testdata", "streams.c"))
 	sock := "MEMTRAIL_SOCK=" + strings.Repeat("k", 32) + ":" + filepath.Join(t.TempDir(), "no-such-socket")
-	stdout, stderr, status := runMemtrailOut(t, "run", "-q", "-o", filepath.Join(t.TempDir(), "t.mtr"), "--", parent, "-e", sock, child, "stdout")
+	stdout, stderr, status := runMemtrail(t, "run", "-q", "-o", filepath.Join(t.TempDir(), "t.mtr"), "--", parent, "-e", sock, child, "stdout")
 	if status != 0 {
 		t.Fatalf("status %d\n%s", status, stderr)
 	}
@@ -144,10 +86,11 @@ func parentPid(t *testing.T, stdout string) string {
 // spawnedChild is what memtrail says of a child that a recorded process
 // started, in a recording with the given messages and trace.
 type spawnedChild struct {
-	pid, ppid string
+	pid, ppid string // ppid "" to take any
 	// exe is the program of the process that started it, which the
-	// child ran until its exec ("" to take any).
-	exe string
+	// child ran until its exec, and program the static program it
+	// started ("" to take any).
+	exe, program string
 }
 
 // checkNotRecorded checks that memtrail run's messages, the report's
@@ -156,11 +99,14 @@ type spawnedChild struct {
 // recorded.
 func checkNotRecorded(t *testing.T, name string, c spawnedChild, static bool, stderr, trace string) {
 	t.Helper()
-	exe := regexp.QuoteMeta(c.exe)
+	exe, program := regexp.QuoteMeta(c.exe), regexp.QuoteMeta(c.program)
 	if c.exe == "" {
 		exe = `[^)]+`
 	}
-	summary := regexp.MustCompile(`(?m)^memtrail: not recorded: statically linked: .*, exec'd by process ` + c.pid + ` \(` + exe + `\)$`)
+	if c.program == "" {
+		program = `.*`
+	}
+	summary := regexp.MustCompile(`(?m)^memtrail: not recorded: statically linked: ` + program + `, exec'd by process ` + c.pid + ` \(` + exe + `\)$`)
 	if summary.MatchString(stderr) != static || strings.Contains(stderr, "not recorded") != static {
 		t.Errorf("%s: memtrail run's messages should say %v that child %s is not recorded (%s):\n%s", name, static, c.pid, summary, stderr)
 	}
@@ -189,7 +135,7 @@ func checkNotRecorded(t *testing.T, name string, c spawnedChild, static bool, st
 			continue
 		}
 		found = true
-		if fmt.Sprint(p.PPID) != c.ppid {
+		if c.ppid != "" && fmt.Sprint(p.PPID) != c.ppid {
 			t.Errorf("%s: child %s's parent in JSON is %d, want %s", name, c.pid, p.PPID, c.ppid)
 		}
 		if (p.End.How == "exec_unrecorded" && p.End.Why == "statically_linked") != static {
@@ -239,7 +185,7 @@ func TestRunSpawnedStaticNotRecorded(t *testing.T) {
 		{"vfork dynamic", []string{"-v", dynamic, "--", dynamic, "stdout"}, 0, false},
 	} {
 		trace := filepath.Join(t.TempDir(), "t.mtr")
-		stdout, stderr, status := runMemtrailOut(t, append([]string{"run", "-o", trace, "--", parent}, c.args...)...)
+		stdout, stderr, status := runMemtrail(t, append([]string{"run", "-o", trace, "--", parent}, c.args...)...)
 		if status != c.status {
 			t.Fatalf("%s: status %d, want %d\n%s", c.name, status, c.status, stderr)
 		}
@@ -278,7 +224,7 @@ print("parent", os.getpid(), flush=True)
 sys.exit(p.wait())
 `
 		trace := filepath.Join(t.TempDir(), "t.mtr")
-		stdout, stderr, status := runMemtrailOut(t, "run", "-o", trace, "--", python, "-c", script, static)
+		stdout, stderr, status := runMemtrail(t, "run", "-o", trace, "--", python, "-c", script, static)
 		if status != 7 {
 			t.Fatalf("close_fds=%s: status %d, want 7\n%s", closeFds, status, stderr)
 		}
