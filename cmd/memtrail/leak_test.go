@@ -33,19 +33,7 @@ func TestReportLeakClasses(t *testing.T) {
 			t.Fatalf("%q: status %d, %v", args, code, err)
 		}
 	}
-	summary := func(trace string) map[string]any {
-		t.Helper()
-		var out bytes.Buffer
-		if code, err := run([]string{"report", "-json", trace}, &out, &bytes.Buffer{}); code != 0 || err != nil {
-			t.Fatalf("report -json %s: status %d, %v", trace, code, err)
-		}
-		var r struct{ Summary map[string]any }
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		return r.Summary
-	}
-	s := summary(scanned)
+	s := jsonSummary(t, scanned)
 	for key, v := range map[string]uint64{
 		"definitely_lost_bytes": want.DefinitelyLostBytes, "definitely_lost_blocks": want.DefinitelyLostBlocks,
 		"indirectly_lost_bytes": want.IndirectlyLostBytes, "indirectly_lost_blocks": want.IndirectlyLostBlocks,
@@ -123,7 +111,7 @@ func TestReportLeakClasses(t *testing.T) {
 	}
 	checkBadInput(t, []string{"check", "-max-definitely-lost", "0", plain}, 1, "has no leak classes: not scanned")
 
-	s = summary(plain)
+	s = jsonSummary(t, plain)
 	if s["definitely_lost_bytes"] != nil || s["leak_scan"] != "not scanned (recorded with -leak-check=false)" {
 		t.Errorf("with -leak-check=false: definitely_lost_bytes %v, leak_scan %v", s["definitely_lost_bytes"], s["leak_scan"])
 	}
