@@ -86,8 +86,24 @@ func (o ownAllocator) warning(patching bool) string {
 		how = " itself, in a way memtrail cannot patch: "
 	}
 	msg := who + " defines " + list + how + "calls to " + them + " do not pass through memtrail and are not recorded"
+	if onlyOperators(o.funcs) {
+		// As with a statically linked libstdc++ (gcc's cc1): what the
+		// operators allocate through malloc is seen, as malloc's.
+		msg += "; what they allocate through malloc is recorded as malloc and free"
+	}
 	if o.executable && !patching {
 		msg += " (memtrail run -patch-own-allocator may record them)"
 	}
 	return msg
+}
+
+// onlyOperators says whether funcs are all C++ operators: a program that
+// defines those but calls the C library's malloc and free.
+func onlyOperators(funcs []string) bool {
+	for _, f := range funcs {
+		if _, ok := operatorNames[f]; !ok {
+			return false
+		}
+	}
+	return true
 }

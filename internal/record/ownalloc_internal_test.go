@@ -42,6 +42,10 @@ func TestParseOwnAlloc(t *testing.T) {
 		{ownAllocator{object: "/lib/a.so", funcs: []string{"free", "_ZdlPv", "_ZdlPvm", "_Znam"}}, true,
 			"/lib/a.so, loaded before memtrail's agent, defines free, operator delete and operator new[] itself: " +
 				"calls to them do not pass through memtrail and are not recorded"},
+		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"_Znwm", "_ZdlPv"}}, false,
+			"the program defines operator new and operator delete itself: calls to them do not pass through memtrail " +
+				"and are not recorded; what they allocate through malloc is recorded as malloc and free " +
+				"(memtrail run -patch-own-allocator may record them)"},
 	} {
 		if got := c.o.warning(c.patching); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.o, got, c.want)

@@ -23,6 +23,23 @@ func TestOwnAllocator(t *testing.T) {
 			"(memtrail run -patch-own-allocator may record them)")
 }
 
+// TestImportedAllocatorAddress records a program that takes the
+// addresses of the malloc and free it imports, so that their names stand
+// for its own PLT entries (as gcc's cc1 does for free): it defines neither,
+// is not warned about, and its allocations are recorded.
+func TestImportedAllocatorAddress(t *testing.T) {
+	prog := fixture.Build(t, src("importaddr.c"), "-O2", "-fno-pic", "-no-pie")
+	rec := recordArgs(t, "", prog)
+	if strings.Contains(rec.stderr, "defines") {
+		t.Errorf("the recorder warned of an allocator the program does not define:\n%s", rec.stderr)
+	}
+	p := rec.model.Processes[0]
+	if len(p.NotRecorded) != 0 || p.Summary.Allocations < 10 || p.Summary.Frees < 10 {
+		t.Errorf("not recorded %q, %d allocations and %d frees, want none and at least 10 of each",
+			p.NotRecorded, p.Summary.Allocations, p.Summary.Frees)
+	}
+}
+
 // TestOwnAllocatorRefused records, with patching asked for, a program
 // whose malloc has an instruction the agent does not move: none of its
 // functions is patched (a block seen allocated and not freed, or the

@@ -329,6 +329,7 @@ MT_HIDDEN void mt_warn(const char *what, const char *detail);
 MT_HIDDEN const char *mt_own_path(void);
 MT_HIDDEN void mt_spawn_flush(struct mt_thread *t);
 MT_HIDDEN const char *mt_own_allocator(size_t *len);
+MT_HIDDEN int mt_is_definition(void *f);
 MT_HIDDEN const char *const *mt_hooked_names(size_t *n);
 
 /* entrypatch.c: recording through the executable's own allocator. */

@@ -409,7 +409,7 @@ static int find_sites(const void *exe_base, struct site *sites, uintptr_t *hi)
 		Dl_info info;
 		const ElfW(Sym) *sym = NULL;
 		void *f = dlsym(RTLD_DEFAULT, hooked[i]);
-		if (f == NULL || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || info.dli_fbase != exe_base)
+		if (!mt_is_definition(f) || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || info.dli_fbase != exe_base)
 			continue;
 		int k = 0;
 		while (k < NFUNCS && strcmp(funcs[k].name, hooked[i]) != 0)

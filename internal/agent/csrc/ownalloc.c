@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <string.h>
 #include <sys/auxv.h>
 
@@ -59,6 +60,19 @@ const char *const *mt_hooked_names(size_t *n)
 	return hooked;
 }
 
+/* mt_is_definition says whether f, what the dynamic linker binds a name
+ * to, is a function some object defines. A program linked without -pie
+ * that takes the address of a function it imports (gcc's cc1 takes free's)
+ * has the name stand for its own PLT entry, which defines nothing: calls
+ * through it reach the definition, the agent's hook among them. */
+int mt_is_definition(void *f)
+{
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+	return f != NULL && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym != NULL &&
+	       info.dli_saddr == f && sym->st_shndx != SHN_UNDEF;
+}
+
 /* The answer, found once per program image: a fork child inherits it, and
  * does not call into the dynamic linker, whose lock another thread of its
  * parent may have held at the fork. */
@@ -98,7 +112,7 @@ const char *mt_own_allocator(size_t *len)
 		for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++) {
 			void *f = dlsym(RTLD_DEFAULT, hooked[i]);
 			Dl_info info;
-			if (f == NULL || !dladdr(f, &info) || info.dli_fbase == self.dli_fbase)
+			if (!mt_is_definition(f) || !dladdr(f, &info) || info.dli_fbase == self.dli_fbase)
 				continue;
 			/* Calls to them jump to the agent's hooks (entrypatch.c). */
 			if (info.dli_fbase == exe.dli_fbase && mt_entry_patched())
