@@ -708,14 +708,12 @@ func (a *analyzer) finish() *Model {
 			a.warnf("pid %d: %s of addresses not in use are uncertain, not called invalid or double frees: %s may explain them",
 				p.PID, plural(n, "free"), p.UnseenCause())
 		}
-		if n := p.Summary.InUseAtExitBlocks; n > 0 && lostBeforeEnd(p) {
-			if p.PatchedAllocator() {
-				a.warnf("pid %d: blocks counted in use at exit (%s), and in the leak classes, may have been freed unseen: %s may explain them",
-					p.PID, plural(n, "block"), p.UnseenCause())
-			} else {
-				a.warnf("pid %d: %s lost before the end: blocks counted in use at exit (%s), and in the leak classes, may have been freed unseen",
-					p.PID, plural(p.Lost, "event"), plural(n, "block"))
-			}
+		// Of a process recorded through its patched allocator, and no
+		// event lost, the recorder's warning says it (see
+		// trace.LostOwnAllocator and record's patchedWarning).
+		if n := p.Summary.InUseAtExitBlocks; n > 0 && lostBeforeEnd(p) && p.Lost > 0 {
+			a.warnf("pid %d: %s lost before the end: blocks counted in use at exit (%s), and in the leak classes, may have been freed unseen",
+				p.PID, plural(p.Lost, "event"), plural(n, "block"))
 		}
 		// A replaced block is one whose free was not seen: lost, or
 		// made through an entry of the program's allocator the patch

@@ -50,7 +50,7 @@ func parseOwnAlloc(b []byte, exe string) (objects []ownAllocator, patched bool) 
 // patched: the report says so, and why some of its frees are uncertain
 // (see trace.LostOwnAllocator).
 const patchedWarning = "the program's own allocation functions were patched to pass through memtrail (memtrail run -patch-own-allocator, experimental): " +
-	trace.LostOwnAllocator
+	trace.LostOwnAllocator + "; frees of them are uncertain, and blocks counted in use at exit, and in the leak classes, may have been freed unseen"
 
 // operatorNames gives the C++ operators the agent hooks the names a
 // reader knows them by; their variants (nothrow, aligned, sized) share one.
