@@ -705,18 +705,28 @@ func (a *analyzer) finish() *Model {
 			a.warnf("pid %d: %s after its end were left out", p.PID, plural(rp.late, "event"))
 		}
 		if n := p.Summary.UncertainFrees; n > 0 {
-			a.warnf("pid %d: %s of addresses not in use are uncertain, not called invalid or double frees: %s lost may explain them",
-				p.PID, plural(n, "free"), plural(p.Lost, "event"))
+			a.warnf("pid %d: %s of addresses not in use are uncertain, not called invalid or double frees: %s may explain them",
+				p.PID, plural(n, "free"), p.UnseenCause())
 		}
-		if n := p.Summary.InUseAtExitBlocks; n > 0 && lostBeforeEnd(p) {
+		// Of a process recorded through its patched allocator, and no
+		// event lost, the recorder's warning says it (see
+		// trace.LostOwnAllocator and record's patchedWarning).
+		if n := p.Summary.InUseAtExitBlocks; n > 0 && lostBeforeEnd(p) && p.Lost > 0 {
 			a.warnf("pid %d: %s lost before the end: blocks counted in use at exit (%s), and in the leak classes, may have been freed unseen",
 				p.PID, plural(p.Lost, "event"), plural(n, "block"))
 		}
+		// A replaced block is one whose free was not seen: lost, or
+		// made through an entry of the program's allocator the patch
+		// does not reach.
+		one, many := "was lost", "were lost"
+		if p.PatchedAllocator() {
+			one, many = "was not seen", "were not seen"
+		}
 		switch n := p.Summary.ReplacedBlocks; {
 		case n == 1:
-			a.warnf("pid %d: 1 allocation returned an address still in use: the free of the old block was lost", p.PID)
+			a.warnf("pid %d: 1 allocation returned an address still in use: the free of the old block %s", p.PID, one)
 		case n > 1:
-			a.warnf("pid %d: %d allocations returned addresses still in use: the frees of the old blocks were lost", p.PID, n)
+			a.warnf("pid %d: %d allocations returned addresses still in use: the frees of the old blocks %s", p.PID, n, many)
 		}
 		a.model.Processes = append(a.model.Processes, p)
 	}

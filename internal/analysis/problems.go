@@ -99,8 +99,13 @@ func setAsideUncertain(p *Process) {
 // lostBeforeEnd reports whether p lost events that may come before some
 // of its events in the trace. Events lost in flight at the end, or after
 // the damage that ended its history, come after all of them; a loss whose
-// reason is not known may be anywhere.
+// reason is not known may be anywhere. A process recorded through its own
+// allocator, patched, missed an unknown number (its Lost record says 0)
+// from its start.
 func lostBeforeEnd(p *Process) bool {
+	if p.PatchedAllocator() {
+		return true
+	}
 	if p.Lost == 0 {
 		return false
 	}
@@ -113,6 +118,30 @@ func lostBeforeEnd(p *Process) bool {
 		}
 	}
 	return false
+}
+
+// PatchedAllocator reports whether p was recorded through the program's
+// own allocation functions, patched (memtrail run -patch-own-allocator):
+// the allocations of that allocator before the patch, or through functions
+// it does not export, were not seen (see trace.LostOwnAllocator).
+func (p *Process) PatchedAllocator() bool {
+	return slices.Contains(p.LostReasons, trace.LostOwnAllocator)
+}
+
+// UnseenCause names what may explain p's uncertain frees and the blocks
+// it may have freed unseen: its lost events, its patched allocator, or
+// both.
+func (p *Process) UnseenCause() string {
+	const own = "operations of the program's own allocator that memtrail did not see (before it patched it, or through functions it does not export)"
+	lost := plural(p.Lost, "event") + " lost"
+	switch {
+	case !p.PatchedAllocator():
+		return lost
+	case p.Lost == 0:
+		return own
+	default:
+		return lost + " and " + own
+	}
 }
 
 // checkFamily reports a mismatched free if the free or realloc e may not

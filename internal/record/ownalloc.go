@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+
+	"github.com/memtrail/memtrail/internal/trace"
 )
 
 // ownAllocator is an object that defines allocation functions the agent
@@ -16,14 +18,16 @@ type ownAllocator struct {
 }
 
 // parseOwnAlloc decodes the own_alloc strings of a hello (see
-// protocol.h), grouped by object in the order they first come. exe is the
+// protocol.h), grouped by object in the order they first come, and
+// whether the agent patched the executable's own functions. exe is the
 // program's path, which the agent does not send.
-func parseOwnAlloc(b []byte, exe string) []ownAllocator {
-	var objects []ownAllocator
+func parseOwnAlloc(b []byte, exe string) (objects []ownAllocator, patched bool) {
 	cur := -1
 	for _, s := range bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0}) {
 		switch {
 		case len(s) == 0:
+		case s[0] == '!' && cur < 0:
+			patched = true
 		case s[0] == '@':
 			path, executable := string(s[1:]), len(s) == 1
 			if executable {
@@ -38,8 +42,15 @@ func parseOwnAlloc(b []byte, exe string) []ownAllocator {
 			objects[cur].funcs = append(objects[cur].funcs, string(s))
 		}
 	}
-	return slices.DeleteFunc(objects, func(o ownAllocator) bool { return len(o.funcs) == 0 })
+	return slices.DeleteFunc(objects, func(o ownAllocator) bool { return len(o.funcs) == 0 }), patched
 }
+
+// patchedWarning is the message of the Warning record of a process that
+// the agent recorded through the program's own allocation functions,
+// patched: the report says so, and why some of its frees are uncertain
+// (see trace.LostOwnAllocator).
+const patchedWarning = "the program's own allocation functions were patched to pass through memtrail (memtrail run -patch-own-allocator, experimental): " +
+	trace.LostOwnAllocator + "; frees of them are uncertain, and blocks counted in use at exit, and in the leak classes, may have been freed unseen"
 
 // operatorNames gives the C++ operators the agent hooks the names a
 // reader knows them by; their variants (nothrow, aligned, sized) share one.

@@ -11,16 +11,22 @@ import (
 // without a function to name.
 func TestParseOwnAlloc(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		want []ownAllocator
+		in      string
+		want    []ownAllocator
+		patched bool
 	}{
-		{"", nil},
-		{"@\x00malloc\x00free\x00", []ownAllocator{{object: "/bin/x", executable: true, funcs: []string{"malloc", "free"}}}},
+		{"", nil, false},
+		{"!\x00", nil, true},
+		{"!\x00@/lib/a.so\x00free\x00", []ownAllocator{{object: "/lib/a.so", funcs: []string{"free"}}}, true},
+		{"@\x00malloc\x00free\x00", []ownAllocator{{object: "/bin/x", executable: true, funcs: []string{"malloc", "free"}}}, false},
 		{"malloc\x00@/lib/a.so\x00@\x00_Znwm\x00@/lib/a.so\x00free", []ownAllocator{
-			{object: "/lib/a.so", funcs: []string{"free"}}, {object: "/bin/x", executable: true, funcs: []string{"_Znwm"}}}},
-		{"@/lib/a.so\x00\x00\x00", nil},
+			{object: "/lib/a.so", funcs: []string{"free"}}, {object: "/bin/x", executable: true, funcs: []string{"_Znwm"}}}, false},
+		{"@/lib/a.so\x00\x00\x00", nil, false},
 	} {
-		got := parseOwnAlloc([]byte(c.in), "/bin/x")
+		got, patched := parseOwnAlloc([]byte(c.in), "/bin/x")
+		if patched != c.patched {
+			t.Errorf("parseOwnAlloc(%q) patched = %v, want %v", c.in, patched, c.patched)
+		}
 		if len(got) == 0 && len(c.want) == 0 {
 			continue
 		}

@@ -1,13 +1,16 @@
 package record_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/fixture"
 	"github.com/memtrail/memtrail/internal/record"
+	"github.com/memtrail/memtrail/internal/report"
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
@@ -95,7 +98,8 @@ func checkNotRecorded(t *testing.T, rec recording, prog, what string) {
 // (PROLOGUES, see the fixture). The agent patches their entries: in each
 // process every allocation, the program's own and libc's on its behalf,
 // is recorded once, as valgrind counts them, with no event lost (its
-// calloc calls its own malloc), no problem and no warning.
+// calloc calls its own malloc), no problem, and only the warning that it
+// was patched.
 func TestOwnAllocatorPatched(t *testing.T) {
 	for _, flags := range [][]string{{"-O0"}, {"-O2"}, {"-O2", "-DPROLOGUES"}} {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
@@ -113,8 +117,9 @@ func TestOwnAllocatorPatched(t *testing.T) {
 // exception: the exception object, which libstdc++ allocates inside the
 // throwing operator new, where the agent takes calls to malloc for the
 // allocator's own (as a calloc that calls malloc makes), is not recorded,
-// and its release is an invalid free. After the throw the thread records
-// as before.
+// and its release is an uncertain free, as in any process recorded
+// through a patched allocator. After the throw the thread records as
+// before.
 func TestOwnOperators(t *testing.T) {
 	prog := fixture.Build(t, src("ownnew.cc"), "-g", "-O2")
 	rec := recordWith(t, "", patchOwn, prog)
@@ -131,13 +136,19 @@ func TestOwnOperators(t *testing.T) {
 		t.Errorf("recorded %d allocations, %d frees, %d blocks in use at exit; the program made %d and %d, and all were freed",
 			s.Allocations, s.Frees, s.InUseAtExitBlocks, allocs, frees)
 	}
-	if len(p.Problems) != 1 || p.Problems[0].Count != 1 || p.Problems[0].Kind == analysis.MismatchedFree {
-		t.Errorf("problems %+v, want one free of the exception object", p.Problems)
+	if len(p.Problems) != 0 || s.UncertainFrees != 1 {
+		t.Errorf("problems %+v, %d uncertain frees; want none, and the free of the exception object uncertain", p.Problems, s.UncertainFrees)
 	}
-	if p.Lost != 0 || len(p.NotRecorded) != 0 || strings.Contains(rec.stderr, "defines") {
+	if p.Lost != 0 || !slices.Equal(p.NotRecorded, []string{patchedWarning}) || strings.Contains(rec.stderr, "defines") {
 		t.Errorf("%d events lost, not recorded %q; the recorder said:\n%s", p.Lost, p.NotRecorded, rec.stderr)
 	}
 }
+
+// patchedWarning is what the trace says of a process recorded through
+// its own allocator, patched.
+const patchedWarning = "the program's own allocation functions were patched to pass through memtrail " +
+	"(memtrail run -patch-own-allocator, experimental): " + trace.LostOwnAllocator +
+	"; frees of them are uncertain, and blocks counted in use at exit, and in the leak classes, may have been freed unseen"
 
 // checkPatched records args with patching asked for, and checks that
 // each process recorded what valgrind counts, exactly, and nothing wrong.
@@ -159,7 +170,8 @@ func checkPatched(t *testing.T, args ...string) []*analysis.Process {
 			t.Errorf("pid %d: no allocation recorded", p.PID)
 		}
 		sameAsValgrind(t, p, want[i])
-		if p.Lost != 0 || p.Summary.UncertainFrees != 0 || len(p.Problems) != 0 || len(p.NotRecorded) != 0 {
+		if p.Lost != 0 || p.Summary.UncertainFrees != 0 || len(p.Problems) != 0 || !slices.Equal(p.NotRecorded, []string{patchedWarning}) ||
+			!slices.Equal(p.LostReasons, []string{trace.LostOwnAllocator}) {
 			t.Errorf("pid %d: %d events lost (%q), %d uncertain frees, problems %+v, not recorded %q",
 				p.PID, p.Lost, p.LostReasons, p.Summary.UncertainFrees, p.Problems, p.NotRecorded)
 		}
@@ -191,5 +203,71 @@ func TestPreloadedAllocator(t *testing.T) {
 	}
 	if n := strings.Count(rec.stderr, want); n != 1 {
 		t.Errorf("the recorder said it %d times, want once:\n%s", n, rec.stderr)
+	}
+}
+
+// TestOwnAllocatorPatchedLate records, with patching asked for, the
+// program of TestOwnAllocator linked with a library whose constructor
+// allocates through the program's malloc before the agent patches it, a
+// block main frees: that free is uncertain, not an invalid free, and the
+// trace says why (trace.LostOwnAllocator) with no event counted lost.
+func TestOwnAllocatorPatchedLate(t *testing.T) {
+	lib := fixture.Build(t, src("earlyalloc.c"), "-shared", "-fPIC", "-g")
+	prog := fixture.Build(t, src("ownmalloc.c"), "-g", "-O2", "-DEARLY", "-Wl,--no-as-needed", lib)
+	rec := recordWith(t, "", patchOwn, prog)
+	if code := rec.res.Program.ExitCode(); code != 0 {
+		t.Fatalf("the program ended with status %d, not 0\n%s", code, rec.stderr)
+	}
+	if len(rec.model.Processes) != 1 {
+		t.Fatalf("%d processes recorded, want 1", len(rec.model.Processes))
+	}
+	p := rec.model.Processes[0]
+	if p.Summary.Allocations == 0 || p.Summary.UncertainFrees != 1 || p.Summary.InvalidFrees != 0 || len(p.Problems) != 0 {
+		t.Errorf("%d allocations, %d uncertain and %d invalid frees, problems %+v; want the early block's free uncertain, and no problem",
+			p.Summary.Allocations, p.Summary.UncertainFrees, p.Summary.InvalidFrees, p.Problems)
+	}
+	if p.Lost != 0 || !slices.Equal(p.LostReasons, []string{trace.LostOwnAllocator}) || !p.PatchedAllocator() {
+		t.Errorf("%d events lost (%q), want 0, for the reason %q", p.Lost, p.LostReasons, trace.LostOwnAllocator)
+	}
+	var text, js strings.Builder
+	if err := report.Text(&text, rec.model, report.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"the program's own allocation functions were patched to pass through memtrail",
+		"1 free of addresses not in use are uncertain, not called invalid or double frees: operations of the program's own allocator that memtrail did not see",
+		"uncertain frees",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the report does not say %q:\n%s", want, text.String())
+		}
+	}
+	for _, bad := range []string{"invalid free", "lost events", "0 events"} {
+		if strings.Contains(text.String(), bad) {
+			t.Errorf("the report says %q:\n%s", bad, text.String())
+		}
+	}
+	if err := report.JSON(&js, rec.model, report.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Summary struct {
+			InvalidFrees   uint64 `json:"invalid_frees"`
+			UncertainFrees uint64 `json:"uncertain_frees"`
+			LostEvents     uint64 `json:"lost_events"`
+		} `json:"summary"`
+		Problems struct {
+			InvalidFrees, DoubleFrees []any
+		} `json:"problems"`
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(js.String()), &out); err != nil {
+		t.Fatalf("the JSON report: %v\n%s", err, js.String())
+	}
+	if s := out.Summary; s.UncertainFrees != 1 || s.InvalidFrees != 0 || s.LostEvents != 0 ||
+		len(out.Problems.InvalidFrees)+len(out.Problems.DoubleFrees) != 0 || !slices.ContainsFunc(out.Warnings, func(w string) bool {
+		return strings.Contains(w, trace.LostOwnAllocator)
+	}) {
+		t.Errorf("the JSON report says %+v, want 1 uncertain free, no problem, and why", out)
 	}
 }

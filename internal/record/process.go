@@ -60,6 +60,7 @@ type process struct {
 	id        uint64
 	pid       int
 	warnings  []string // what it does that is not recorded, written after its start
+	patched   bool     // recorded through the program's own allocator, patched (see trace.LostOwnAllocator)
 	region    *region
 	pidfd     int
 	slots     []slotReader

@@ -574,6 +574,9 @@ func (r *Recorder) begin(h *hello) {
 		p.warnings = append(p.warnings, o.warning(r.opts.PatchOwnAllocator))
 		fmt.Fprintf(r.log, "memtrail: process %d (%s): %s\n", h.pid, h.exe, p.warnings[len(p.warnings)-1])
 	}
+	if p.patched = h.patched; p.patched {
+		p.warnings = append(p.warnings, patchedWarning)
+	}
 	if parent != nil {
 		p.start.Parent = parent.id
 	}
@@ -616,6 +619,11 @@ func (r *Recorder) claimFork(h *hello, parent *process) (uint64, bool) {
 // the trace says which processes ran.
 func (r *Recorder) started(p *process) {
 	r.write(r.w.ProcessStart(p.start))
+	if p.patched {
+		// Count 0: how many were missed is unknown, but the analysis must
+		// know that some may have been, from the start (lostBeforeEnd).
+		r.write(r.w.Lost(trace.Lost{Process: p.id, Reason: trace.LostOwnAllocator}))
+	}
 	for _, msg := range p.warnings {
 		r.write(r.w.Warning(trace.Warning{Process: p.id, Message: msg}))
 	}

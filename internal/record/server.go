@@ -30,8 +30,11 @@ type hello struct {
 	// library loaded before the agent) defines itself, by the object
 	// that defines them: calls to them do not reach the agent.
 	ownAlloc []ownAllocator
-	region   *region
-	tsc      uint64 // when it connected
+	// patched says that the agent patched the executable's own
+	// allocation functions to pass through its hooks.
+	patched bool
+	region  *region
+	tsc     uint64 // when it connected
 	// pidfd is the process's, opened while it waited for its welcome
 	// (alive, or a zombie if killed meanwhile), so that the recorder
 	// learns how it ended even if its parent reaps it before the
@@ -289,7 +292,7 @@ func parseHello(b []byte) (*hello, error) {
 	cmdline := take(le.Uint32(b[20:]))
 	h.exe = string(take(le.Uint32(b[24:])))
 	h.cwd = string(take(le.Uint32(b[28:])))
-	h.ownAlloc = parseOwnAlloc(take(le.Uint32(b[helloOwnAlloc:])), h.exe)
+	h.ownAlloc, h.patched = parseOwnAlloc(take(le.Uint32(b[helloOwnAlloc:])), h.exe)
 	for _, a := range bytes.Split(bytes.TrimSuffix(cmdline, []byte{0}), []byte{0}) {
 		h.args = append(h.args, string(a))
 	}

@@ -116,7 +116,14 @@ func (t *textReport) summary() {
 		rows = append(rows, [2]string{"invalid frees", Count(s.InvalidFrees) + " (see Problems)"})
 	}
 	if s.UncertainFrees > 0 {
-		rows = append(rows, [2]string{"uncertain frees", Count(s.UncertainFrees) + " (frees of addresses not in use, not called invalid: lost events may explain them)"})
+		why := "lost events may explain them"
+		switch {
+		case p.PatchedAllocator() && p.Lost == 0:
+			why = "the program's own allocator, patched after it began, may explain them: see the warnings"
+		case p.PatchedAllocator():
+			why = "lost events, and the program's own allocator, patched after it began, may explain them: see the warnings"
+		}
+		rows = append(rows, [2]string{"uncertain frees", Count(s.UncertainFrees) + " (frees of addresses not in use, not called invalid: " + why + ")"})
 	}
 	if p.Lost > 0 {
 		lost := Count(p.Lost)

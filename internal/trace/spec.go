@@ -809,6 +809,13 @@ const LostRegionDamaged = "memtrail's buffer in the process was damaged"
 // depends on them.
 const LostInFlight = "operations in flight when the process ended"
 
+// LostOwnAllocator is the Reason of the Lost record, of Count 0, that
+// comes first in the history of a process recorded through its own
+// allocation functions, patched at its start (memtrail run
+// -patch-own-allocator): how many operations were not seen is unknown,
+// and they may come before any of its events.
+const LostOwnAllocator = "blocks the program's own allocator gave out before memtrail patched it at the program's start, or through functions it does not export, are not seen"
+
 // Fork marks the point in a process's history at which it forked. The
 // child (a process whose ProcessStart comes after this record) starts with
 // a copy of the parent's heap as of here: its blocks are live in the child

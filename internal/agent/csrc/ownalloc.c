@@ -108,6 +108,11 @@ const char *mt_own_allocator(size_t *len)
 		 * or not at all: it is known by its program headers. */
 		if (!dladdr((void *)getauxval(AT_PHDR), &exe))
 			exe.dli_fbase = NULL;
+		/* First, so that a recorder reads it before any object: the
+		 * process is recorded through the patched functions, which did
+		 * not see what the program's allocator did before the patch. */
+		if (mt_entry_patched())
+			put("!", "");
 		const void *object = NULL;
 		for (size_t i = 0; i < sizeof hooked / sizeof hooked[0]; i++) {
 			void *f = dlsym(RTLD_DEFAULT, hooked[i]);

@@ -268,8 +268,10 @@ struct mt_header {
  * definition the dynamic linker binds calls to is not the agent's (the
  * program brings its own allocator): NUL-terminated strings, each either
  * '@' and the path of the object that defines the functions that follow
- * ("@" alone: the executable), or a function's (mangled) name. Empty:
- * every call reaches the agent. */
+ * ("@" alone: the executable), or a function's (mangled) name; first,
+ * "!" if the agent patched the executable's own functions to pass through
+ * its hooks (memtrail run -patch-own-allocator). Empty: every call
+ * reaches the agent, through no patch. */
 struct mt_hello {
 	uint32_t magic;
 	uint32_t version;

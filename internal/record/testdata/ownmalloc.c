@@ -10,6 +10,9 @@
  * Built with -DREFUSED, its malloc has a conditional jump in its first
  * five bytes, an instruction memtrail's agent does not move, so its entry
  * cannot be patched.
+ *
+ * Built with -DEARLY and linked with earlyalloc.c's library, main first
+ * frees the block the library's constructor allocated.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -96,8 +99,15 @@ static void work(void)
 	free(direct);
 }
 
+#if defined(EARLY)
+extern void *early_block;
+#endif
+
 int main(int argc, char **argv)
 {
+#if defined(EARLY)
+	free(early_block);
+#endif
 	work();
 	if (argc > 1 && strcmp(argv[1], "fork") == 0) {
 		pid_t child = fork();
