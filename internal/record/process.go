@@ -920,6 +920,21 @@ type moduleRecord struct {
 	path     string
 }
 
+// recordBytes returns the first n bytes of the words w, in which the
+// agent packs a string into a record (little-endian, padded to a word),
+// or false if w holds fewer.
+func recordBytes(w []uint64, n uint64) ([]byte, bool) {
+	nw := (n + 7) / 8
+	if nw > uint64(len(w)) {
+		return nil, false
+	}
+	b := make([]byte, nw*8)
+	for k := range nw {
+		binary.LittleEndian.PutUint64(b[k*8:], w[k])
+	}
+	return b[:n], true
+}
+
 func parseModule(w []uint64) (moduleRecord, bool) {
 	m := moduleRecord{tsc: w[2], id: w[3], base: w[4]}
 	nseg := int(w[5])
@@ -932,16 +947,12 @@ func parseModule(w []uint64) (moduleRecord, bool) {
 		i += 4
 	}
 	words := func(n uint64) ([]byte, bool) {
-		nw := int((n + 7) / 8)
-		if n > 4096 || i+nw > len(w) {
+		if n > 4096 {
 			return nil, false
 		}
-		b := make([]byte, nw*8)
-		for k := 0; k < nw; k++ {
-			binary.LittleEndian.PutUint64(b[k*8:], w[i+k])
-		}
-		i += nw
-		return b[:n], true
+		b, ok := recordBytes(w[i:], n)
+		i += int((n + 7) / 8)
+		return b, ok
 	}
 	if i >= len(w) {
 		return m, false

@@ -72,7 +72,7 @@ type Options struct {
 	// those functions (see internal/agent/csrc/entrypatch.c). Off by
 	// default: the program's allocations made before the agent starts,
 	// or through entry points of its allocator that it does not export
-	// (chromium's), are not seen, and their frees look invalid.
+	// (chromium's), are not seen, and their frees are uncertain.
 	PatchOwnAllocator bool
 }
 
@@ -571,8 +571,9 @@ func (r *Recorder) begin(h *hello) {
 	p.start = trace.Process{ID: p.id, PID: uint64(h.pid), PPID: uint64(h.ppid),
 		Time: r.clock.ns(h.tsc), Exe: h.exe, Args: h.args, Cwd: h.cwd}
 	for _, o := range h.ownAlloc {
-		p.warnings = append(p.warnings, o.warning(r.opts.PatchOwnAllocator))
-		fmt.Fprintf(r.log, "memtrail: process %d (%s): %s\n", h.pid, h.exe, p.warnings[len(p.warnings)-1])
+		msg := o.warning(r.opts.PatchOwnAllocator)
+		p.warnings = append(p.warnings, msg)
+		fmt.Fprintf(r.log, "memtrail: %s: %s\n", p, msg)
 	}
 	if p.patched = h.patched; p.patched {
 		p.warnings = append(p.warnings, patchedWarning)
@@ -943,13 +944,10 @@ func (r *Recorder) listUnrecorded(u Unrecorded) {
 // exec'd a dynamic one).
 func (r *Recorder) spawned(p *process, w []uint64) bool {
 	n := w[4]
-	if n >= execPathBytes || n > uint64(8*(len(w)-5)) {
+	b, ok := recordBytes(w[5:], n)
+	if n >= execPathBytes || !ok {
 		p.damage(fmt.Sprintf("a spawn record of %d words names a path of %d bytes", len(w), n))
 		return false
-	}
-	b := make([]byte, 0, n)
-	for i := uint64(0); i < n; i++ {
-		b = append(b, byte(w[5+i/8]>>(8*(i%8))))
 	}
 	r.nprocs++
 	at := r.clock.ns(w[2])
