@@ -219,6 +219,16 @@ static const char *search_path(const char *file, char *buf, size_t cap)
 	}
 }
 
+/* static_program returns the program an exec of path (looked up in PATH
+ * first with search, into buf) runs, if it is statically linked
+ * (is_static), else NULL. */
+static const char *static_program(const char *path, int search, char *buf, size_t cap)
+{
+	if (search && path != NULL)
+		path = search_path(path, buf, cap);
+	return path != NULL && is_static(path) ? path : NULL;
+}
+
 /* emit_spawn tells the recorder, in t's ring, that child runs the
  * statically linked program at path (len bytes): the child never says
  * hello. t is busy. */
@@ -266,9 +276,7 @@ static int vfork_begin(const char *path, int search)
 	if (t == NULL || t->busy || (t->gen != mt_proc.gen && __atomic_load_n(&t->spawn_pid, __ATOMIC_ACQUIRE) == 0))
 		return 0;
 	char found[4096];
-	if (search && path != NULL)
-		path = search_path(path, found, sizeof found);
-	if (path == NULL || !is_static(path))
+	if ((path = static_program(path, search, found, sizeof found)) == NULL)
 		return 0;
 	/* An earlier vfork child of the thread exec'd too, and the parent
 	 * has not entered the agent since. */
@@ -298,10 +306,8 @@ static int exec_begin(const char *path, int search)
 	if ((pid_t)syscall(SYS_getpid) != mt_proc.pid)
 		return vfork_begin(path, search);
 	char found[4096];
-	if (search && path != NULL)
-		path = search_path(path, found, sizeof found);
 	uint64_t pending = 1;
-	if (path != NULL && is_static(path)) {
+	if ((path = static_program(path, search, found, sizeof found)) != NULL) {
 		size_t len = strnlen(path, MT_EXEC_PATH - 1);
 		memcpy(mt_proc.hdr->exec_path, path, len);
 		mt_proc.hdr->exec_path[len] = 0;
@@ -374,9 +380,7 @@ static void spawned(pid_t child, const char *path, int search)
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) != MT_STATE_ACTIVE || (pid_t)syscall(SYS_getpid) != mt_proc.pid)
 		return;
 	char found[4096];
-	if (search && path != NULL)
-		path = search_path(path, found, sizeof found);
-	if (path == NULL || !is_static(path))
+	if ((path = static_program(path, search, found, sizeof found)) == NULL)
 		return;
 	struct mt_thread *t = mt_enter();
 	if (t == NULL)
