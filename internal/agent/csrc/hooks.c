@@ -418,8 +418,10 @@ struct mt_own_hook mt_own_new[MT_OWN_HOOKS], mt_own_delete[MT_OWN_HOOKS];
 			return (void *)mt_own_call(real, n, a1, a2);                                 \
 		mt_capture_stack(t, FRAME);                                                          \
 		void *p = (void *)mt_own_call(real, n, a1, a2);                                      \
-		if (p != NULL)                                                                       \
+		if (p != NULL) {                                                                     \
+			clear_new(p);                                                                \
 			emit_alloc(t, (enum mt_api)mt_own_new[k].api, p, n);                          \
+		}                                                                                    \
 		mt_leave(t);                                                                          \
 		return p;                                                                            \
 	}                                                                                            \
