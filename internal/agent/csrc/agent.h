@@ -327,6 +327,7 @@ static inline void mt_unlock(mt_lock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC
  * detail (if not NULL) and a newline to stderr, in one write. */
 MT_HIDDEN void mt_warn(const char *what, const char *detail);
 MT_HIDDEN const char *mt_own_path(void);
+MT_HIDDEN size_t mt_decimal(unsigned v, char *out);
 MT_HIDDEN void mt_spawn_flush(struct mt_thread *t);
 MT_HIDDEN const char *mt_own_allocator(size_t *len);
 MT_HIDDEN int mt_is_definition(void *f);

@@ -355,12 +355,8 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
 {
 	mt_resolve();
 	struct fixed_env f = fix_env(envp);
-	char self[32] = "/proc/self/fd/", digits[12];
-	size_t n = 0;
-	for (unsigned v = (unsigned)fd; n == 0 || v != 0; v /= 10)
-		digits[n++] = (char)('0' + v % 10);
-	for (size_t i = 14; n > 0;)
-		self[i++] = digits[--n];
+	char self[32] = "/proc/self/fd/";
+	self[14 + mt_decimal((unsigned)fd, self + 14)] = 0;
 	int noted = exec_begin(fd >= 0 ? self : NULL, 0);
 	int r = mt_real.fexecve(fd, argv, f.envp);
 	exec_failed(noted);

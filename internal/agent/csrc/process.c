@@ -51,6 +51,20 @@ static char hello_buf[MT_MAX_HELLO];
 #define MAX_SETUP 64
 static pid_t in_setup[MAX_SETUP];
 
+/* mt_decimal writes v in decimal to out (room for 10 digits), without
+ * libc's formatting, which may allocate, and returns how many digits. */
+size_t mt_decimal(unsigned v, char *out)
+{
+	char rev[10];
+	size_t n = 0;
+	do
+		rev[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	for (size_t i = 0; i < n; i++)
+		out[i] = rev[n - 1 - i];
+	return n;
+}
+
 /* stderr_was_closed is set when the program image started with fd 2
  * closed: a file it opens later may take fd 2, and the agent's messages
  * must not go into it. A fork child inherits it with the descriptors. */
@@ -76,12 +90,8 @@ void mt_warn(const char *what, const char *detail)
 		n += l_;                                              \
 	} while (0)
 	PUT("memtrail: process ", 18);
-	char rev[12];
-	size_t digits = 0;
-	for (unsigned v = (unsigned)syscall(SYS_getpid); digits == 0 || v != 0; v /= 10)
-		rev[digits++] = (char)('0' + v % 10);
-	while (digits > 0)
-		PUT(&rev[--digits], 1);
+	char pid[10];
+	PUT(pid, mt_decimal((unsigned)syscall(SYS_getpid), pid));
 	PUT(" (", 2);
 	ssize_t e = readlink("/proc/self/exe", line + n, (cap - n) / 2);
 	if (e > 0)
