@@ -12,13 +12,13 @@ import (
 	"github.com/memtrail/memtrail/internal/fixture"
 )
 
-// TestReportOwnAllocator records a program that defines malloc itself:
-// the text and JSON reports say which process bypasses memtrail, and what
-// is not recorded.
+// TestReportOwnAllocator records a program that defines malloc itself,
+// with -patch-own-allocator=false: the text and JSON reports say which
+// process bypasses memtrail, and what is not recorded.
 func TestReportOwnAllocator(t *testing.T) {
 	prog := fixture.Build(t, filepath.Join("..", "..", "internal", "record", "testdata", "ownmalloc.c"))
 	out := filepath.Join(t.TempDir(), "own.mtr")
-	if code, err := run([]string{"run", "-q", "-o", out, "--", prog}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 || err != nil {
+	if code, err := run([]string{"run", "-q", "-patch-own-allocator=false", "-o", out, "--", prog}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 || err != nil {
 		t.Fatalf("run: status %d, %v", code, err)
 	}
 	var text, js bytes.Buffer
@@ -37,7 +37,7 @@ func TestReportOwnAllocator(t *testing.T) {
 	}
 	want := fmt.Sprintf("pid %d (%s): the program defines malloc, free, calloc and realloc itself: "+
 		"calls to them do not pass through memtrail and are not recorded "+
-		"(memtrail run -patch-own-allocator may record them)", r.PID, prog)
+		"(memtrail run -patch-own-allocator=false left them alone)", r.PID, prog)
 	if !slices.Contains(r.Warnings, want) {
 		t.Errorf("JSON warnings %q, want %q", r.Warnings, want)
 	}
@@ -47,13 +47,13 @@ func TestReportOwnAllocator(t *testing.T) {
 }
 
 // TestRunPatchOwnAllocator records the program of TestReportOwnAllocator
-// with -patch-own-allocator: its allocations are recorded, and the only
+// as memtrail run does by default: its allocations are recorded, and the only
 // warning says that its functions were patched, and what that misses.
 func TestRunPatchOwnAllocator(t *testing.T) {
 	prog := fixture.Build(t, filepath.Join("..", "..", "internal", "record", "testdata", "ownmalloc.c"))
 	out := filepath.Join(t.TempDir(), "own.mtr")
 	var stderr bytes.Buffer
-	if code, err := run([]string{"run", "-q", "-patch-own-allocator", "-o", out, "--", prog}, &bytes.Buffer{}, &stderr); code != 0 || err != nil {
+	if code, err := run([]string{"run", "-q", "-o", out, "--", prog}, &bytes.Buffer{}, &stderr); code != 0 || err != nil {
 		t.Fatalf("run: status %d, %v\n%s", code, err, stderr.String())
 	}
 	var js bytes.Buffer

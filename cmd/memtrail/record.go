@@ -26,7 +26,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	stackCalls := fs.Bool("stack-calls", false, "measure the stack at every function entry and return of a program built with -finstrument-functions: the exact stack peak, step by step, and the call stack at its deepest (slower)")
 	leakCheck := fs.Bool("leak-check", true, "at the program's normal exit, scan its memory and classify the blocks still allocated as memcheck does: definitely, indirectly and possibly lost, still reachable (-leak-check=false spares memtrail keeping the set of live blocks)")
 	leakOrigins := fs.Bool("leak-origins", false, "at each free, note the blocks the freed block pointed to, so that each block definitely lost at exit is traced to the free that dropped its last pointer: where the leak was made (slower)")
-	patchOwn := fs.Bool("patch-own-allocator", false, "experimental: record a program that defines malloc, free, operator new... itself by patching their entries to pass through memtrail; what its allocator gives out before memtrail's agent starts or by other ways than those functions is not seen, and its release is counted as an uncertain free")
+	patchOwn := fs.Bool("patch-own-allocator", true, "record a program that defines malloc, free, operator new... itself by patching their entries to pass through memtrail (x86-64); what its allocator gives out before memtrail's agent starts or by other ways than those functions is not seen, and its release is counted as an uncertain free; -patch-own-allocator=false leaves such a program's allocator alone, unrecorded")
 	checked := fs.Bool("check", false, "then check the trace against the budgets given (as memtrail check does): exit with 3 if one is broken")
 	bf := addBudgetFlags(fs)
 	// The options end at the program: what follows is its own.
@@ -59,7 +59,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return 2, usageError{fmt.Sprintf("-ring-size %s must be a power of two from 64KiB to 1GiB", report.Size(*ring))}
 	}
 	res, err := recordProgram(record.Options{Args: fs.Args(), Output: *output, MaxFrames: *frames, TimeUnit: *unit,
-		RingSize: *ring, StackCalls: *stackCalls, LeakScan: *leakCheck, LeakOrigins: *leakOrigins, PatchOwnAllocator: *patchOwn, Log: stderr})
+		RingSize: *ring, StackCalls: *stackCalls, LeakScan: *leakCheck, LeakOrigins: *leakOrigins, LeaveOwnAllocator: !*patchOwn, Log: stderr})
 	if errors.Is(err, record.ErrNotLoaded) {
 		// The program ran: a failure of its own keeps its status.
 		return max(res.Program.ExitCode(), 1), err

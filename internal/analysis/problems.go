@@ -121,7 +121,7 @@ func lostBeforeEnd(p *Process) bool {
 }
 
 // PatchedAllocator reports whether p was recorded through the program's
-// own allocation functions, patched (memtrail run -patch-own-allocator):
+// own allocation functions, patched (as memtrail run does by default):
 // the allocations of that allocator before the patch, or through functions
 // it does not export, were not seen (see trace.LostOwnAllocator).
 func (p *Process) PatchedAllocator() bool {

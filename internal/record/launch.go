@@ -179,7 +179,7 @@ func defaultName(program string, pid int) string {
 // agentEnv adds the agent to LD_PRELOAD and tells it where the recorder
 // listens, and the run's key, in MEMTRAIL_SOCK (see server.env), and,
 // with patchOwn, to patch a program's own allocator, in
-// MEMTRAIL_PATCH_OWN_ALLOC (see Options.PatchOwnAllocator).
+// MEMTRAIL_PATCH_OWN_ALLOC (see Options.LeaveOwnAllocator).
 func agentEnv(env []string, agentPath, socket string, patchOwn bool) []string {
 	out := make([]string, 0, len(env)+2)
 	preload := agentPath

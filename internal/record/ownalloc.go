@@ -49,7 +49,7 @@ func parseOwnAlloc(b []byte, exe string) (objects []ownAllocator, patched bool) 
 // the agent recorded through the program's own allocation functions,
 // patched: the report says so, and why some of its frees are uncertain
 // (see trace.LostOwnAllocator).
-const patchedWarning = "the program's own allocation functions were patched to pass through memtrail (memtrail run -patch-own-allocator, experimental): " +
+const patchedWarning = "the program's own allocation functions were patched to pass through memtrail: " +
 	trace.LostOwnAllocator + "; frees of them are uncertain, and blocks counted in use at exit, and in the leak classes, may have been freed unseen"
 
 // operatorNames gives the C++ operators the agent hooks the names a
@@ -103,7 +103,7 @@ func (o ownAllocator) warning(patching bool) string {
 		msg += "; what they allocate through malloc is recorded as malloc and free"
 	}
 	if o.executable && !patching {
-		msg += " (memtrail run -patch-own-allocator may record them)"
+		msg += " (memtrail run -patch-own-allocator=false left them alone)"
 	}
 	return msg
 }

@@ -41,7 +41,7 @@ func TestParseOwnAlloc(t *testing.T) {
 	}{
 		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"malloc"}}, false,
 			"the program defines malloc itself: calls to it do not pass through memtrail and are not recorded " +
-				"(memtrail run -patch-own-allocator may record them)"},
+				"(memtrail run -patch-own-allocator=false left them alone)"},
 		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"malloc", "free"}}, true,
 			"the program defines malloc and free itself, in a way memtrail cannot patch: " +
 				"calls to them do not pass through memtrail and are not recorded"},
@@ -51,7 +51,7 @@ func TestParseOwnAlloc(t *testing.T) {
 		{ownAllocator{object: "/bin/x", executable: true, funcs: []string{"_Znwm", "_ZdlPv"}}, false,
 			"the program defines operator new and operator delete itself: calls to them do not pass through memtrail " +
 				"and are not recorded; what they allocate through malloc is recorded as malloc and free " +
-				"(memtrail run -patch-own-allocator may record them)"},
+				"(memtrail run -patch-own-allocator=false left them alone)"},
 	} {
 		if got := c.o.warning(c.patching); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.o, got, c.want)

@@ -3,6 +3,8 @@ package record_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,15 +17,16 @@ import (
 )
 
 // TestOwnAllocator records a program that defines malloc, free, calloc
-// and realloc itself, and forks, as memtrail run does by default: the
-// recorder warns once for each of its processes, naming it and the
-// functions, and the trace says it too.
+// and realloc itself, and forks, told to leave its allocator alone (as
+// memtrail run -patch-own-allocator=false does): the recorder warns once
+// for each of its processes, naming it and the functions, and the trace
+// says it too.
 func TestOwnAllocator(t *testing.T) {
 	prog := fixture.Build(t, src("ownmalloc.c"))
-	checkNotRecorded(t, recordArgs(t, "", prog, "fork"), prog,
+	checkNotRecorded(t, recordWith(t, "", leaveOwn, prog, "fork"), prog,
 		"the program defines malloc, free, calloc and realloc itself: "+
 			"calls to them do not pass through memtrail and are not recorded "+
-			"(memtrail run -patch-own-allocator may record them)")
+			"(memtrail run -patch-own-allocator=false left them alone)")
 }
 
 // TestImportedAllocatorAddress records a program that takes the
@@ -43,19 +46,19 @@ func TestImportedAllocatorAddress(t *testing.T) {
 	}
 }
 
-// TestOwnAllocatorRefused records, with patching asked for, a program
+// TestOwnAllocatorRefused records, patching as by default, a program
 // whose malloc has an instruction the agent does not move: none of its
 // functions is patched (a block seen allocated and not freed, or the
 // reverse, would be a false leak or an invalid free), and the recorder
 // warns as without patching, saying it could not patch them.
 func TestOwnAllocatorRefused(t *testing.T) {
 	prog := fixture.Build(t, src("ownmalloc.c"), "-g", "-O2", "-DREFUSED")
-	checkNotRecorded(t, recordWith(t, "", patchOwn, prog, "fork"), prog,
+	checkNotRecorded(t, recordArgs(t, "", prog, "fork"), prog,
 		"the program defines malloc, free, calloc and realloc itself, in a way memtrail cannot patch: "+
 			"calls to them do not pass through memtrail and are not recorded")
 }
 
-func patchOwn(o *record.Options) { o.PatchOwnAllocator = true }
+func leaveOwn(o *record.Options) { o.LeaveOwnAllocator = true }
 
 // checkNotRecorded checks that the recorder said what, once for each
 // process of rec (a program and its fork child), and wrote it in the
@@ -92,7 +95,7 @@ func checkNotRecorded(t *testing.T, rec recording, prog, what string) {
 	}
 }
 
-// TestOwnAllocatorPatched records, with patching asked for, the program
+// TestOwnAllocatorPatched records, patching as by default, the program
 // of TestOwnAllocator built so that its functions start with a frame
 // (-O0), are a tail jump to glibc's (-O2), or begin as chromium's do
 // (PROLOGUES, see the fixture). The agent patches their entries: in each
@@ -101,7 +104,7 @@ func checkNotRecorded(t *testing.T, rec recording, prog, what string) {
 // calloc calls its own malloc), no problem, and only the warning that it
 // was patched.
 func TestOwnAllocatorPatched(t *testing.T) {
-	for _, flags := range [][]string{{"-O0"}, {"-O2"}, {"-O2", "-DPROLOGUES"}} {
+	for _, flags := range [][]string{{"-O0"}, {"-O2"}, {"-O2", "-DPROLOGUES"}, {"-O2", "-DCONDJUMP"}} {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
 			t.Parallel()
 			prog := fixture.Build(t, src("ownmalloc.c"), append([]string{"-g"}, flags...)...)
@@ -110,7 +113,7 @@ func TestOwnAllocatorPatched(t *testing.T) {
 	}
 }
 
-// TestOwnOperators records, with patching asked for, a C++ program whose
+// TestOwnOperators records, patching as by default, a C++ program whose
 // free is also its operator delete and delete[], whose operator new is
 // also new[], and whose operator new throws once: every allocation and
 // release the program counts is recorded, with no mismatched free. One
@@ -122,7 +125,7 @@ func TestOwnAllocatorPatched(t *testing.T) {
 // before.
 func TestOwnOperators(t *testing.T) {
 	prog := fixture.Build(t, src("ownnew.cc"), "-g", "-O2")
-	rec := recordWith(t, "", patchOwn, prog)
+	rec := recordArgs(t, "", prog)
 	var allocs, frees uint64
 	if _, err := fmt.Sscanf(rec.stdout, "%d %d", &allocs, &frees); err != nil || rec.res.Program.ExitCode() != 0 {
 		t.Fatalf("the program said %q and ended with status %d\n%s", rec.stdout, rec.res.Program.ExitCode(), rec.stderr)
@@ -146,15 +149,15 @@ func TestOwnOperators(t *testing.T) {
 
 // patchedWarning is what the trace says of a process recorded through
 // its own allocator, patched.
-const patchedWarning = "the program's own allocation functions were patched to pass through memtrail " +
-	"(memtrail run -patch-own-allocator, experimental): " + trace.LostOwnAllocator +
+const patchedWarning = "the program's own allocation functions were patched to pass through memtrail: " +
+	trace.LostOwnAllocator +
 	"; frees of them are uncertain, and blocks counted in use at exit, and in the leak classes, may have been freed unseen"
 
-// checkPatched records args with patching asked for, and checks that
+// checkPatched records args patching as by default, and checks that
 // each process recorded what valgrind counts, exactly, and nothing wrong.
 func checkPatched(t *testing.T, args ...string) []*analysis.Process {
 	t.Helper()
-	rec := recordWith(t, "", patchOwn, args...)
+	rec := recordArgs(t, "", args...)
 	if code := rec.res.Program.ExitCode(); code != 0 {
 		t.Fatalf("the program ended with status %d, not 0: its own functions did not run as built\n%s", code, rec.stderr)
 	}
@@ -206,7 +209,7 @@ func TestPreloadedAllocator(t *testing.T) {
 	}
 }
 
-// TestOwnAllocatorPatchedLate records, with patching asked for, the
+// TestOwnAllocatorPatchedLate records, patching as by default, the
 // program of TestOwnAllocator linked with a library whose constructor
 // allocates through the program's malloc before the agent patches it, a
 // block main frees: that free is uncertain, not an invalid free, and the
@@ -214,7 +217,7 @@ func TestPreloadedAllocator(t *testing.T) {
 func TestOwnAllocatorPatchedLate(t *testing.T) {
 	lib := fixture.Build(t, src("earlyalloc.c"), "-shared", "-fPIC", "-g")
 	prog := fixture.Build(t, src("ownmalloc.c"), "-g", "-O2", "-DEARLY", "-Wl,--no-as-needed", lib)
-	rec := recordWith(t, "", patchOwn, prog)
+	rec := recordArgs(t, "", prog)
 	if code := rec.res.Program.ExitCode(); code != 0 {
 		t.Fatalf("the program ended with status %d, not 0\n%s", code, rec.stderr)
 	}
@@ -269,5 +272,63 @@ func TestOwnAllocatorPatchedLate(t *testing.T) {
 		return strings.Contains(w, trace.LostOwnAllocator)
 	}) {
 		t.Errorf("the JSON report says %+v, want 1 uncertain free, no problem, and why", out)
+	}
+}
+
+// TestStaticAllocators records, as memtrail run does by default, a C++
+// program linked with jemalloc's and with tcmalloc's archive, so that
+// malloc, free, operator new and the rest are the executable's own (as in
+// a server built that way): the agent patches them, and what main
+// allocated and freed, by every function it called, is recorded exactly
+// as the program counted it, with the leak classes it made, no event lost,
+// no uncertain free and no problem. (valgrind replaces such an
+// allocator: its counts are of another program's run, so the program's
+// own counts are the oracle here.)
+func TestStaticAllocators(t *testing.T) {
+	for _, lib := range []string{"libjemalloc.a", "libtcmalloc_minimal.a"} {
+		t.Run(lib, func(t *testing.T) {
+			t.Parallel()
+			archive := filepath.Join("/usr/lib/x86_64-linux-gnu", lib)
+			if _, err := os.Stat(archive); err != nil {
+				t.Fatalf("the allocator's archive is needed (.ci/run installs it): %v", err)
+			}
+			// Whole, for the archive comes before the program's
+			// object on the command line.
+			prog := fixture.Build(t, src("staticalloc.cc"), "-g", "-O2",
+				"-Wl,--whole-archive", archive, "-Wl,--no-whole-archive", "-lm")
+			rec := recordArgs(t, "", prog)
+			var allocs, frees, bytes, lost, reachable uint64
+			if _, err := fmt.Sscanf(rec.stdout, "%d %d %d %d %d", &allocs, &frees, &bytes, &lost, &reachable); err != nil ||
+				rec.res.Program.ExitCode() != 0 {
+				t.Fatalf("the program said %q and ended with status %d\n%s", rec.stdout, rec.res.Program.ExitCode(), rec.stderr)
+			}
+			if len(rec.model.Processes) != 1 {
+				t.Fatalf("%d processes recorded, want 1", len(rec.model.Processes))
+			}
+			p := rec.model.Processes[0]
+			// The program's own calls: those of main and lose (not,
+			// say, printf's buffer).
+			var got analysis.Site
+			for _, s := range p.TopSites(analysis.ByAllocations, 0) {
+				if frames := p.SiteStack(s); len(frames) > 0 && strings.HasSuffix(frames[0].File, "staticalloc.cc") {
+					got.Allocations += s.Allocations
+					got.Frees += s.Frees
+					got.BytesAllocated += s.BytesAllocated
+					got.InUseAtExitBytes += s.InUseAtExitBytes
+				}
+			}
+			if got.Allocations != allocs || got.Frees != frees || got.BytesAllocated != bytes || got.InUseAtExitBytes != lost+reachable {
+				t.Errorf("main: recorded %d allocations, %d frees, %d bytes, %d bytes in use at exit; the program made %d, %d, %d and left %d",
+					got.Allocations, got.Frees, got.BytesAllocated, got.InUseAtExitBytes, allocs, frees, bytes, lost+reachable)
+			}
+			scan := p.LeakScan
+			if scan == nil || scan.DefinitelyLostBytes != lost || scan.DefinitelyLostBlocks != 1 || scan.StillReachableBytes < reachable {
+				t.Errorf("leak classes %+v; want %d bytes definitely lost in 1 block, at least %d still reachable", scan, lost, reachable)
+			}
+			if p.Lost != 0 || p.Summary.UncertainFrees != 0 || len(p.Problems) != 0 || !slices.Equal(p.NotRecorded, []string{patchedWarning}) {
+				t.Errorf("%d events lost (%q), %d uncertain frees, problems %+v, not recorded %q; the recorder said:\n%s",
+					p.Lost, p.LostReasons, p.Summary.UncertainFrees, p.Problems, p.NotRecorded, rec.stderr)
+			}
+		})
 	}
 }

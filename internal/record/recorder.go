@@ -67,13 +67,15 @@ type Options struct {
 	// reusing the outer part of the thread's previous stack: for the
 	// tests that check the reuse against it.
 	FullUnwind bool
-	// PatchOwnAllocator makes the agent record a program that defines
-	// malloc, free, operator new... itself by patching the entries of
-	// those functions (see internal/agent/csrc/entrypatch.c). Off by
-	// default: the program's allocations made before the agent starts,
-	// or through entry points of its allocator that it does not export
-	// (chromium's), are not seen, and their frees are uncertain.
-	PatchOwnAllocator bool
+	// LeaveOwnAllocator leaves unpatched a program that defines malloc,
+	// free, operator new... itself, whose calls are then not recorded
+	// (the recorder warns). By default the agent records them by
+	// patching the entries of those functions (see
+	// internal/agent/csrc/entrypatch.c): the program's allocations made
+	// before the agent starts, or through entry points of its allocator
+	// that it does not export (chromium's), are then not seen, and their
+	// frees are uncertain.
+	LeaveOwnAllocator bool
 }
 
 // DefaultMaxFrames is the call-stack depth limit by default: deep enough
@@ -349,7 +351,7 @@ func (r *Recorder) start(prog string) error {
 	opts := r.opts
 	started := time.Now()
 	child, err := os.StartProcess(prog, opts.Args, &os.ProcAttr{
-		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.env(), opts.PatchOwnAllocator),
+		Env:   agentEnv(os.Environ(), opts.AgentPath, r.srv.env(), !opts.LeaveOwnAllocator),
 		Files: programFiles(opts.Stdin, opts.Stdout, opts.Stderr),
 	})
 	if err != nil {
@@ -571,7 +573,7 @@ func (r *Recorder) begin(h *hello) {
 	p.start = trace.Process{ID: p.id, PID: uint64(h.pid), PPID: uint64(h.ppid),
 		Time: r.clock.ns(h.tsc), Exe: h.exe, Args: h.args, Cwd: h.cwd}
 	for _, o := range h.ownAlloc {
-		msg := o.warning(r.opts.PatchOwnAllocator)
+		msg := o.warning(!r.opts.LeaveOwnAllocator)
 		p.warnings = append(p.warnings, msg)
 		fmt.Fprintf(r.log, "memtrail: %s: %s\n", p, msg)
 	}

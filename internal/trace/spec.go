@@ -811,8 +811,8 @@ const LostInFlight = "operations in flight when the process ended"
 
 // LostOwnAllocator is the Reason of the Lost record, of Count 0, that
 // comes first in the history of a process recorded through its own
-// allocation functions, patched at its start (memtrail run
-// -patch-own-allocator): how many operations were not seen is unknown,
+// allocation functions, patched at its start (as memtrail run does
+// unless given -patch-own-allocator=false): how many operations were not seen is unknown,
 // and they may come before any of its events.
 const LostOwnAllocator = "blocks the program's own allocator gave out before memtrail patched it at the program's start, or through functions it does not export, are not seen"
 

@@ -339,11 +339,17 @@ MT_HIDDEN int mt_entry_patched(void);
 /* Set once the program's own allocator is patched in but libc's
  * malloc_usable_size, not the program's, answers for its blocks. */
 extern int mt_foreign_blocks MT_HIDDEN;
+/* Set once the program's own allocator is patched in with its own
+ * malloc_usable_size, which the hooks then call as they call the program's
+ * other functions (mt_own_call): it may allocate (tcmalloc's does, once). */
+extern void *mt_own_usable MT_HIDDEN;
 MT_HIDDEN uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t a1, uintptr_t a2);
 MT_HIDDEN int mt_own_abandoned(struct mt_thread *t);
 /* The hooks of the program's own operators, each calling the function of
- * its slot, recorded as the slot's API. */
-#define MT_OWN_HOOKS 8
+ * its slot, recorded as the slot's API: as many as there are operator
+ * deletes (12; 8 news), for an allocator such as jemalloc defines each at
+ * its own address. */
+#define MT_OWN_HOOKS 12
 struct mt_own_hook {
 	void *real;
 	uint32_t api;

@@ -109,23 +109,28 @@ static const struct own_func {
 	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", -1, S_FREE, FAM_NEW_ARRAY, MT_API_DELETE_ARRAY_ALIGNED_NOTHROW, NULL},
 };
 enum { NFUNCS = sizeof funcs / sizeof funcs[0] };
+/* Each operator of its own address takes a hook slot (choose_hook): the
+ * 20 operators above are 8 news and 12 deletes. */
+_Static_assert(MT_OWN_HOOKS >= 12, "a hook slot for every operator delete");
 
 /* The trampolines of the program's C functions, set once it is patched. */
 static void *ctramp[NC];
 static int patched;
 int mt_foreign_blocks;
+void *mt_own_usable;
 
 int mt_entry_patched(void) { return patched; }
 
 /* ---- decoding ---- */
 
-enum { I_COPY, I_RIPREL, I_JMP, I_CALL };
+enum { I_COPY, I_RIPREL, I_JMP, I_CALL, I_JCC };
 
 struct insn {
 	int kind;
 	size_t len;
 	size_t disp_at;	 /* I_RIPREL: offset of the 32-bit displacement */
-	uintptr_t target; /* I_JMP, I_CALL */
+	uintptr_t target; /* I_JMP, I_CALL, I_JCC */
+	uint8_t cond;	  /* I_JCC: its condition, the low 4 bits of the opcode */
 };
 
 /* modrm_len returns the length of a ModRM operand (ModRM, SIB,
@@ -152,8 +157,8 @@ static size_t modrm_len(const uint8_t *m, int *riprel)
 /* decode reads the instruction at c (at address ip), of the few a
  * function's prologue or a wrapper's tail jump is made of: endbr64, push,
  * mov and lea (register, immediate or memory, RIP-relative fixed up), arithmetic
- * between registers or with an immediate (on a register or memory), jmp
- * and call to a relative target. Anything
+ * between registers or with an immediate (on a register or memory), jmp,
+ * conditional jumps and call to a relative target. Anything
  * else, prefixes included, may depend on where it runs: 0, refused. */
 static int decode(const uint8_t *c, uintptr_t ip, struct insn *in)
 {
@@ -161,6 +166,7 @@ static int decode(const uint8_t *c, uintptr_t ip, struct insn *in)
 	in->kind = I_COPY;
 	in->disp_at = 0;
 	in->target = 0;
+	in->cond = 0;
 	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa) {
 		in->len = 4;
 		return 1;
@@ -177,6 +183,25 @@ static int decode(const uint8_t *c, uintptr_t ip, struct insn *in)
 		in->kind = I_JMP;
 		in->len = 2;
 		in->target = ip + 2 + (intptr_t)(int8_t)c[1];
+		return 1;
+	}
+	/* A conditional jump, short or near: a function that returns at
+	 * once for a null pointer (jemalloc's sized operator delete begins
+	 * test, je). */
+	if (c[0] >= 0x70 && c[0] <= 0x7f) {
+		in->kind = I_JCC;
+		in->len = 2;
+		in->cond = c[0] & 0xf;
+		in->target = ip + 2 + (intptr_t)(int8_t)c[1];
+		return 1;
+	}
+	if (c[0] == 0x0f && c[1] >= 0x80 && c[1] <= 0x8f) {
+		int32_t rel;
+		memcpy(&rel, c + 2, 4);
+		in->kind = I_JCC;
+		in->len = 6;
+		in->cond = c[1] & 0xf;
+		in->target = ip + 6 + (intptr_t)rel;
 		return 1;
 	}
 	int rex = (c[0] & 0xf0) == 0x40;
@@ -275,6 +300,16 @@ static int relocate(const uint8_t *f, size_t size, uint8_t *t)
 		}
 		case I_CALL:
 			out += put_abs(t + out, 1, in.target);
+			break;
+		case I_JCC:
+			/* The opposite condition skips an absolute jump to the
+			 * target, which must not be a byte the patch covers. */
+			if (in.target >= (uintptr_t)f && in.target < (uintptr_t)f + PATCH_LEN)
+				return 0;
+			t[out] = (uint8_t)(0x70 | (in.cond ^ 1));
+			t[out + 1] = 14; /* put_abs's jump: 6 bytes and its target */
+			out += 2;
+			out += put_abs(t + out, 0, in.target);
 			break;
 		case I_JMP:
 			/* Control does not come back: the bytes after the jump
@@ -465,11 +500,11 @@ static int choose_hook(struct site *s, int *news, int *deletes)
 	return 1;
 }
 
-/* asked reports whether the recorder asked for patching (memtrail run
- * -patch-own-allocator): it is off by default, as what a program's
- * allocator gives out before the agent starts, or by ways other than its
- * exported functions (chromium's), is not seen, and its release looks
- * like an invalid free. Once libc has started, getenv works: the agent
+/* asked reports whether the recorder asked for patching: it does unless
+ * told not to (memtrail run -patch-own-allocator=false), as a user may
+ * want when what the program's allocator gives out before the agent
+ * starts, or by ways other than its exported functions (chromium's), and
+ * is then not seen, matters more. Once libc has started, getenv works: the agent
  * resolves its functions before then only for a call to one of its own
  * hooks, which a program that defines them all does not make. */
 static int asked(void)
@@ -551,5 +586,7 @@ void mt_entry_patch(struct mt_real *r)
 	Dl_info u;
 	void *usable = dlsym(RTLD_DEFAULT, "malloc_usable_size");
 	mt_foreign_blocks = usable == NULL || !dladdr(usable, &u) || u.dli_fbase != exe.dli_fbase;
+	if (!mt_foreign_blocks)
+		mt_own_usable = usable;
 	patched = 1;
 }

@@ -60,7 +60,11 @@ static inline void note_block(const void *p, size_t n)
  * and freed ones send no pointers. */
 static inline size_t usable_size(void *p)
 {
-	return MT_UNLIKELY(mt_foreign_blocks) ? 0 : malloc_usable_size(p);
+	if (MT_UNLIKELY(mt_foreign_blocks))
+		return 0;
+	if (MT_UNLIKELY(mt_own_usable != NULL))
+		return mt_own_call(mt_own_usable, (uintptr_t)p, 0, 0);
+	return malloc_usable_size(p);
 }
 
 /* emit_free_pointers writes the FREE record of block p, about to be
@@ -447,10 +451,15 @@ OWN_HOOKS(4)
 OWN_HOOKS(5)
 OWN_HOOKS(6)
 OWN_HOOKS(7)
-void *const mt_own_new_hooks[MT_OWN_HOOKS] = {own_new_0, own_new_1, own_new_2, own_new_3,
-					     own_new_4, own_new_5, own_new_6, own_new_7};
-void *const mt_own_delete_hooks[MT_OWN_HOOKS] = {own_delete_0, own_delete_1, own_delete_2, own_delete_3,
-						own_delete_4, own_delete_5, own_delete_6, own_delete_7};
+OWN_HOOKS(8)
+OWN_HOOKS(9)
+OWN_HOOKS(10)
+OWN_HOOKS(11)
+void *const mt_own_new_hooks[MT_OWN_HOOKS] = {own_new_0, own_new_1, own_new_2, own_new_3, own_new_4,  own_new_5,
+					     own_new_6, own_new_7, own_new_8, own_new_9, own_new_10, own_new_11};
+void *const mt_own_delete_hooks[MT_OWN_HOOKS] = {own_delete_0, own_delete_1, own_delete_2,  own_delete_3,
+						own_delete_4, own_delete_5, own_delete_6,  own_delete_7,
+						own_delete_8, own_delete_9, own_delete_10, own_delete_11};
 
 /* ---- C++ operators ---- */
 

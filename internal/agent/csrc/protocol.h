@@ -270,7 +270,8 @@ struct mt_header {
  * '@' and the path of the object that defines the functions that follow
  * ("@" alone: the executable), or a function's (mangled) name; first,
  * "!" if the agent patched the executable's own functions to pass through
- * its hooks (memtrail run -patch-own-allocator). Empty: every call
+ * its hooks (the default; not with memtrail run -patch-own-allocator=false).
+ * Empty: every call
  * reaches the agent, through no patch. */
 struct mt_hello {
 	uint32_t magic;

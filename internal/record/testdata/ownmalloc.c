@@ -7,9 +7,10 @@
  * directly, and through libc: strdup, asprintf, fopen. With "fork", a
  * child process does the same.
  *
- * Built with -DREFUSED, its malloc has a conditional jump in its first
- * five bytes, an instruction memtrail's agent does not move, so its entry
- * cannot be patched.
+ * Built with -DREFUSED, its malloc begins with an instruction memtrail's
+ * agent does not move (a zero extension, 0f b6), so its entry cannot be
+ * patched. Built with -DCONDJUMP, it has a conditional jump in its first
+ * five bytes, which the agent moves.
  *
  * Built with -DEARLY and linked with earlyalloc.c's library, main first
  * frees the block the library's constructor allocated.
@@ -45,10 +46,16 @@ __asm__(".globl malloc\n.type malloc,@function\nmalloc:\n"
 __asm__(".globl free\n.type free,@function\nfree:\n"
 	"\tendbr64\n\tpush %rdi\n\tcall note_free\n\tpop %rdi\n\tjmp __libc_free@PLT\n"
 	".size free,.-free\n");
-#elif defined(REFUSED)
+#elif defined(CONDJUMP)
 /* malloc(0) is malloc(1). */
 __asm__(".globl malloc\n.type malloc,@function\nmalloc:\n"
 	"\ttest %rdi,%rdi\n\tjne 1f\n\tmov $1,%edi\n1:\taddq $1,malloc_calls(%rip)\n"
+	"\tjmp __libc_malloc@PLT\n"
+	".size malloc,.-malloc\n");
+#elif defined(REFUSED)
+/* The zero extension only fills %eax, which the call's result replaces. */
+__asm__(".globl malloc\n.type malloc,@function\nmalloc:\n"
+	"\tmovzbl %dil,%eax\n\taddq $1,malloc_calls(%rip)\n"
 	"\tjmp __libc_malloc@PLT\n"
 	".size malloc,.-malloc\n");
 #else
