@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -108,5 +109,45 @@ func TestKilledGrandchildren(t *testing.T) {
 				t.Errorf("-leak-check=false: process %s: leak_scan %q", p.ID, why)
 			}
 		}
+	}
+}
+
+// TestKilledDuringScan records testdata/killedscan.c: a child with a
+// million live blocks calls exit, and its parent kills it with SIGTERM
+// while the leak scan holds it there (as chromium's browser ends its
+// renderers). memtrail says that the process ended while it was being
+// scanned, not only that its memory could not be read, and the report
+// gives the signal as the reason the child has no leak classes. The
+// program tries again if the child ended before the signal; once is the
+// rule.
+func TestKilledDuringScan(t *testing.T) {
+	prog := fixture.Build(t, filepath.Join("testdata", "killedscan.c"), "-O2")
+	for attempt := 1; ; attempt++ {
+		dir := t.TempDir()
+		trace, verdict := filepath.Join(dir, "killedscan.mtr"), filepath.Join(dir, "verdict")
+		_, stderr := runOK(t, "run", "-o", trace, "--", prog, verdict)
+		out, err := os.ReadFile(verdict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != "killed" {
+			if attempt == 3 {
+				t.Fatalf("the child ended before its parent could kill it, 3 times: %q", out)
+			}
+			continue
+		}
+		list := processesOf(t, trace)
+		if len(list) != 2 {
+			t.Fatalf("%d processes, want 2: %+v", len(list), list)
+		}
+		child := list[1]
+		said := fmt.Sprintf("memtrail: process %d (%s): no leak scan: the process ended while it was being scanned (", child.PID, prog)
+		if !strings.Contains(stderr, said) {
+			t.Errorf("memtrail did not say %q; it said:\n%s", said, stderr)
+		}
+		if why, _ := leakScanOf(t, trace, child.ID); why != "killed by signal 15 (SIGTERM) during the scan at exit" {
+			t.Errorf("the child's leak_scan is %q", why)
+		}
+		return
 	}
 }

@@ -16,6 +16,10 @@ import (
 // end of an earlier window.
 func (p *Process) LeakClasses() (*trace.LeakScan, string) {
 	switch {
+	case p.Ended && p.How == trace.EndSignaled && p.LeakScan != nil:
+		// It called exit, and a signal from outside ended it while the
+		// scan held it there.
+		return nil, "killed by " + trace.Signal(p.Code) + " during the scan at exit"
 	case p.Ended && p.How == trace.EndSignaled:
 		return nil, "killed by " + trace.Signal(p.Code) + ": no scan at exit"
 	case p.Ended && p.How == trace.EndExec:

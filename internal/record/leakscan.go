@@ -70,7 +70,12 @@ func (r *Recorder) leakScan(p *process, w []uint64, tid uint64) {
 	var lost []trace.LeakBlock
 	if p.live == nil {
 		scan.Error = "the recorder does not know the process's heap from its start"
-	} else if res, err := scanMemory(readThrough(p.pid, tid), p.live, parseScan(w), r.opts.AgentPath); err != nil {
+	} else if res, err := scanMemory(readThrough(p.pid, tid), p.live, parseScan(w), r.opts.AgentPath); err != nil && endedDuringScan(p.pid) {
+		// The process is held in exit until the scan is done: only a
+		// signal from outside (chromium's browser ends its renderers
+		// so) ends it before that.
+		scan.Error = "the process ended while it was being scanned (" + err.Error() + ")"
+	} else if err != nil {
 		scan.Error = err.Error()
 	} else {
 		scan.DefinitelyLostBytes, scan.DefinitelyLostBlocks = res.bytes[trace.DefinitelyLost], res.blocks[trace.DefinitelyLost]
@@ -98,6 +103,14 @@ func (r *Recorder) leakScan(p *process, w []uint64, tid uint64) {
 	}
 	atomic.StoreUint64(p.region.u64(hdrScanDone), 1)
 	p.region.wake(hdrScanDone, math.MaxInt32) // the exiting thread and the stopped ones
+}
+
+// endedDuringScan reports whether process pid, whose scan failed, has
+// ended: it is gone, or a zombie, whose memory and mappings read as
+// missing.
+func endedDuringScan(pid int) bool {
+	fields, ok := statFields(pid)
+	return !ok || zombie(fields)
 }
 
 // readThrough returns the thread of process pid through which its memory
