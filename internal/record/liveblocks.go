@@ -248,9 +248,7 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 		pg.starts[s/64] |= 1 << (s % 64)
 		pg.counted(s)
 		if len(pg.sizes) == cap(pg.sizes) {
-			// Grow by more than append would from nothing: a page of
-			// small blocks holds dozens, and each growth is a copy.
-			grown := make([]uint16, len(pg.sizes), max(16, 2*len(pg.sizes)))
+			grown := make([]uint16, len(pg.sizes), pg.room(s, r))
 			copy(grown, pg.sizes)
 			pg.sizes = grown
 		}
@@ -268,6 +266,35 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 		t.big[addr] = size
 	}
 	return old, existed
+}
+
+// room returns how many sizes pg is to have room for when its sizes are
+// full and a block is put in slot s, at rank r. Each growth is a copy, so
+// room grows by more than append would from nothing: a page of small
+// blocks holds dozens. When a block goes after all the others, as an
+// allocator carving the page one block after the other puts them, there
+// is room for as many more as the rest of the page holds at the spacing
+// of the page's blocks so far: most such pages then grow once or twice
+// rather than four times. Up to five times the blocks it has, should the
+// blocks so far have been closer than those to come.
+func (pg *tablePage) room(s uint, r int) int {
+	n := len(pg.sizes)
+	room := max(16, 2*n)
+	if n < 16 || r != n {
+		return room
+	}
+	first := uint(0) // the slot of the page's first place
+	for w, word := range pg.starts {
+		if word != 0 {
+			first = uint(w*64 + bits.TrailingZeros64(word))
+			break
+		}
+	}
+	if s <= first {
+		return room
+	}
+	more := (tablePageSlots - s) * uint(n) / (s - first)
+	return max(room, min(n+int(more+more/8)+1, 5*n, tablePageSlots))
 }
 
 func (t *blockTable) sizeAt(pg *tablePage, r int, addr uint64) uint64 {

@@ -250,6 +250,36 @@ func TestBlockTableDeadPlaces(t *testing.T) {
 	check(&tb, want, "parent")
 }
 
+// TestBlockTablePageRoom checks that a page that an allocator carves one
+// block after the other grows its sizes at most twice, to no more room
+// than twice its blocks, and that blocks put elsewhere in a page grow it
+// as they always did, doubling.
+func TestBlockTablePageRoom(t *testing.T) {
+	for _, spacing := range []uint64{16, 32, 48, 64, 80, 208} {
+		var tb blockTable
+		const base = 0x7000_0000
+		growths, last := 0, 0
+		n := 0
+		for a := uint64(base); a+spacing <= base+pageSize; a += spacing {
+			tb.put(a+8*uint64(n%2), spacing-16) // not quite evenly spaced
+			n++
+			if c := cap(tb.lastPg[0].sizes); c != last {
+				growths, last = growths+1, c
+			}
+		}
+		if growths > 3 || last > max(16, 2*n) { // 0 to 16, then twice
+			t.Errorf("blocks %d bytes apart: %d blocks in room for %d, after %d growths", spacing, n, last, growths)
+		}
+	}
+	var tb blockTable
+	for i := range uint64(40) { // from the end of the page back
+		tb.put(0x7000_0000+pageSize-16*(i+1), 8)
+	}
+	if c := cap(tb.lastPg[0].sizes); c != 64 {
+		t.Errorf("40 blocks put from the end back: room for %d, want 64", c)
+	}
+}
+
 // TestBlockIndexHeaderWord checks that a pointer to where glibc puts the
 // next chunk's header, inside a block of 8 mod 16 bytes, is not taken for
 // one to the block, and that any other pointer into it is.
