@@ -21,11 +21,11 @@ import (
 // places are dead or a leak scan is to number the blocks: frees in runs
 // of addresses would otherwise shift the rest of a page at each one.
 // Sizes are 16-bit; bigger ones are in a map, as are the rare blocks at
-// addresses not 8-byte aligned. Pages are found through a directory of 2 MiB chunks of address
-// space, or the two found last: allocators carve blocks one after the
-// other and programs free in runs. (internal/addrmap, the analysis's
-// index, has the same layout with 32-bit values; one home for both is
-// still to be made.)
+// addresses not 8-byte aligned. Pages are found through a directory of 2
+// MiB chunks of address space, or the two found last: allocators carve
+// blocks one after the other and programs free in runs.
+// (internal/addrmap, the analysis's index, has the same layout with
+// 32-bit values; one home for both is still to be made.)
 type blockTable struct {
 	runs      [][]tablePage // pages, in runs of 1<<pageRunBits so that adding one copies none
 	npages    uint32
@@ -59,8 +59,8 @@ type tablePage struct {
 	starts [tablePageSlots / 64]uint64 // the places in sizes, dead ones too
 	// before counts the places in the words of starts before each, 16
 	// bits a word of starts (lane i of before[j] for word 4j+i): an
-	// insert or a delete adds to the counts of the words after its own
-	// with two additions, not a loop.
+	// insert adds to the counts of the words after its own with two
+	// additions, not a loop.
 	before [tablePageSlots / 64 / 4]uint64
 	sizes  []uint16
 	dead   uint16 // how many of sizes are deadBlock
@@ -184,13 +184,6 @@ func (pg *tablePage) counted(s uint) {
 	add := &afterWord[s/64%(tablePageSlots/64)]
 	pg.before[0] += add[0]
 	pg.before[1] += add[1]
-}
-
-// uncounted takes a block that started in slot s out of them.
-func (pg *tablePage) uncounted(s uint) {
-	sub := &afterWord[s/64%(tablePageSlots/64)]
-	pg.before[0] -= sub[0]
-	pg.before[1] -= sub[1]
 }
 
 func (pg *tablePage) has(s uint) bool { return pg.starts[s/64]&(1<<(s%64)) != 0 }
@@ -365,7 +358,7 @@ func (pg *tablePage) compact() {
 		}
 	}
 	pg.sizes, pg.dead = pg.sizes[:kept], 0
-	var before uint64 // the blocks in the words before, so far
+	var before uint64 // the places in the words before, so far
 	for w := range pg.starts {
 		lane := uint(w&3) << 4
 		pg.before[w>>2] = pg.before[w>>2]&^(0xffff<<lane) | before<<lane
