@@ -37,6 +37,7 @@ type finder struct {
 }
 
 func newBlockIndex(t *blockTable) *blockIndex {
+	t.compact()
 	ix := &blockIndex{t: t, pages: t.sortedPages(), base: make([]uint32, t.npages)}
 	ix.main.ix = ix
 	ix.odd = slices.Sorted(maps.Keys(t.odd))

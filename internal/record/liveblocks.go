@@ -14,14 +14,18 @@ import (
 // of the 8-byte slots where one starts (so 8-byte aligned blocks, as
 // allocators other than glibc's give, fit as well as 16-byte ones) and the
 // sizes of its blocks packed in address order: a block's rank among the
-// page's set bits is its place in sizes. An insert or a delete shifts the
-// sizes after it in its page, a few dozen bytes. Sizes are 16-bit; bigger
-// ones are in a map, as are the rare blocks at addresses not 8-byte
-// aligned. Pages are found through a directory of 2 MiB chunks of address
-// space, or the two found last: allocators carve blocks one after the
-// other and programs free in runs. (internal/addrmap, the analysis's
-// index, has the same layout with 32-bit values; one home for both is
-// still to be made.)
+// page's set bits is its place in sizes. An insert shifts the sizes after
+// it in its page, a few dozen bytes. A delete leaves its place in sizes,
+// marked dead, to a block put back at the same address (allocators hand
+// out a freed block again) or to the page's compaction, once half of its
+// places are dead or a leak scan is to number the blocks: frees in runs
+// of addresses would otherwise shift the rest of a page at each one.
+// Sizes are 16-bit; bigger ones are in a map, as are the rare blocks at
+// addresses not 8-byte aligned. Pages are found through a directory of 2
+// MiB chunks of address space, or the two found last: allocators carve
+// blocks one after the other and programs free in runs.
+// (internal/addrmap, the analysis's index, has the same layout with
+// 32-bit values; one home for both is still to be made.)
 type blockTable struct {
 	runs      [][]tablePage // pages, in runs of 1<<pageRunBits so that adding one copies none
 	npages    uint32
@@ -44,20 +48,23 @@ const (
 	pageRunBits    = 8
 	nearChunks     = 64
 
-	// bigBlock marks, in a page's sizes, a block whose size is in big.
-	bigBlock = 1<<16 - 1
+	// bigBlock marks, in a page's sizes, a block whose size is in big;
+	// deadBlock a place whose block was removed.
+	bigBlock  = 1<<16 - 1
+	deadBlock = bigBlock - 1
 )
 
 type tablePage struct {
-	key    uint64 // page number + 1; 0 for a page on the free list
-	starts [tablePageSlots / 64]uint64
-	// before counts the blocks in the words of starts before each, 16
+	key    uint64                      // page number + 1; 0 for a page on the free list
+	starts [tablePageSlots / 64]uint64 // the places in sizes, dead ones too
+	// before counts the places in the words of starts before each, 16
 	// bits a word of starts (lane i of before[j] for word 4j+i): an
-	// insert or a delete adds to the counts of the words after its own
-	// with two additions, not a loop.
+	// insert adds to the counts of the words after its own with two
+	// additions, not a loop.
 	before [tablePageSlots / 64 / 4]uint64
 	sizes  []uint16
-	shared bool // sizes may be another table's too (see clone)
+	dead   uint16 // how many of sizes are deadBlock
+	shared bool   // sizes may be another table's too (see clone)
 }
 
 type tableChunk struct {
@@ -179,13 +186,6 @@ func (pg *tablePage) counted(s uint) {
 	pg.before[1] += add[1]
 }
 
-// uncounted takes a block that started in slot s out of them.
-func (pg *tablePage) uncounted(s uint) {
-	sub := &afterWord[s/64%(tablePageSlots/64)]
-	pg.before[0] -= sub[0]
-	pg.before[1] -= sub[1]
-}
-
 func (pg *tablePage) has(s uint) bool { return pg.starts[s/64]&(1<<(s%64)) != 0 }
 
 // own makes pg's sizes its own, if they may be shared.
@@ -221,20 +221,27 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 	s := slotIn(addr)
 	pg.own()
 	r := pg.rank(s)
-	small := uint16(min(size, bigBlock))
+	small := uint16(bigBlock)
+	if size < deadBlock {
+		small = uint16(size)
+	}
 	if pg.has(s) {
-		old, existed = t.sizeAt(pg, r, addr), true
-		if pg.sizes[r] == bigBlock {
+		switch pg.sizes[r] {
+		case deadBlock:
+			pg.dead--
+			t.n++
+		case bigBlock:
+			old, existed = t.big[addr], true
 			delete(t.big, addr)
+		default:
+			old, existed = uint64(pg.sizes[r]), true
 		}
 		pg.sizes[r] = small
 	} else {
 		pg.starts[s/64] |= 1 << (s % 64)
 		pg.counted(s)
 		if len(pg.sizes) == cap(pg.sizes) {
-			// Grow by more than append would from nothing: a page of
-			// small blocks holds dozens, and each growth is a copy.
-			grown := make([]uint16, len(pg.sizes), max(16, 2*len(pg.sizes)))
+			grown := make([]uint16, len(pg.sizes), pg.room(s, r))
 			copy(grown, pg.sizes)
 			pg.sizes = grown
 		}
@@ -252,6 +259,35 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 		t.big[addr] = size
 	}
 	return old, existed
+}
+
+// room returns how many sizes pg is to have room for when its sizes are
+// full and a block is put in slot s, at rank r. Each growth is a copy, so
+// room grows by more than append would from nothing: a page of small
+// blocks holds dozens. When a block goes after all the others, as an
+// allocator carving the page one block after the other puts them, there
+// is room for as many more as the rest of the page holds at the spacing
+// of the page's blocks so far: most such pages then grow once or twice
+// rather than four times. Up to five times the blocks it has, should the
+// blocks so far have been closer than those to come.
+func (pg *tablePage) room(s uint, r int) int {
+	n := len(pg.sizes)
+	room := max(16, 2*n)
+	if n < 16 || r != n {
+		return room
+	}
+	first := uint(0) // the slot of the page's first place
+	for w, word := range pg.starts {
+		if word != 0 {
+			first = uint(w*64 + bits.TrailingZeros64(word))
+			break
+		}
+	}
+	if s <= first {
+		return room
+	}
+	more := (tablePageSlots - s) * uint(n) / (s - first)
+	return max(room, min(n+int(more+more/8)+1, 5*n, tablePageSlots))
 }
 
 func (t *blockTable) sizeAt(pg *tablePage, r int, addr uint64) uint64 {
@@ -282,24 +318,67 @@ func (t *blockTable) remove(addr uint64) (size uint64, existed bool) {
 	if !pg.has(s) {
 		return 0, false
 	}
-	pg.own()
 	r := pg.rank(s)
-	size = uint64(pg.sizes[r])
-	if size == bigBlock {
+	switch size = uint64(pg.sizes[r]); size {
+	case deadBlock:
+		return 0, false
+	case bigBlock:
 		size = t.big[addr]
 		delete(t.big, addr)
 	}
-	pg.starts[s/64] &^= 1 << (s % 64)
-	pg.uncounted(s)
-	copy(pg.sizes[r:], pg.sizes[r+1:])
-	pg.sizes = pg.sizes[:len(pg.sizes)-1]
 	t.n--
-	if len(pg.sizes) == 0 {
+	if int(pg.dead)+1 == len(pg.sizes) {
 		t.freePage(key)
-	} else if cap(pg.sizes) >= 64 && len(pg.sizes) < cap(pg.sizes)/4 {
-		pg.sizes = slices.Clip(slices.Clone(pg.sizes)) // give back what a page that emptied no longer needs
+		return size, true
+	}
+	pg.own()
+	pg.sizes[r] = deadBlock
+	if pg.dead++; int(pg.dead)*2 >= len(pg.sizes) {
+		pg.compact()
 	}
 	return size, true
+}
+
+// compact takes the dead places out of pg's sizes.
+func (pg *tablePage) compact() {
+	if pg.dead == 0 {
+		return
+	}
+	pg.own()
+	r, kept := 0, 0
+	for w := range pg.starts {
+		for word := pg.starts[w]; word != 0; word &= word - 1 {
+			if size := pg.sizes[r]; size == deadBlock {
+				pg.starts[w] &^= word & -word
+			} else {
+				pg.sizes[kept] = size
+				kept++
+			}
+			r++
+		}
+	}
+	pg.sizes, pg.dead = pg.sizes[:kept], 0
+	var before uint64 // the places in the words before, so far
+	for w := range pg.starts {
+		lane := uint(w&3) << 4
+		pg.before[w>>2] = pg.before[w>>2]&^(0xffff<<lane) | before<<lane
+		before += uint64(bits.OnesCount64(pg.starts[w]))
+	}
+	if cap(pg.sizes) >= 64 && kept < cap(pg.sizes)/4 {
+		pg.sizes = slices.Clip(slices.Clone(pg.sizes)) // give back what a page that emptied no longer needs
+	}
+}
+
+// compact takes the dead places out of every page, so that every place
+// in a page's sizes is a block's, as the leak scan numbers them.
+func (t *blockTable) compact() {
+	for _, run := range t.runs {
+		for i := range run {
+			if run[i].dead > 0 {
+				run[i].compact()
+			}
+		}
+	}
 }
 
 // find returns the size of the block that starts at addr, if there is one.
@@ -323,7 +402,11 @@ func (t *blockTable) find(addr uint64) (uint64, bool) {
 	if !pg.has(s) {
 		return 0, false
 	}
-	return t.sizeAt(pg, pg.rank(s), addr), true
+	r := pg.rank(s)
+	if pg.sizes[r] == deadBlock {
+		return 0, false
+	}
+	return t.sizeAt(pg, r, addr), true
 }
 
 // clone returns a copy of t. The pages' sizes are shared until either
@@ -383,6 +466,7 @@ func (t *blockTable) eachInPage(p uint32, f func(rank int, addr, size uint64)) {
 
 // each calls f with each block, in increasing order of address.
 func (t *blockTable) each(f func(addr, size uint64)) {
+	t.compact()
 	odd := slices.Sorted(maps.Keys(t.odd))
 	for _, p := range t.sortedPages() {
 		t.eachInPage(p, func(_ int, addr, size uint64) {

@@ -158,6 +158,128 @@ func TestBlockTableModel(t *testing.T) {
 	}
 }
 
+// TestBlockTableDeadPlaces checks the places that removes leave in a
+// page until it is compacted: a block put back at a removed one's address
+// takes its place, a block put between them shifts them, finds and
+// removes pass over them, a fork child's copy shares them until either
+// side changes the page, a page compacts once half of its places are dead
+// and a leak scan's index numbers the blocks as if none had ever been.
+func TestBlockTableDeadPlaces(t *testing.T) {
+	const base = 0x10000
+	var tb blockTable
+	want := map[uint64]uint64{}
+	put := func(tb *blockTable, want map[uint64]uint64, a, size uint64) {
+		t.Helper()
+		if old, had := tb.put(a, size); had != (want[a] != 0) || old != want[a] {
+			t.Fatalf("put(%#x) found %d, %v; want %d", a, old, had, want[a])
+		}
+		want[a] = size
+	}
+	remove := func(tb *blockTable, want map[uint64]uint64, a uint64) {
+		t.Helper()
+		if size, had := tb.remove(a); size != want[a] || had != (want[a] != 0) {
+			t.Fatalf("remove(%#x) = %d, %v; want %d", a, size, had, want[a])
+		}
+		delete(want, a)
+	}
+	check := func(tb *blockTable, want map[uint64]uint64, what string) {
+		t.Helper()
+		if tb.len() != len(want) {
+			t.Fatalf("%s: %d blocks, want %d", what, tb.len(), len(want))
+		}
+		for a := uint64(base); a < base+2*pageSize; a += 8 {
+			if size, ok := tb.find(a); size != want[a] || ok != (want[a] != 0) {
+				t.Fatalf("%s: find(%#x) = %d, %v; want %d", what, a, size, ok, want[a])
+			}
+		}
+		sorted := slices.Sorted(maps.Keys(want))
+		ix := newBlockIndex(tb)
+		if ix.count() != len(want) {
+			t.Fatalf("%s: %d blocks numbered, want %d", what, ix.count(), len(want))
+		}
+		ix.each(0, ^uint64(0), func(num uint32, a, size uint64) {
+			if int(num) >= len(sorted) || sorted[num] != a || size != want[a] {
+				t.Fatalf("%s: block %d at %#x of %d bytes, want %#x", what, num, a, size, sorted[min(int(num), len(sorted)-1)])
+			}
+			if n, start, _, ok := ix.find(a + size/2); !ok || n != num || start != a {
+				t.Fatalf("%s: find(%#x) = block %d at %#x, %v; want %d", what, a+size/2, n, start, ok, num)
+			}
+		})
+	}
+	for i := range uint64(100) {
+		put(&tb, want, base+16*i, 1+i%16)
+	}
+	put(&tb, want, base+16*99, 70000) // in the big map
+	pg, _ := tb.findPage(base >> tablePageBits)
+	for i := uint64(10); i < 42; i += 2 {
+		remove(&tb, want, base+16*i)
+	}
+	remove(&tb, want, base+16*99)
+	if pg.dead != 17 || len(pg.sizes) != 100 || len(tb.big) != 0 {
+		t.Fatalf("after 17 removes: %d dead places of %d, %d big blocks", pg.dead, len(pg.sizes), len(tb.big))
+	}
+	if _, had := tb.remove(base + 16*12); had {
+		t.Fatalf("a block removed twice")
+	}
+	put(&tb, want, base+16*12, 7)     // back in its place
+	put(&tb, want, base+16*20+8, 3)   // between dead places
+	put(&tb, want, base+16*99, 80000) // back, big again
+	if pg.dead != 15 || len(pg.sizes) != 101 {
+		t.Fatalf("after putting back: %d dead places of %d", pg.dead, len(pg.sizes))
+	}
+
+	// A fork child's copy: neither side sees the other's changes.
+	child := tb.clone()
+	childWant := maps.Clone(want)
+	remove(child, childWant, base+16*1)
+	put(child, childWant, base+16*14, 5)
+	put(&tb, want, base+16*16, 9)
+	check(child, childWant, "child")
+
+	for _, a := range slices.Sorted(maps.Keys(want)) {
+		if remove(&tb, want, a); pg.dead == 0 {
+			break
+		}
+	}
+	if pg.dead != 0 || len(pg.sizes) != tb.len() {
+		t.Fatalf("not compacted: %d dead places, %d places for %d blocks", pg.dead, len(pg.sizes), tb.len())
+	}
+	check(&tb, want, "compacted")
+
+	remove(&tb, want, base+16*2) // a dead place again, for the index to compact
+	check(&tb, want, "parent")
+}
+
+// TestBlockTablePageRoom checks that a page that an allocator carves one
+// block after the other grows its sizes at most twice, to no more room
+// than twice its blocks, and that blocks put elsewhere in a page grow it
+// as they always did, doubling.
+func TestBlockTablePageRoom(t *testing.T) {
+	for _, spacing := range []uint64{16, 32, 48, 64, 80, 208} {
+		var tb blockTable
+		const base = 0x7000_0000
+		growths, last := 0, 0
+		n := 0
+		for a := uint64(base); a+spacing <= base+pageSize; a += spacing {
+			tb.put(a+8*uint64(n%2), spacing-16) // not quite evenly spaced
+			n++
+			if c := cap(tb.lastPg[0].sizes); c != last {
+				growths, last = growths+1, c
+			}
+		}
+		if growths > 3 || last > max(16, 2*n) { // 0 to 16, then twice
+			t.Errorf("blocks %d bytes apart: %d blocks in room for %d, after %d growths", spacing, n, last, growths)
+		}
+	}
+	var tb blockTable
+	for i := range uint64(40) { // from the end of the page back
+		tb.put(0x7000_0000+pageSize-16*(i+1), 8)
+	}
+	if c := cap(tb.lastPg[0].sizes); c != 64 {
+		t.Errorf("40 blocks put from the end back: room for %d, want 64", c)
+	}
+}
+
 // TestBlockIndexHeaderWord checks that a pointer to where glibc puts the
 // next chunk's header, inside a block of 8 mod 16 bytes, is not taken for
 // one to the block, and that any other pointer into it is.
