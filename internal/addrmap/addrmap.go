@@ -1,8 +1,9 @@
 // Package addrmap maps the addresses of heap blocks to 32-bit values.
 //
-// The analysis's heap table keeps its blocks' places in one (every
-// allocation looks its address up once the map is not empty, and so does
-// every free the trace does not name by handle). The recorder's table of
+// The analysis's heap table keeps its blocks' places in one (an
+// allocation looks its address up unless it is above every block of its 2
+// MiB in the map, and so does every free the trace does not name by
+// handle). The recorder's table of
 // live blocks (record's blockTable) is laid out the same way, with 16-bit
 // sizes and the numbering its leak scan needs: one layout in two places,
 // to be made one.

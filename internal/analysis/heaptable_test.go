@@ -17,10 +17,22 @@ import (
 // and the address the index cannot key. Few distinct addresses collide
 // often, so that probing, deletion and growth are all exercised. In
 // "carved", most addresses go up as an allocator's carving fresh memory
-// does, so that blocks enter the index in runs of a page.
+// does, so that blocks enter the index in runs of a page. With "flights",
+// every trace block's blocks go into the index on a goroutine of their
+// own, however few.
 func TestHeapTableModel(t *testing.T) {
 	t.Run("random", func(t *testing.T) { testHeapTableModel(t, false) })
 	t.Run("carved", func(t *testing.T) { testHeapTableModel(t, true) })
+	t.Run("random, flights", func(t *testing.T) { flyAll(t); testHeapTableModel(t, false) })
+	t.Run("carved, flights", func(t *testing.T) { flyAll(t); testHeapTableModel(t, true) })
+}
+
+// flyAll makes every trace block's blocks go into the index on a flight,
+// for the rest of test t.
+func flyAll(t *testing.T) {
+	old := flightMin
+	flightMin = 1
+	t.Cleanup(func() { flightMin = old })
 }
 
 func testHeapTableModel(t *testing.T, carved bool) {
@@ -137,8 +149,8 @@ func TestHeapTableIndexed(t *testing.T) {
 	if want := n / 2; h.len() != want {
 		t.Errorf("%d live blocks, want %d", h.len(), want)
 	}
-	if want := n/2 - n/4; h.index.Len() != want {
-		t.Errorf("%d blocks indexed, want the %d from the first trace block still live", h.index.Len(), want)
+	if want := n/2 - n/4; h.indexNow().Len() != want {
+		t.Errorf("%d blocks indexed, want the %d from the first trace block still live", h.indexNow().Len(), want)
 	}
 }
 
@@ -182,7 +194,7 @@ func TestHeapTableClones(t *testing.T) {
 			t.Fatalf("%s: %d live blocks, want %d", name, n, len(tb.want))
 		}
 		for addr, size := range tb.want {
-			if ref, ok := tb.h.index.Find(addr); !ok || tb.h.unpack(ref).size != size {
+			if ref, ok := tb.h.indexNow().Find(addr); !ok || tb.h.unpack(ref).size != size {
 				t.Fatalf("%s: %#x not found by address", name, addr)
 			}
 		}
@@ -351,6 +363,11 @@ func TestHeapTablePacking(t *testing.T) {
 // at one address (the later wins the address when they move), and a free
 // that names a handle at another address.
 func TestHeapTableDamagedHandles(t *testing.T) {
+	t.Run("at once", testHeapTableDamagedHandles)
+	t.Run("flights", func(t *testing.T) { flyAll(t); testHeapTableDamagedHandles(t) })
+}
+
+func testHeapTableDamagedHandles(t *testing.T) {
 	const a, b, c, d, f, e = 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000
 	var h heapTable
 	h.put(a, 1, 1, &block{size: 1})
