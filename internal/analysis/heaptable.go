@@ -3,6 +3,7 @@ package analysis
 import (
 	"maps"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/memtrail/memtrail/internal/addrmap"
@@ -155,8 +156,25 @@ type entering struct {
 // refs of the blocks it replaced there are then in entering.olds, for
 // the replay to drop: the arena is the replay's alone.
 type indexFlight struct {
-	done     chan struct{}
+	idx      *addrmap.Map
+	ht       handleTable
 	entering *entering
+	// taken is set by whoever does the work: the flight's goroutine, or
+	// the replay if it needs the index before that goroutine has begun
+	// (the other cores are busy decoding, say), so as not to wait for it
+	// to be scheduled.
+	taken atomic.Bool
+	done  chan struct{}
+}
+
+// run puts the flight's blocks into the index, unless that is taken.
+func (f *indexFlight) run() bool {
+	if !f.taken.CompareAndSwap(false, true) {
+		return false
+	}
+	f.entering.olds = indexHandles(f.idx, &f.ht, f.entering, f.entering.olds[:0])
+	close(f.done)
+	return true
 }
 
 // stray is a live block that neither the index nor the handle table has.
@@ -292,7 +310,9 @@ func (t *heapTable) settle() {
 	if f == nil {
 		return
 	}
-	<-f.done
+	if !f.run() {
+		<-f.done
+	}
 	t.flight = nil
 	for _, old := range f.entering.olds {
 		// As in addToIndex: the older of two blocks at one address
@@ -384,10 +404,10 @@ func (t *heapTable) enter(blk uint32) {
 // go into the index on another goroutine, a flight, while the replay goes
 // on with the handle table drained before: on a big heap that is most of
 // what an allocation costs, and the replay is the analysis's slowest
-// stage. The replay waits for the flight (settle) only when it needs the
-// index: to free a block by address, or to allocate at an address the
-// index may have (see widen). A few blocks go in at once, for a
-// goroutine would cost more.
+// stage. The replay waits for the flight (settle), or does its work if it
+// has not begun, only when it needs the index: to free a block by
+// address, or to allocate at an address the index may have (see highs).
+// A few blocks go in at once, for a goroutine would cost more.
 func (t *heapTable) enterNew(blk uint32) {
 	t.inBlock = blk
 	n := t.handles.len()
@@ -403,15 +423,11 @@ func (t *heapTable) enterNew(blk uint32) {
 		t.settleOlds(t.entering)
 		return
 	}
-	f := &indexFlight{done: make(chan struct{}), entering: t.entering}
+	f := &indexFlight{idx: idx, ht: t.handles, entering: t.entering, done: make(chan struct{})}
 	t.entering = nil
-	ht := t.handles
-	t.handles, t.drained = t.drained, ht
+	t.handles, t.drained = t.drained, t.handles
 	t.flight = f
-	go func() {
-		f.entering.olds = indexHandles(idx, &ht, f.entering, f.entering.olds[:0])
-		close(f.done)
-	}()
+	go f.run()
 }
 
 // flightMin is how many blocks a trace block must leave to the index for
