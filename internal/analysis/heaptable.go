@@ -200,7 +200,10 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 	t.enter(blk)
 	// The entry of addr's 2 MiB in highs: valid to the end, for nothing
 	// below looks another up.
-	high := t.highs.slot(addr)
+	high := t.highs.cached(addr)
+	if high == nil {
+		high = t.highs.swap(addr >> highBits)
+	}
 	if addr <= *high {
 		if ref, ok := t.indexNow().Find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
@@ -255,17 +258,28 @@ const (
 
 // slot returns the entry of addr's 2 MiB in near, bringing it there.
 func (h *highTable) slot(addr uint64) *uint64 {
-	k := addr >> highBits
-	n := &h.near[k%nearHighs]
-	if n.key != k+1 {
-		h.swap(k)
+	if high := h.cached(addr); high != nil {
+		return high
 	}
-	return &n.high
+	return h.swap(addr >> highBits)
+}
+
+// cached returns the entry of addr's 2 MiB if near has it, else nil.
+func (h *highTable) cached(addr uint64) *uint64 {
+	// Small enough to inline: every allocation calls it.
+	k := addr >> highBits
+	if n := &h.near[k&(nearHighs-1)]; n.key == k+1 {
+		return &n.high
+	}
+	return nil
 }
 
 // swap brings the entry of the 2 MiB numbered k into near, and the one it
-// takes the place of into far.
-func (h *highTable) swap(k uint64) {
+// takes the place of into far, and returns it. (Not inlined: slot is, and
+// seldom calls it.)
+//
+//go:noinline
+func (h *highTable) swap(k uint64) *uint64 {
 	n := &h.near[k%nearHighs]
 	if h.far == nil {
 		h.far = make(map[uint64]uint64)
@@ -275,6 +289,7 @@ func (h *highTable) swap(k uint64) {
 	}
 	n.key, n.high = k+1, h.far[k]
 	delete(h.far, k)
+	return &n.high
 }
 
 // add takes in a block at addr that goes into the index.
