@@ -474,8 +474,16 @@ func (x *Map) Share() { MarkShared(&x.shared, len(x.pages)) }
 func (x *Map) Len() int { return x.n }
 
 // Each calls f with every address x holds and its value, in no order.
-func (x *Map) Each(f func(addr uint64, v uint32)) {
+func (x *Map) Each(f func(addr uint64, v uint32)) { x.EachOf(0, 1, f) }
+
+// EachOf calls f as Each does, with the addresses of part part of x (from
+// 0) cut into parts parts. The parts may be gone over at once, by
+// goroutines of their own, while nothing changes x.
+func (x *Map) EachOf(part, parts int, f func(addr uint64, v uint32)) {
 	for ck, c := range x.dir {
+		if int(c)%parts != part {
+			continue
+		}
 		for i, p := range x.chunks[c].pages {
 			if p == 0 {
 				continue
@@ -492,6 +500,9 @@ func (x *Map) Each(f func(addr uint64, v uint32)) {
 				}
 			}
 		}
+	}
+	if part != 0 {
+		return
 	}
 	for addr, v := range x.odd {
 		f(addr, v)

@@ -714,11 +714,25 @@ func (t *heapTable) liveAt(addr uint64) (block, bool) {
 // passed by value through two calls was most of the cost of going over
 // millions.
 func (t *heapTable) each(f func(addr uint64, b *block)) {
+	t.indexNow()
+	t.eachOf(0, 1, f)
+}
+
+// eachOf calls f as each does, for part part (from 0) of t's blocks cut
+// into parts parts. Once the flight has landed (indexNow), the parts may
+// be gone over at once, by goroutines of their own, while nothing
+// changes t.
+func (t *heapTable) eachOf(part, parts int, f func(addr uint64, b *block)) {
 	var b block
-	t.indexNow().Each(func(addr uint64, ref uint32) {
-		t.unpackTo(&b, ref)
-		f(addr, &b)
-	})
+	if t.index != nil {
+		t.index.EachOf(part, parts, func(addr uint64, ref uint32) {
+			t.unpackTo(&b, ref)
+			f(addr, &b)
+		})
+	}
+	if part != 0 {
+		return
+	}
 	t.handles.each(func(r uint32, addr uint64) {
 		if t.at(r-1).bits&bitLive != 0 {
 			t.unpackTo(&b, r-1)
