@@ -321,10 +321,16 @@ func (t *heapTable) indexNow() *addrmap.Map {
 // settle waits for the flight, if one is on, and drops the blocks it
 // replaced in the index.
 func (t *heapTable) settle() {
-	f := t.flight
-	if f == nil {
-		return
+	// Small enough to inline: most allocations call it, with no flight
+	// on.
+	if t.flight != nil {
+		t.land()
 	}
+}
+
+// land is settle with a flight on.
+func (t *heapTable) land() {
+	f := t.flight
 	if !f.run() {
 		<-f.done
 	}
