@@ -241,8 +241,9 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 
 // highTable holds the highest address of the blocks that went into the
 // index (or will, at the end of their trace block) in each 2 MiB of
-// address space. The latest are kept in a small table by the low bits of
-// their number, the others in a map: an allocation looks its 2 MiB up.
+// address space (0 for one with none). The latest are kept in a small
+// table by the low bits of their number, the others in a map: an
+// allocation looks its 2 MiB up.
 type highTable struct {
 	near [nearHighs]struct {
 		key  uint64 // the number of the 2 MiB + 1; 0: none
@@ -275,8 +276,8 @@ func (h *highTable) cached(addr uint64) *uint64 {
 }
 
 // swap brings the entry of the 2 MiB numbered k into near, and the one it
-// takes the place of into far, and returns it. (Not inlined: slot is, and
-// seldom calls it.)
+// takes the place of into far, and returns it. (Not inlined: put inlines
+// cached, and seldom calls it.)
 //
 //go:noinline
 func (h *highTable) swap(k uint64) *uint64 {
@@ -297,10 +298,6 @@ func (h *highTable) add(addr uint64) {
 	high := h.slot(addr)
 	*high = max(*high, addr)
 }
-
-// mayHave reports whether a block at addr may have gone into the index.
-// (Of a 2 MiB that has none, high is 0: only address 0 may be there.)
-func (h *highTable) mayHave(addr uint64) bool { return addr <= *h.slot(addr) }
 
 func (h *highTable) clone() highTable {
 	c := *h
@@ -635,9 +632,6 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 		// A block found in the index leaves it at once: one walk to
 		// its page and rank, not two.
 		var found bool
-		if !t.highs.mayHave(addr) {
-			return nil, false
-		}
 		if ref, found = t.indexNow().Remove(addr); !found {
 			return nil, false
 		}
