@@ -57,6 +57,11 @@ type heapTable struct {
 	// until settle has waited for it.
 	flight  *indexFlight
 	drained handleTable
+	// grounded is how many trace blocks are left before the next
+	// flight: when the replay needed the index before a flight had
+	// landed, the flight only moved the work to another core and the
+	// index's pages back, and the next few trace blocks go in at once.
+	grounded int
 	// highs holds, for each 2 MiB of address space, the highest address
 	// of a block that went into the index there, in flight or not: an
 	// allocation above it has no block of an earlier trace block to
@@ -321,13 +326,21 @@ func (t *heapTable) settle() {
 	// Small enough to inline: most allocations call it, with no flight
 	// on.
 	if t.flight != nil {
-		t.land()
+		t.land(true)
 	}
 }
 
-// land is settle with a flight on.
-func (t *heapTable) land() {
+// land is settle with a flight on. With ground set, a flight that has not
+// landed yet grounds the next few (see grounded).
+func (t *heapTable) land(ground bool) {
 	f := t.flight
+	select {
+	case <-f.done:
+	default:
+		if ground {
+			t.grounded = groundedBlocks
+		}
+	}
 	if !f.run() {
 		<-f.done
 	}
@@ -432,11 +445,17 @@ func (t *heapTable) enterNew(blk uint32) {
 	if n == 0 {
 		return
 	}
-	idx := t.indexNow() // the flight before has landed
+	if t.flight != nil {
+		// The flight before, still on after a whole trace block, has
+		// spared the replay that block's work all the same.
+		t.land(false)
+	}
+	idx := t.indexNow()
 	if t.entering == nil {
 		t.entering = new(entering)
 	}
-	if n < flightMin {
+	if n < flightMin || t.grounded > 0 {
+		t.grounded = max(t.grounded-1, 0)
 		t.entering.olds = indexHandles(idx, &t.handles, t.entering, t.entering.olds[:0])
 		t.settleOlds(t.entering)
 		return
@@ -452,6 +471,11 @@ func (t *heapTable) enterNew(blk uint32) {
 // them to go in on a flight. (A variable, so that tests can fly every
 // trace block.)
 var flightMin = 4096
+
+// groundedBlocks is how many trace blocks go into the index at once after
+// a flight the replay had to wait for (or do itself). (A variable, so
+// that tests can fly every trace block.)
+var groundedBlocks = 8
 
 // settleOlds drops the blocks that e's batch replaced in the index.
 func (t *heapTable) settleOlds(e *entering) {

@@ -38,9 +38,9 @@ func TestHeapTableModel(t *testing.T) {
 // flyAll makes every trace block's blocks go into the index on a flight,
 // for the rest of test t.
 func flyAll(t *testing.T) {
-	old := flightMin
-	flightMin = 1
-	t.Cleanup(func() { flightMin = old })
+	oldMin, oldGrounded := flightMin, groundedBlocks
+	flightMin, groundedBlocks = 1, 0
+	t.Cleanup(func() { flightMin, groundedBlocks = oldMin, oldGrounded })
 }
 
 func testHeapTableModel(t *testing.T, carved bool) {
@@ -412,5 +412,37 @@ func testHeapTableDamagedHandles(t *testing.T) {
 	}
 	if n := h.len(); n != 1 {
 		t.Errorf("%d live blocks, want the stray alone", n)
+	}
+}
+
+// TestHeapTableGrounded checks that a flight the table needs before it
+// has landed grounds the next trace blocks, whose blocks then go into the
+// index at once, and that flights take off again after them. On one core
+// the flight's goroutine does not run before the table needs the index.
+func TestHeapTableGrounded(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	oldMin, oldGrounded := flightMin, groundedBlocks
+	flightMin, groundedBlocks = 1, 2
+	defer func() { flightMin, groundedBlocks = oldMin, oldGrounded }()
+	var h heapTable
+	addr := func(blk, i int) uint64 { return 0x100000 + uint64(blk*1000+i)*32 }
+	for blk := 1; blk <= 5; blk++ {
+		for i := range 10 {
+			h.put(addr(blk, i), uint32(i+1), uint32(blk), &block{size: uint64(blk)})
+		}
+		flying := h.flight != nil
+		if want := blk == 2 || blk == 5; flying != want {
+			t.Errorf("trace block %d: blocks of the one before on a flight %v, want %v", blk, flying, want)
+		}
+		// An address of the trace block before: the index is needed
+		// now.
+		if blk > 1 {
+			if b, ok := h.free(addr(blk-1, 0), 0, uint32(blk), 0); !ok || b.size != uint64(blk-1) {
+				t.Fatalf("trace block %d: free of a block of the one before: %v, %v", blk, b, ok)
+			}
+		}
+	}
+	if n := h.len(); n != 5*10-4 {
+		t.Errorf("%d live blocks, want %d", n, 5*10-4)
 	}
 }
