@@ -247,8 +247,9 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 // highTable holds the highest address of the blocks that went into the
 // index (or will, at the end of their trace block) in each 2 MiB of
 // address space (0 for one with none). The latest are kept in a small
-// table by the low bits of their number, the others in a map: an
-// allocation looks its 2 MiB up.
+// table by a hash of their number (a program's heaps lie a power of two
+// apart: glibc's arenas 64 MiB), the others in a map: an allocation looks
+// its 2 MiB up.
 type highTable struct {
 	near [nearHighs]struct {
 		key  uint64 // the number of the 2 MiB + 1; 0: none
@@ -258,9 +259,14 @@ type highTable struct {
 }
 
 const (
-	nearHighs = 64
+	nearBits  = 6
+	nearHighs = 1 << nearBits
 	highBits  = 21 // 2 MiB
 )
+
+// nearOf returns where the entry of 2 MiB number k goes in
+// highTable.near.
+func nearOf(k uint64) uint64 { return k * 0x9e3779b97f4a7c15 >> (64 - nearBits) }
 
 // slot returns the entry of addr's 2 MiB in near, bringing it there.
 func (h *highTable) slot(addr uint64) *uint64 {
@@ -274,7 +280,7 @@ func (h *highTable) slot(addr uint64) *uint64 {
 func (h *highTable) cached(addr uint64) *uint64 {
 	// Small enough to inline: every allocation calls it.
 	k := addr >> highBits
-	if n := &h.near[k&(nearHighs-1)]; n.key == k+1 {
+	if n := &h.near[nearOf(k)]; n.key == k+1 {
 		return &n.high
 	}
 	return nil
@@ -286,7 +292,7 @@ func (h *highTable) cached(addr uint64) *uint64 {
 //
 //go:noinline
 func (h *highTable) swap(k uint64) *uint64 {
-	n := &h.near[k%nearHighs]
+	n := &h.near[nearOf(k)]
 	if h.far == nil {
 		h.far = make(map[uint64]uint64)
 	}

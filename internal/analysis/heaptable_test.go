@@ -446,3 +446,42 @@ func TestHeapTableGrounded(t *testing.T) {
 		t.Errorf("%d live blocks, want %d", n, 5*10-4)
 	}
 }
+
+// TestHighTable checks the highest address kept for each 2 MiB against a
+// map, over more 2 MiB than the table keeps near, some 64 MiB apart as
+// glibc's arenas are, and through a clone.
+func TestHighTable(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	var h highTable
+	want := map[uint64]uint64{}
+	check := func(h *highTable, want map[uint64]uint64) {
+		t.Helper()
+		for range 2000 {
+			k := uint64(r.Intn(600))
+			if r.Intn(2) == 0 {
+				k = uint64(r.Intn(20)) * 32 // 64 MiB apart
+			}
+			if got := *h.slot(k<<highBits | uint64(r.Intn(1<<highBits))); got != want[k] {
+				t.Fatalf("2 MiB number %d: highest %#x, want %#x", k, got, want[k])
+			}
+		}
+	}
+	for range 20000 {
+		k := uint64(r.Intn(300))
+		if r.Intn(2) == 0 {
+			k = uint64(r.Intn(20)) * 32
+		}
+		addr := k<<highBits | uint64(r.Intn(1<<highBits))
+		h.add(addr)
+		want[k] = max(want[k], addr)
+	}
+	check(&h, want)
+	c := h.clone()
+	cwant := maps.Clone(want)
+	for k := uint64(0); k < 600; k += 7 {
+		c.add(k<<highBits | (1<<highBits - 1))
+		cwant[k] = k<<highBits | (1<<highBits - 1)
+	}
+	check(&c, cwant)
+	check(&h, want)
+}
