@@ -444,7 +444,7 @@ func (t *heapTable) enter(blk uint32) {
 // stage. The replay waits for the flight (settle), or does its work if it
 // has not begun, only when it needs the index: to free a block by
 // address, or to allocate at an address the index may have (see highs).
-// A few blocks go in at once, for a goroutine would cost more.
+// A few blocks go in at once (see flightMin).
 func (t *heapTable) enterNew(blk uint32) {
 	t.inBlock = blk
 	n := t.handles.len()
@@ -474,9 +474,10 @@ func (t *heapTable) enterNew(blk uint32) {
 }
 
 // flightMin is how many blocks a trace block must leave to the index for
-// them to go in on a flight. (A variable, so that tests can fly every
-// trace block.)
-var flightMin = 4096
+// them to go in on a flight: fewer cost less than the goroutine and the
+// index's pages brought back from another core. (A variable, so that
+// tests can fly every trace block.)
+var flightMin = 1 << 15
 
 // groundedBlocks is how many trace blocks go into the index at once after
 // a flight the replay had to wait for (or do itself). (A variable, so
