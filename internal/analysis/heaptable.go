@@ -351,12 +351,7 @@ func (t *heapTable) land(ground bool) {
 		<-f.done
 	}
 	t.flight = nil
-	for _, old := range f.entering.olds {
-		// As in addToIndex: the older of two blocks at one address
-		// lost its free.
-		t.dropRef(old)
-	}
-	f.entering.olds = f.entering.olds[:0]
+	t.settleOlds(f.entering)
 	t.entering = f.entering
 }
 
