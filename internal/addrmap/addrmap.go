@@ -1,8 +1,9 @@
 // Package addrmap maps the addresses of heap blocks to 32-bit values.
 //
-// The analysis's heap table keeps its blocks' places in one (every
-// allocation looks its address up once the map is not empty, and so does
-// every free the trace does not name by handle). The recorder's table of
+// The analysis's heap table keeps its blocks' places in one (an
+// allocation looks its address up unless it is above every block of its 2
+// MiB in the map, and so does every free the trace does not name by
+// handle). The recorder's table of
 // live blocks (record's blockTable) is laid out the same way, with 16-bit
 // sizes and the numbering its leak scan needs: one layout in two places,
 // to be made one.
@@ -473,8 +474,16 @@ func (x *Map) Share() { MarkShared(&x.shared, len(x.pages)) }
 func (x *Map) Len() int { return x.n }
 
 // Each calls f with every address x holds and its value, in no order.
-func (x *Map) Each(f func(addr uint64, v uint32)) {
+func (x *Map) Each(f func(addr uint64, v uint32)) { x.EachOf(0, 1, f) }
+
+// EachOf calls f as Each does, with the addresses of part part of x (from
+// 0) cut into parts parts. The parts may be gone over at once, by
+// goroutines of their own, while nothing changes x.
+func (x *Map) EachOf(part, parts int, f func(addr uint64, v uint32)) {
 	for ck, c := range x.dir {
+		if int(c)%parts != part {
+			continue
+		}
 		for i, p := range x.chunks[c].pages {
 			if p == 0 {
 				continue
@@ -491,6 +500,9 @@ func (x *Map) Each(f func(addr uint64, v uint32)) {
 				}
 			}
 		}
+	}
+	if part != 0 {
+		return
 	}
 	for addr, v := range x.odd {
 		f(addr, v)

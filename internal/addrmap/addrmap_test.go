@@ -64,6 +64,19 @@ func TestModel(t *testing.T) {
 		if !maps.Equal(seen, want) {
 			t.Fatalf("round %d: Each gave %d addresses, want %d (or other values)", round, len(seen), len(want))
 		}
+		// In three parts, each address comes once.
+		clear(seen)
+		for part := range 3 {
+			x.EachOf(part, 3, func(addr uint64, v uint32) {
+				if _, dup := seen[addr]; dup {
+					t.Fatalf("round %d: EachOf gave %#x twice", round, addr)
+				}
+				seen[addr] = v
+			})
+		}
+		if !maps.Equal(seen, want) {
+			t.Fatalf("round %d: EachOf gave %d addresses, want %d (or other values)", round, len(seen), len(want))
+		}
 		if x.Len() != len(want) {
 			t.Fatalf("round %d: %d indexed, want %d", round, x.n, len(want))
 		}

@@ -3,6 +3,7 @@ package analysis
 import (
 	"maps"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/memtrail/memtrail/internal/addrmap"
@@ -46,8 +47,27 @@ type heapTable struct {
 	// replaced and taken are the blocks the latest put replaced and the
 	// latest take ended, unpacked.
 	replaced, taken block
-	// index holds the blocks of earlier trace blocks by address.
-	index addrmap.Map
+	// index holds the blocks of earlier trace blocks by address (nil
+	// until it has some). It is reached through indexNow, which waits
+	// for the flight putting a trace block's blocks into it.
+	index *addrmap.Map
+	// flight, if not nil, is putting the blocks of the trace block
+	// before this one into index, on another goroutine (see enterNew):
+	// nothing else reads or writes index, or the handle table drained,
+	// until settle has waited for it.
+	flight  *indexFlight
+	drained handleTable
+	// grounded is how many trace blocks are left before the next
+	// flight: when the replay needed the index before a flight had
+	// landed, the flight only moved the work to another core and the
+	// index's pages back, and the next few trace blocks go in at once.
+	grounded int
+	// highs holds, for each 2 MiB of address space, the highest address
+	// of a block that went into the index there, in flight or not: an
+	// allocation above it has no block of an earlier trace block to
+	// replace, and need not wait for the flight to look. Allocators carve
+	// fresh memory upwards, so on a growing heap most allocations are.
+	highs highTable
 	// handles maps the handles of trace block inBlock to their blocks:
 	// a free that names its block by handle finds it there, without
 	// looking its address up.
@@ -59,8 +79,9 @@ type heapTable struct {
 	// reads none of them in the arena.
 	handles handleTable
 	inBlock uint32
-	// entering holds the blocks that enter puts into the index next.
-	entering entering
+	// entering holds the blocks that go into the index next: a flight's
+	// while one is on.
+	entering *entering
 	// strays are the blocks whose handle a later allocation of their trace
 	// block was given too (only a damaged trace does that): live, but
 	// found neither by handle nor by address.
@@ -135,6 +156,32 @@ type entering struct {
 	olds  []uint32
 }
 
+// indexFlight is a handle table being put into the address index on a
+// goroutine of its own (see enterNew). done is closed when it is; the
+// refs of the blocks it replaced there are then in entering.olds, for
+// the replay to drop: the arena is the replay's alone.
+type indexFlight struct {
+	idx      *addrmap.Map
+	ht       handleTable
+	entering *entering
+	// taken is set by whoever does the work: the flight's goroutine, or
+	// the replay if it needs the index before that goroutine has begun
+	// (the other cores are busy decoding, say), so as not to wait for it
+	// to be scheduled.
+	taken atomic.Bool
+	done  chan struct{}
+}
+
+// run puts the flight's blocks into the index, unless that is taken.
+func (f *indexFlight) run() bool {
+	if !f.taken.CompareAndSwap(false, true) {
+		return false
+	}
+	f.entering.olds = indexHandles(f.idx, &f.ht, f.entering, f.entering.olds[:0])
+	close(f.done)
+	return true
+}
+
 // stray is a live block that neither the index nor the handle table has.
 type stray struct {
 	ref  uint32
@@ -156,8 +203,14 @@ type stray struct {
 // for the writes each time.
 func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, replaced bool) {
 	t.enter(blk)
-	if t.index.Len() > 0 {
-		if ref, ok := t.index.Find(addr); ok {
+	// The entry of addr's 2 MiB in highs: valid to the end, for nothing
+	// below looks another up.
+	high := t.highs.cached(addr)
+	if high == nil {
+		high = t.highs.swap(addr >> highBits)
+	}
+	if addr <= *high {
+		if ref, ok := t.indexNow().Find(addr); ok {
 			// Rare: a copy, for its ref is given out again at once.
 			t.unpackTo(&t.replaced, ref)
 			replaced = true
@@ -184,10 +237,122 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 			t.strays = append(t.strays, stray{e.ref1 - 1, e.addr})
 		}
 		e.ref1, e.addr = ref+1, addr
+		*high = max(*high, addr)
 	} else {
 		t.addToIndex(ref, addr)
 	}
 	return old, replaced
+}
+
+// highTable holds the highest address of the blocks that went into the
+// index (or will, at the end of their trace block) in each 2 MiB of
+// address space (0 for one with none). The latest are kept in a small
+// table by a hash of their number (a program's heaps lie a power of two
+// apart: glibc's arenas 64 MiB), the others in a map: an allocation looks
+// its 2 MiB up.
+type highTable struct {
+	near [nearHighs]struct {
+		key  uint64 // the number of the 2 MiB + 1; 0: none
+		high uint64
+	}
+	far map[uint64]uint64
+}
+
+const (
+	nearBits  = 6
+	nearHighs = 1 << nearBits
+	highBits  = 21 // 2 MiB
+)
+
+// nearOf returns where the entry of 2 MiB number k goes in
+// highTable.near.
+func nearOf(k uint64) uint64 { return k * 0x9e3779b97f4a7c15 >> (64 - nearBits) }
+
+// slot returns the entry of addr's 2 MiB in near, bringing it there.
+func (h *highTable) slot(addr uint64) *uint64 {
+	if high := h.cached(addr); high != nil {
+		return high
+	}
+	return h.swap(addr >> highBits)
+}
+
+// cached returns the entry of addr's 2 MiB if near has it, else nil.
+func (h *highTable) cached(addr uint64) *uint64 {
+	// Small enough to inline: every allocation calls it.
+	k := addr >> highBits
+	if n := &h.near[nearOf(k)]; n.key == k+1 {
+		return &n.high
+	}
+	return nil
+}
+
+// swap brings the entry of the 2 MiB numbered k into near, and the one it
+// takes the place of into far, and returns it. (Not inlined: put inlines
+// cached, and seldom calls it.)
+//
+//go:noinline
+func (h *highTable) swap(k uint64) *uint64 {
+	n := &h.near[nearOf(k)]
+	if h.far == nil {
+		h.far = make(map[uint64]uint64)
+	}
+	if n.key != 0 {
+		h.far[n.key-1] = n.high
+	}
+	n.key, n.high = k+1, h.far[k]
+	delete(h.far, k)
+	return &n.high
+}
+
+// add takes in a block at addr that goes into the index.
+func (h *highTable) add(addr uint64) {
+	high := h.slot(addr)
+	*high = max(*high, addr)
+}
+
+func (h *highTable) clone() highTable {
+	c := *h
+	c.far = maps.Clone(h.far)
+	return c
+}
+
+// indexNow returns the address index, once the flight putting blocks into
+// it has landed.
+func (t *heapTable) indexNow() *addrmap.Map {
+	t.settle()
+	if t.index == nil {
+		t.index = new(addrmap.Map)
+	}
+	return t.index
+}
+
+// settle waits for the flight, if one is on, and drops the blocks it
+// replaced in the index.
+func (t *heapTable) settle() {
+	// Small enough to inline: most allocations call it, with no flight
+	// on.
+	if t.flight != nil {
+		t.land(true)
+	}
+}
+
+// land is settle with a flight on. With ground set, a flight that has not
+// landed yet grounds the next few (see grounded).
+func (t *heapTable) land(ground bool) {
+	f := t.flight
+	select {
+	case <-f.done:
+	default:
+		if ground {
+			t.grounded = groundedBlocks
+		}
+	}
+	if !f.run() {
+		<-f.done
+	}
+	t.flight = nil
+	t.settleOlds(f.entering)
+	t.entering = f.entering
 }
 
 // pack writes b, with flags, into the arena at ref.
@@ -267,62 +432,102 @@ func (t *heapTable) enter(blk uint32) {
 	}
 }
 
+// enterNew moves on to trace block blk. The blocks of the handle table
+// go into the index on another goroutine, a flight, while the replay goes
+// on with the handle table drained before: on a big heap that is most of
+// what an allocation costs, and the replay is the analysis's slowest
+// stage. The replay waits for the flight (settle), or does its work if it
+// has not begun, only when it needs the index: to free a block by
+// address, or to allocate at an address the index may have (see highs).
+// A few blocks go in at once (see flightMin).
 func (t *heapTable) enterNew(blk uint32) {
-	t.indexHandles(&t.handles, true)
 	t.inBlock = blk
+	n := t.handles.len()
+	if n == 0 {
+		return
+	}
+	if t.flight != nil {
+		// The flight before, still on after a whole trace block, has
+		// spared the replay that block's work all the same.
+		t.land(false)
+	}
+	idx := t.indexNow()
+	if t.entering == nil {
+		t.entering = new(entering)
+	}
+	if n < flightMin || t.grounded > 0 {
+		t.grounded = max(t.grounded-1, 0)
+		t.entering.olds = indexHandles(idx, &t.handles, t.entering, t.entering.olds[:0])
+		t.settleOlds(t.entering)
+		return
+	}
+	f := &indexFlight{idx: idx, ht: t.handles, entering: t.entering, done: make(chan struct{})}
+	t.entering = nil
+	t.handles, t.drained = t.drained, t.handles
+	t.flight = f
+	go f.run()
+}
+
+// flightMin is how many blocks a trace block must leave to the index for
+// them to go in on a flight: fewer cost less than the goroutine and the
+// index's pages brought back from another core. (A variable, so that
+// tests can fly every trace block.)
+var flightMin = 1 << 15
+
+// groundedBlocks is how many trace blocks go into the index at once after
+// a flight the replay had to wait for (or do itself). (A variable, so
+// that tests can fly every trace block.)
+var groundedBlocks = 8
+
+// settleOlds drops the blocks that e's batch replaced in the index.
+func (t *heapTable) settleOlds(e *entering) {
+	for _, old := range e.olds {
+		// As in addToIndex: the older of two blocks at one address
+		// lost its free.
+		t.dropRef(old)
+	}
+	e.olds = e.olds[:0]
 }
 
 // enterBatch is how many blocks indexHandles puts into the index at once.
 const enterBatch = 4096
 
 // indexHandles puts the blocks of ht's handles, all live and none in the
-// index (see heapTable.handles), into the index; if drain is set, it
-// drops ht's handles in the same pass
-// (keeping its chunks for the next trace block). The blocks go in
-// batches, in the order of their handles, which is mostly the order of
-// their addresses (see addrmap.Map.PutAll).
-func (t *heapTable) indexHandles(ht *handleTable, drain bool) {
+// index (see heapTable.handles), into idx, and drops ht's handles in the
+// same pass (keeping its chunks for a later trace block). It appends to
+// olds the refs of the blocks they replaced, and returns it. The blocks go
+// in batches, through e, in the order of their handles, which is mostly
+// the order of their addresses (see addrmap.Map.PutAll). It touches
+// neither the arena nor the heap table: it runs on a flight.
+func indexHandles(idx *addrmap.Map, ht *handleTable, e *entering, olds []uint32) []uint32 {
 	for _, c := range ht.chunks {
 		if c.used == 0 {
 			continue
 		}
 		for i := range c.entries {
-			e := &c.entries[i]
-			if e.ref1 == 0 {
+			en := &c.entries[i]
+			if en.ref1 == 0 {
 				continue
 			}
-			ref := e.ref1 - 1
-			if drain {
-				e.ref1 = 0
-			}
-			t.entering.addrs = append(t.entering.addrs, e.addr)
-			t.entering.refs = append(t.entering.refs, ref)
-			if len(t.entering.addrs) == enterBatch {
-				t.flushEntering()
+			e.addrs = append(e.addrs, en.addr)
+			e.refs = append(e.refs, en.ref1-1)
+			en.ref1 = 0
+			if len(e.addrs) == enterBatch {
+				olds = idx.PutAll(e.addrs, e.refs, olds)
+				e.addrs, e.refs = e.addrs[:0], e.refs[:0]
 			}
 		}
-		if drain {
-			c.used = 0
-		}
+		c.used = 0
 	}
-	t.flushEntering()
-}
-
-// flushEntering puts the blocks of t.entering into the index.
-func (t *heapTable) flushEntering() {
-	e := &t.entering
-	e.olds = t.index.PutAll(e.addrs, e.refs, e.olds[:0])
-	for _, old := range e.olds {
-		// As in addToIndex: the older of two blocks at one address
-		// lost its free.
-		t.dropRef(old)
-	}
+	olds = idx.PutAll(e.addrs, e.refs, olds)
 	e.addrs, e.refs = e.addrs[:0], e.refs[:0]
+	return olds
 }
 
 // addToIndex puts the live block of ref, at addr, into the address index.
 func (t *heapTable) addToIndex(ref uint32, addr uint64) {
-	if old, had := t.index.Put(addr, ref); had {
+	t.highs.add(addr)
+	if old, had := t.indexNow().Put(addr, ref); had {
 		// Two blocks of different trace blocks at one address, which
 		// put prevents: the older lost its free. (Only a trace of
 		// another writer, without lost frees, gets here.)
@@ -334,7 +539,7 @@ func (t *heapTable) addToIndex(ref uint32, addr uint64) {
 // the index too if indexed says it is there).
 func (t *heapTable) unlink(ref uint32, addr uint64, indexed bool) {
 	if indexed {
-		t.index.Remove(addr)
+		t.indexNow().Remove(addr)
 	}
 	lb := t.atw(ref)
 	if lb.bits&bitBig != 0 {
@@ -453,7 +658,7 @@ func (t *heapTable) take(addr uint64, h, blk uint32) (*block, bool) {
 		// A block found in the index leaves it at once: one walk to
 		// its page and rank, not two.
 		var found bool
-		if ref, found = t.index.Remove(addr); !found {
+		if ref, found = t.indexNow().Remove(addr); !found {
 			return nil, false
 		}
 	}
@@ -523,7 +728,7 @@ func (t *heapTable) lookup(addr uint64) (freedBlock, bool) {
 // address whatever its trace block.
 func (t *heapTable) liveAt(addr uint64) (block, bool) {
 	t.enter(0) // the blocks of the current trace block go into the index
-	ref, ok := t.index.Find(addr)
+	ref, ok := t.indexNow().Find(addr)
 	if !ok {
 		return block{}, false
 	}
@@ -535,11 +740,25 @@ func (t *heapTable) liveAt(addr uint64) (block, bool) {
 // passed by value through two calls was most of the cost of going over
 // millions.
 func (t *heapTable) each(f func(addr uint64, b *block)) {
+	t.indexNow()
+	t.eachOf(0, 1, f)
+}
+
+// eachOf calls f as each does, for part part (from 0) of t's blocks cut
+// into parts parts. Once the flight has landed (indexNow), the parts may
+// be gone over at once, by goroutines of their own, while nothing
+// changes t.
+func (t *heapTable) eachOf(part, parts int, f func(addr uint64, b *block)) {
 	var b block
-	t.index.Each(func(addr uint64, ref uint32) {
-		t.unpackTo(&b, ref)
-		f(addr, &b)
-	})
+	if t.index != nil {
+		t.index.EachOf(part, parts, func(addr uint64, ref uint32) {
+			t.unpackTo(&b, ref)
+			f(addr, &b)
+		})
+	}
+	if part != 0 {
+		return
+	}
 	t.handles.each(func(r uint32, addr uint64) {
 		if t.at(r-1).bits&bitLive != 0 {
 			t.unpackTo(&b, r-1)
@@ -556,6 +775,7 @@ func (t *heapTable) each(f func(addr uint64, b *block)) {
 
 // update calls f on every live block, which it may change.
 func (t *heapTable) update(f func(*block)) {
+	t.settle() // the blocks the flight replaced are not live
 	for c := range t.arena {
 		t.own(c)
 		chunk := t.arena[c]
@@ -579,18 +799,34 @@ func (t *heapTable) update(f func(*block)) {
 // a checkpoint changes a few of the chunks of its million live blocks,
 // and copying them all cost more than the replay.
 func (t *heapTable) clone() heapTable {
+	idx := t.indexNow()
 	t.share()
 	c := *t
 	c.arena, c.shared = slices.Clone(t.arena), slices.Clone(t.shared)
 	c.big = maps.Clone(t.big)
-	c.index = t.index.Clone()
+	c.index = new(addrmap.Map)
+	*c.index = idx.Clone()
 	c.strays = slices.Clone(t.strays)
+	c.highs = t.highs.clone()
 	// The blocks of the handle table go into the copy's index; the
 	// table itself stays t's.
-	c.handles = handleTable{}
-	c.entering = entering{} // t's buffers stay t's: clones are made at once
-	c.spare = nil           // and so does its next chunk
-	c.indexHandles(&t.handles, false)
+	c.handles, c.drained = handleTable{}, handleTable{}
+	c.entering = new(entering) // t's buffers stay t's: clones are made at once
+	c.spare = nil              // and so does its next chunk
+	for _, h := range t.handles.chunks {
+		if h.used == 0 {
+			continue
+		}
+		for _, e := range h.entries {
+			if e.ref1 != 0 {
+				c.entering.addrs = append(c.entering.addrs, e.addr)
+				c.entering.refs = append(c.entering.refs, e.ref1-1)
+			}
+		}
+	}
+	c.entering.olds = c.index.PutAll(c.entering.addrs, c.entering.refs, nil)
+	c.entering.addrs, c.entering.refs = c.entering.addrs[:0], c.entering.refs[:0]
+	c.settleOlds(c.entering)
 	c.inBlock = 0
 	c.ring = append([]freedAt(nil), t.ring...)
 	c.seen = t.seen.clone()
@@ -641,11 +877,14 @@ func (f *bloom) clone() bloom { return bloom{bits: slices.Clone(f.bits)} }
 // have yet, and adds them to it: the chunks of its arena and the runs of
 // its index that clones share count once over all of them.
 func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
-	n := uint64(len(t.handles.chunks))*uint64(unsafe.Sizeof(handleChunk{})) +
+	idx := t.indexNow()
+	n := uint64(len(t.handles.chunks)+len(t.drained.chunks))*uint64(unsafe.Sizeof(handleChunk{})) +
 		uint64(cap(t.ring))*uint64(unsafe.Sizeof(freedAt{})) +
 		uint64(len(t.seen.bits))*8 + uint64(len(t.big))*uint64(unsafe.Sizeof(block{})+8) +
-		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{})) +
-		uint64(cap(t.entering.addrs))*8 + uint64(cap(t.entering.refs)+cap(t.entering.olds))*4
+		uint64(cap(t.strays))*uint64(unsafe.Sizeof(stray{}))
+	if e := t.entering; e != nil {
+		n += uint64(cap(e.addrs))*8 + uint64(cap(e.refs)+cap(e.olds))*4
+	}
 	for _, chunk := range t.arena {
 		key := unsafe.Pointer(unsafe.SliceData(chunk))
 		if !counted[key] {
@@ -653,7 +892,7 @@ func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 			n += uint64(cap(chunk)) * uint64(unsafe.Sizeof(liveBlock{}))
 		}
 	}
-	return n + t.index.HeldBytes(counted)
+	return n + idx.HeldBytes(counted)
 }
 
 // handleTable holds the ref + 1 (0: none) and the address of the block of
@@ -699,6 +938,15 @@ func (ht *handleTable) grow(h uint32) (*handleChunk, *handleEntry) {
 	}
 	c := ht.chunks[i]
 	return c, &c.entries[h&(1<<handleChunkBits-1)]
+}
+
+// len returns how many handles have a block.
+func (ht *handleTable) len() int {
+	n := 0
+	for _, c := range ht.chunks {
+		n += c.used
+	}
+	return n
 }
 
 // each calls f with the ref + 1 and address of every handle that has one.

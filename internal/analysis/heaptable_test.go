@@ -3,6 +3,7 @@ package analysis
 import (
 	"maps"
 	"math/rand"
+	"runtime"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/trace"
@@ -17,10 +18,29 @@ import (
 // and the address the index cannot key. Few distinct addresses collide
 // often, so that probing, deletion and growth are all exercised. In
 // "carved", most addresses go up as an allocator's carving fresh memory
-// does, so that blocks enter the index in runs of a page.
+// does, so that blocks enter the index in runs of a page. With "flights",
+// every trace block's blocks go into the index on a goroutine of their
+// own, however few.
 func TestHeapTableModel(t *testing.T) {
 	t.Run("random", func(t *testing.T) { testHeapTableModel(t, false) })
 	t.Run("carved", func(t *testing.T) { testHeapTableModel(t, true) })
+	t.Run("random, flights", func(t *testing.T) { flyAll(t); testHeapTableModel(t, false) })
+	t.Run("carved, flights", func(t *testing.T) { flyAll(t); testHeapTableModel(t, true) })
+	// On one core a flight's goroutine seldom runs before the table
+	// needs the index: the table does the flight's work itself.
+	t.Run("carved, flights, one core", func(t *testing.T) {
+		flyAll(t)
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		testHeapTableModel(t, true)
+	})
+}
+
+// flyAll makes every trace block's blocks go into the index on a flight,
+// for the rest of test t.
+func flyAll(t *testing.T) {
+	oldMin, oldGrounded := flightMin, groundedBlocks
+	flightMin, groundedBlocks = 1, 0
+	t.Cleanup(func() { flightMin, groundedBlocks = oldMin, oldGrounded })
 }
 
 func testHeapTableModel(t *testing.T, carved bool) {
@@ -137,8 +157,8 @@ func TestHeapTableIndexed(t *testing.T) {
 	if want := n / 2; h.len() != want {
 		t.Errorf("%d live blocks, want %d", h.len(), want)
 	}
-	if want := n/2 - n/4; h.index.Len() != want {
-		t.Errorf("%d blocks indexed, want the %d from the first trace block still live", h.index.Len(), want)
+	if want := n/2 - n/4; h.indexNow().Len() != want {
+		t.Errorf("%d blocks indexed, want the %d from the first trace block still live", h.indexNow().Len(), want)
 	}
 }
 
@@ -182,7 +202,7 @@ func TestHeapTableClones(t *testing.T) {
 			t.Fatalf("%s: %d live blocks, want %d", name, n, len(tb.want))
 		}
 		for addr, size := range tb.want {
-			if ref, ok := tb.h.index.Find(addr); !ok || tb.h.unpack(ref).size != size {
+			if ref, ok := tb.h.indexNow().Find(addr); !ok || tb.h.unpack(ref).size != size {
 				t.Fatalf("%s: %#x not found by address", name, addr)
 			}
 		}
@@ -351,6 +371,11 @@ func TestHeapTablePacking(t *testing.T) {
 // at one address (the later wins the address when they move), and a free
 // that names a handle at another address.
 func TestHeapTableDamagedHandles(t *testing.T) {
+	t.Run("at once", testHeapTableDamagedHandles)
+	t.Run("flights", func(t *testing.T) { flyAll(t); testHeapTableDamagedHandles(t) })
+}
+
+func testHeapTableDamagedHandles(t *testing.T) {
 	const a, b, c, d, f, e = 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000
 	var h heapTable
 	h.put(a, 1, 1, &block{size: 1})
@@ -388,4 +413,75 @@ func TestHeapTableDamagedHandles(t *testing.T) {
 	if n := h.len(); n != 1 {
 		t.Errorf("%d live blocks, want the stray alone", n)
 	}
+}
+
+// TestHeapTableGrounded checks that a flight the table needs before it
+// has landed grounds the next trace blocks, whose blocks then go into the
+// index at once, and that flights take off again after them. On one core
+// the flight's goroutine does not run before the table needs the index.
+func TestHeapTableGrounded(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	oldMin, oldGrounded := flightMin, groundedBlocks
+	flightMin, groundedBlocks = 1, 2
+	defer func() { flightMin, groundedBlocks = oldMin, oldGrounded }()
+	var h heapTable
+	addr := func(blk, i int) uint64 { return 0x100000 + uint64(blk*1000+i)*32 }
+	for blk := 1; blk <= 5; blk++ {
+		for i := range 10 {
+			h.put(addr(blk, i), uint32(i+1), uint32(blk), &block{size: uint64(blk)})
+		}
+		flying := h.flight != nil
+		if want := blk == 2 || blk == 5; flying != want {
+			t.Errorf("trace block %d: blocks of the one before on a flight %v, want %v", blk, flying, want)
+		}
+		// An address of the trace block before: the index is needed
+		// now.
+		if blk > 1 {
+			if b, ok := h.free(addr(blk-1, 0), 0, uint32(blk), 0); !ok || b.size != uint64(blk-1) {
+				t.Fatalf("trace block %d: free of a block of the one before: %v, %v", blk, b, ok)
+			}
+		}
+	}
+	if n := h.len(); n != 5*10-4 {
+		t.Errorf("%d live blocks, want %d", n, 5*10-4)
+	}
+}
+
+// TestHighTable checks the highest address kept for each 2 MiB against a
+// map, over more 2 MiB than the table keeps near, some 64 MiB apart as
+// glibc's arenas are, and through a clone.
+func TestHighTable(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	var h highTable
+	want := map[uint64]uint64{}
+	check := func(h *highTable, want map[uint64]uint64) {
+		t.Helper()
+		for range 2000 {
+			k := uint64(r.Intn(600))
+			if r.Intn(2) == 0 {
+				k = uint64(r.Intn(20)) * 32 // 64 MiB apart
+			}
+			if got := *h.slot(k<<highBits | uint64(r.Intn(1<<highBits))); got != want[k] {
+				t.Fatalf("2 MiB number %d: highest %#x, want %#x", k, got, want[k])
+			}
+		}
+	}
+	for range 20000 {
+		k := uint64(r.Intn(300))
+		if r.Intn(2) == 0 {
+			k = uint64(r.Intn(20)) * 32
+		}
+		addr := k<<highBits | uint64(r.Intn(1<<highBits))
+		h.add(addr)
+		want[k] = max(want[k], addr)
+	}
+	check(&h, want)
+	c := h.clone()
+	cwant := maps.Clone(want)
+	for k := uint64(0); k < 600; k += 7 {
+		c.add(k<<highBits | (1<<highBits - 1))
+		cwant[k] = k<<highBits | (1<<highBits - 1)
+	}
+	check(&c, cwant)
+	check(&h, want)
 }

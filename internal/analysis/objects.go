@@ -186,6 +186,18 @@ func (t *topObjects) selectBest(n int) []int32 {
 	return order[:n]
 }
 
+// join offers t the objects that u, a list of the same key and n, keeps:
+// joined, the lists of two parts of a set of objects that all differ in
+// rank (placeUnique) keep what one list of the whole set would.
+func (t *topObjects) join(u *topObjects) {
+	for i := range u.objs {
+		o := &u.objs[i]
+		if p := t.placeUnique(u.keys[i], o.Allocated, o.Addr); p != nil {
+			*p = *o
+		}
+	}
+}
+
 // sorted returns the objects kept, best first.
 func (t *topObjects) sorted() []HeapObject {
 	t.keepBest()

@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -789,40 +791,123 @@ func (rp *replay) finish() {
 
 // keptAndLive goes over the blocks live at the end (end, in ns since time
 // zero): what they keep by size, and the object lists of the live.
+//
+// A big heap is gone over in two halves at once: this is the replay's
+// last work, when the trace has been read and the other cores are idle.
+// Each half counts apart, and the counts and lists are joined after:
+// sums do not depend on the order, nor do the lists, whose objects all
+// differ in their rank (topObjects.placeUnique).
 func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 	p := rp.proc
 	n := rp.opts.objects()
-	bigger := topObjects{n: n, by: bySize}
-	older := topObjects{n: n, by: byAge, end: end}
-	rp.heap.each(func(addr uint64, b *block) {
-		if b.site == uncounted {
-			return
+	idx := rp.heap.indexNow()
+	parts := 1
+	if idx.Len() >= keptApart && runtime.GOMAXPROCS(0) > 1 {
+		parts = 2
+	}
+	halves := make([]keptPart, parts)
+	var wg sync.WaitGroup
+	for i := range halves {
+		k := &halves[i]
+		k.bigger, k.older = topObjects{n: n, by: bySize}, topObjects{n: n, by: byAge, end: end}
+		if parts == 1 {
+			// Alone: it counts in the sites and bins themselves.
+			k.sites, k.bins = p.Sites, p.Bins
+		} else {
+			k.bySite = make([][SizeCategories]SizeCount, len(p.Sites))
 		}
-		b.site = newIndex[b.site]
-		cat := &p.Sites[b.site].BySize[categoryOf(b.size)]
-		cat.KeptBytes += b.size
-		cat.KeptBlocks++
-		if p.Bins == nil {
-			p.Bins = make([]Bin, BinCount)
+		each := func() {
+			rp.heap.eachOf(i, parts, func(addr uint64, b *block) { k.take(rp, addr, b, newIndex, end) })
 		}
-		bin := &p.Bins[binOf(b.size)]
-		bin.KeptBytes += b.size
-		bin.KeptBlocks++
-		// Most blocks rank in neither list: only those that may are
-		// made objects, which costs more than the rest of this. The
-		// keys are the size and the age (HeapObject.Age).
-		age := uint64(0)
-		if end > b.born {
-			age = end - b.born
+		if parts == 1 {
+			each()
+		} else {
+			wg.Go(each)
 		}
-		if o := bigger.placeUnique(b.size, b.born, addr); o != nil {
-			rp.objectTo(o, addr, b, 0)
+	}
+	wg.Wait()
+	bigger, older := &halves[0].bigger, &halves[0].older
+	if parts == 1 {
+		p.Bins = halves[0].bins
+	}
+	for i := range halves {
+		k := &halves[i]
+		if k.bySite != nil {
+			for site := range k.bySite {
+				for c := range k.bySite[site] {
+					dst, src := &p.Sites[site].BySize[c], &k.bySite[site][c]
+					dst.KeptBytes += src.KeptBytes
+					dst.KeptBlocks += src.KeptBlocks
+				}
+			}
+			if k.bins != nil {
+				if p.Bins == nil {
+					p.Bins = make([]Bin, BinCount)
+				}
+				for b := range k.bins {
+					p.Bins[b].KeptBytes += k.bins[b].KeptBytes
+					p.Bins[b].KeptBlocks += k.bins[b].KeptBlocks
+				}
+			}
 		}
-		if o := older.placeUnique(age, b.born, addr); o != nil {
-			rp.objectTo(o, addr, b, 0)
+		if i > 0 {
+			bigger.join(&k.bigger)
+			older.join(&k.older)
 		}
-	})
+	}
 	p.LiveObjects, p.OldestObjects = bigger.sorted(), older.sorted()
+}
+
+// keptApart is how many blocks the address index must hold at the end
+// for keptAndLive to go over them in two halves. (A variable, so that
+// tests can halve small heaps.)
+var keptApart = 1 << 18
+
+// keptPart is what keptAndLive counts of a part of the live blocks.
+type keptPart struct {
+	// bySite holds the counts by site if the part counts apart, else
+	// sites are the sites themselves, counted in.
+	bySite [][SizeCategories]SizeCount
+	sites  []Site
+	bins   []Bin // made when a block counts in them
+	// bigger and older are the object lists of the part.
+	bigger, older topObjects
+}
+
+// take counts block b, live at addr at the end (end, in ns since time
+// zero), in k. newIndex is where each site went (sortSites).
+func (k *keptPart) take(rp *replay, addr uint64, b *block, newIndex []int32, end uint64) {
+	if b.site == uncounted {
+		return
+	}
+	b.site = newIndex[b.site]
+	var cat *SizeCount
+	if k.bySite != nil {
+		cat = &k.bySite[b.site][categoryOf(b.size)]
+	} else {
+		cat = &k.sites[b.site].BySize[categoryOf(b.size)]
+	}
+	cat.KeptBytes += b.size
+	cat.KeptBlocks++
+	if k.bins == nil {
+		k.bins = make([]Bin, BinCount)
+	}
+	bin := &k.bins[binOf(b.size)]
+	bin.KeptBytes += b.size
+	bin.KeptBlocks++
+	// Most blocks rank in neither list: only those that may are
+	// made objects, which costs more than the rest of this. The
+	// keys are the size and the age (HeapObject.Age).
+	age := uint64(0)
+	if end > b.born {
+		age = end - b.born
+	}
+	if o := k.bigger.placeUnique(b.size, b.born, addr); o != nil {
+		rp.objectTo(o, addr, b, 0)
+	}
+	if o := k.older.placeUnique(age, b.born, addr); o != nil {
+		rp.objectTo(o, addr, b, 0)
+	}
 }
 
 // sortSites puts the sites in order — the process's own by stack ID, then
