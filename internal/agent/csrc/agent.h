@@ -336,12 +336,11 @@ MT_HIDDEN const char *const *mt_hooked_names(size_t *n);
 /* entrypatch.c: recording through the executable's own allocator. */
 MT_HIDDEN void mt_entry_patch(struct mt_real *r);
 MT_HIDDEN int mt_entry_patched(void);
-/* Set once the program's own allocator is patched in but libc's
- * malloc_usable_size, not the program's, answers for its blocks. */
-extern int mt_foreign_blocks MT_HIDDEN;
-/* Set once the program's own allocator is patched in with its own
- * malloc_usable_size, which the hooks then call as they call the program's
- * other functions (mt_own_call): it may allocate (tcmalloc's does, once). */
+/* Set once the program's own allocator is patched in: the function that
+ * sizes its blocks, which the hooks call as they call the program's other
+ * functions (mt_own_call), for it may allocate (tcmalloc's does, once).
+ * The program's malloc_usable_size, or, if it has none, one that says 0:
+ * libc's would read a header that the program's blocks do not have. */
 extern void *mt_own_usable MT_HIDDEN;
 MT_HIDDEN uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t a1, uintptr_t a2);
 MT_HIDDEN int mt_own_abandoned(struct mt_thread *t);

@@ -116,8 +116,15 @@ _Static_assert(MT_OWN_HOOKS >= 12, "a hook slot for every operator delete");
 /* The trampolines of the program's C functions, set once it is patched. */
 static void *ctramp[NC];
 static int patched;
-int mt_foreign_blocks;
 void *mt_own_usable;
+
+/* no_usable_size is mt_own_usable for a program that does not define
+ * malloc_usable_size. */
+static size_t no_usable_size(void *p)
+{
+	(void)p;
+	return 0;
+}
 
 int mt_entry_patched(void) { return patched; }
 
@@ -585,8 +592,8 @@ void mt_entry_patch(struct mt_real *r)
 	 * (hooks.c), which must be the allocator's own. */
 	Dl_info u;
 	void *usable = dlsym(RTLD_DEFAULT, "malloc_usable_size");
-	mt_foreign_blocks = usable == NULL || !dladdr(usable, &u) || u.dli_fbase != exe.dli_fbase;
-	if (!mt_foreign_blocks)
-		mt_own_usable = usable;
+	if (usable == NULL || !dladdr(usable, &u) || u.dli_fbase != exe.dli_fbase)
+		usable = (void *)no_usable_size;
+	mt_own_usable = usable;
 	patched = 1;
 }

@@ -53,15 +53,12 @@ static inline void note_block(const void *p, size_t n)
 		;
 }
 
-/* usable_size is malloc_usable_size(p), or 0 once the agent records
- * through the executable's own allocator without the executable's own
- * malloc_usable_size (entrypatch.c): libc's would read a header that the
- * program's blocks do not have. New blocks are then left as they are,
- * and freed ones send no pointers. */
+/* usable_size is malloc_usable_size(p): the program's own once the agent
+ * records through the executable's own allocator (entrypatch.c), or 0 if
+ * it has none. New blocks are then left as they are, and freed ones send
+ * no pointers. */
 static inline size_t usable_size(void *p)
 {
-	if (MT_UNLIKELY(mt_foreign_blocks))
-		return 0;
 	if (MT_UNLIKELY(mt_own_usable != NULL))
 		return mt_own_call(mt_own_usable, (uintptr_t)p, 0, 0);
 	return malloc_usable_size(p);
