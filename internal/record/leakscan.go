@@ -68,9 +68,10 @@ func (r *Recorder) leakScan(p *process, w []uint64, tid uint64) {
 	start := time.Now()
 	scan := trace.LeakScan{Process: p.id, Time: r.clock.ns(w[2])}
 	var lost []trace.LeakBlock
+	through := readThrough(p.pid, tid)
 	if p.live == nil {
 		scan.Error = "the recorder does not know the process's heap from its start"
-	} else if res, err := scanMemory(readThrough(p.pid, tid), p.live, parseScan(w), r.opts.AgentPath); err != nil && endedDuringScan(p.pid) {
+	} else if res, err := scanMemory(through, p.live, parseScan(w), r.opts.AgentPath); err != nil && endedDuringScan(through) {
 		// The process is held in exit until the scan is done: only a
 		// signal from outside (chromium's browser ends its renderers
 		// so) ends it before that.
@@ -105,12 +106,22 @@ func (r *Recorder) leakScan(p *process, w []uint64, tid uint64) {
 	p.region.wake(hdrScanDone, math.MaxInt32) // the exiting thread and the stopped ones
 }
 
-// endedDuringScan reports whether process pid, whose scan failed, has
-// ended: it is gone, or a zombie, whose memory and mappings read as
-// missing.
-func endedDuringScan(pid int) bool {
-	fields, ok := statFields(pid)
-	return !ok || zombie(fields)
+// endedDuringScan reports whether thread tid, through which a failed scan
+// read its process, has ended: it is gone, a zombie, or on its way out
+// (PF_EXITING in its flags; its memory goes before it becomes a zombie,
+// and reads then fail with ESRCH).
+func endedDuringScan(tid int) bool {
+	const pfExiting = 0x4
+	fields, ok := statFields(tid)
+	if !ok || zombie(fields) {
+		return true
+	}
+	if len(fields) <= 6 {
+		return false
+	}
+	// flags is field 9 of /proc/tid/stat, the 7th from the state on.
+	flags, err := strconv.ParseUint(fields[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 // readThrough returns the thread of process pid through which its memory
