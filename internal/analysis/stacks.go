@@ -300,19 +300,22 @@ func (p *Process) CutStacks() CutStacks {
 }
 
 // AllWarnings returns the model's Warnings, about the trace itself, and
-// then what the reader of a report must know of the recording: which
+// then what the reader of a report must know of the recording (naming a
+// process as -pid does, with its image when its pid had several): which
 // processes bypass memtrail's hooks, which damaged memtrail's buffer, so
 // that their history stops early, and which have call stacks cut at the
 // depth limit, and how much of their memory that hides.
 func (m *Model) AllWarnings() []string {
 	out := slices.Clone(m.Warnings)
+	x := m.Images()
 	for _, p := range m.Processes {
+		name := x.name(p)
 		for _, what := range p.NotRecorded {
-			out = append(out, fmt.Sprintf("pid %d (%s): %s", p.PID, p.Exe, what))
+			out = append(out, fmt.Sprintf("%s (%s): %s", name, p.Exe, what))
 		}
 		for _, why := range p.LostReasons {
 			if strings.HasPrefix(why, trace.LostRegionDamaged) {
-				out = append(out, fmt.Sprintf("pid %d: %s; what it did after that was not recorded", p.PID, why))
+				out = append(out, fmt.Sprintf("%s: %s; what it did after that was not recorded", name, why))
 			}
 		}
 		c := p.CutStacks()
@@ -327,9 +330,9 @@ func (m *Model) AllWarnings() []string {
 		if p.Summary.PeakBytes > 0 {
 			share = 100 * float64(c.PeakBytes) / float64(p.Summary.PeakBytes)
 		}
-		out = append(out, fmt.Sprintf("pid %d: call stacks cut at %s: %s, %s at the peak (%.1f%% of it); "+
+		out = append(out, fmt.Sprintf("%s: call stacks cut at %s: %s, %s at the peak (%.1f%% of it); "+
 			"record with a larger -max-frames to see them whole",
-			p.PID, limit, plural(c.Allocations, "allocation"), plural(c.PeakBytes, "byte"), share))
+			name, limit, plural(c.Allocations, "allocation"), plural(c.PeakBytes, "byte"), share))
 	}
 	return out
 }

@@ -56,29 +56,18 @@ const listed = 10
 // morePointer says where the processes left out of a list are.
 const morePointer = "memtrail report -processes lists them all"
 
-// images indexes the processes of a model by pid: the images each pid
-// had, in the order they started.
-type images struct {
-	byPID  map[uint64][]*analysis.Process
-	number map[*analysis.Process]int // from 1
-}
+// images indexes the processes of a model by pid (analysis.Images).
+type images struct{ *analysis.Images }
 
-func imagesOf(m *analysis.Model) *images {
-	x := &images{byPID: make(map[uint64][]*analysis.Process), number: make(map[*analysis.Process]int, len(m.Processes))}
-	for _, p := range m.Processes {
-		x.byPID[p.PID] = append(x.byPID[p.PID], p)
-		x.number[p] = len(x.byPID[p.PID])
-	}
-	return x
-}
+func imagesOf(m *analysis.Model) images { return images{m.Images()} }
 
 // id returns how -pid names p: its pid alone if no other process of the
 // trace had it.
-func (x *images) id(p *analysis.Process) ProcessID {
-	if len(x.byPID[p.PID]) == 1 {
-		return ProcessID{PID: p.PID}
+func (x images) id(p *analysis.Process) ProcessID {
+	if k, n := x.Of(p); n > 1 {
+		return ProcessID{PID: p.PID, Image: k}
 	}
-	return ProcessID{PID: p.PID, Image: x.number[p]}
+	return ProcessID{PID: p.PID}
 }
 
 // IDOf returns how -pid names p, a process of m: its pid alone if no
@@ -89,15 +78,15 @@ func IDOf(m *analysis.Model, p *analysis.Process) ProcessID {
 
 // image says which image of its pid p is, "image 2 of 3", if its pid had
 // several; "" otherwise.
-func (x *images) image(p *analysis.Process) string {
-	if n := len(x.byPID[p.PID]); n > 1 {
-		return fmt.Sprintf("image %d of %d", x.number[p], n)
+func (x images) image(p *analysis.Process) string {
+	if k, n := x.Of(p); n > 1 {
+		return fmt.Sprintf("image %d of %d", k, n)
 	}
 	return ""
 }
 
 // list names processes as id (program, end), at most listed of them.
-func (x *images) list(procs []*analysis.Process) string {
+func (x images) list(procs []*analysis.Process) string {
 	var names []string
 	for _, p := range procs[:min(len(procs), listed)] {
 		names = append(names, fmt.Sprintf("%s (%s, %s)", x.id(p), truncate(commandLine(p), 40), ending(p)))
@@ -131,7 +120,7 @@ func pick(m *analysis.Model, opts Options) (*analysis.Process, error) {
 // it is ambiguous if the system gave it to another process later.
 func pickID(m *analysis.Model, id ProcessID) (*analysis.Process, error) {
 	x := imagesOf(m)
-	imgs := x.byPID[id.PID]
+	imgs := x.OfPID(id.PID)
 	switch {
 	case len(imgs) == 0:
 		return nil, fmt.Errorf("process %d is not in this trace (processes: %s)", id.PID, pidList(m))
@@ -203,7 +192,7 @@ func imageNote(m *analysis.Model, p *analysis.Process) string {
 		return ""
 	}
 	var others []string
-	for _, q := range x.byPID[p.PID] {
+	for _, q := range x.OfPID(p.PID) {
 		if q != p {
 			others = append(others, "-pid "+x.id(q).String())
 		}

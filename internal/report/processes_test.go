@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,5 +42,35 @@ end time=50 events=2
 		if !strings.HasPrefix(out.String(), args+"  (/bin/prog)\n") {
 			t.Errorf("-pid 101.%d: the report is not on %q:\n%s", image, args, out.String())
 		}
+	}
+}
+
+// TestWarningsNameImages: the warnings about two images of pid 101 (a
+// zygote that exec'd itself again) name each as -pid does, 101.1 and
+// 101.2, and a pid of one image by its pid alone.
+func TestWarningsNameImages(t *testing.T) {
+	m := analyze(t, encode(t, `info time-unit=1 command=[./prog]
+process id=1 pid=100 time=0 exe=/bin/prog args=[prog]
+thread process=1 index=1 tid=100
+lost process=1 count=1 reason="memtrail's buffer in the process was damaged (a)"
+fork process=1 child=2 time=10
+process id=2 pid=101 ppid=100 parent=1 time=10 exe=/bin/prog args=[prog one]
+thread process=2 index=1 tid=101 time=10
+lost process=2 count=1 reason="memtrail's buffer in the process was damaged (b)"
+process-end id=2 time=20 how=exec
+process id=3 pid=101 ppid=100 parent=1 time=20 exe=/bin/prog args=[prog two]
+thread process=3 index=1 tid=101 time=20
+lost process=3 count=1 reason="memtrail's buffer in the process was damaged (c)"
+process-end id=3 time=40 how=exited code=0
+process-end id=1 time=50 how=exited code=0
+end time=50 events=0
+`))
+	var got []string
+	for _, w := range m.AllWarnings() {
+		name, _, _ := strings.Cut(w, ":")
+		got = append(got, name)
+	}
+	if want := []string{"pid 100", "pid 101.1", "pid 101.2"}; !slices.Equal(got, want) {
+		t.Errorf("the warnings name %q, want %q:\n%s", got, want, strings.Join(m.AllWarnings(), "\n"))
 	}
 }
