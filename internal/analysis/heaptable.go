@@ -500,6 +500,10 @@ const enterBatch = 4096
 // the order of their addresses (see addrmap.Map.PutAll). It touches
 // neither the arena nor the heap table: it runs on a flight.
 func indexHandles(idx *addrmap.Map, ht *handleTable, e *entering, olds []uint32) []uint32 {
+	// The batch is filled by index, not appended to: the loop then keeps
+	// its length in a register.
+	addrs, refs := slices.Grow(e.addrs[:0], enterBatch)[:enterBatch], slices.Grow(e.refs[:0], enterBatch)[:enterBatch]
+	n := 0
 	for _, c := range ht.chunks {
 		if c.used == 0 {
 			continue
@@ -509,18 +513,17 @@ func indexHandles(idx *addrmap.Map, ht *handleTable, e *entering, olds []uint32)
 			if en.ref1 == 0 {
 				continue
 			}
-			e.addrs = append(e.addrs, en.addr)
-			e.refs = append(e.refs, en.ref1-1)
+			addrs[n], refs[n] = en.addr, en.ref1-1
 			en.ref1 = 0
-			if len(e.addrs) == enterBatch {
-				olds = idx.PutAll(e.addrs, e.refs, olds)
-				e.addrs, e.refs = e.addrs[:0], e.refs[:0]
+			if n++; n == enterBatch {
+				olds = idx.PutAll(addrs, refs, olds)
+				n = 0
 			}
 		}
 		c.used = 0
 	}
-	olds = idx.PutAll(e.addrs, e.refs, olds)
-	e.addrs, e.refs = e.addrs[:0], e.refs[:0]
+	olds = idx.PutAll(addrs[:n], refs[:n], olds)
+	e.addrs, e.refs = addrs[:0], refs[:0]
 	return olds
 }
 
