@@ -598,16 +598,11 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 	}
 	escapes := 0
 	for count > 0 {
-		var n int
+		var n, zeros int
 		start := len(codes)
 		codes = slices.Grow(codes, count) // a depth takes more room
-		n, i, j = shortCodes(codes[start:start+count], stop, p, tails, i, j)
-		codes, count = codes[:start+n], count-n
-		for _, code := range codes[start:] {
-			if code == 0 {
-				escapes++
-			}
-		}
+		n, i, j, zeros = shortCodes(codes[start:start+count], stop, p, tails, i, j)
+		codes, count, escapes = codes[:start+n], count-n, escapes+zeros
 		if count == 0 {
 			break
 		}
@@ -635,16 +630,21 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 
 // shortCodes decodes into codes the next codes of a column from p[i] and
 // its tails from tails[j], up to the first that takes more than three
-// bytes or is stop. It returns how many it decoded, and the positions
-// after them.
-func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, nj int) {
+// bytes or is stop. It returns how many it decoded, the positions after
+// them, and how many of them are 0: escapes to the raw stream, counted
+// here while the codes are in registers.
+func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, nj, zeros int) {
 	// Values of one byte first: stop, an addrSource, is one too.
 	for ; n < len(codes) && i < len(p) && p[i] < 0x80 && uint64(p[i]) != stop; n, i = n+1, i+1 {
-		codes[n] = uint64(p[i])
+		code := p[i]
+		codes[n] = uint64(code)
+		if code == 0 {
+			zeros++
+		}
 	}
 	for ; n < len(codes); n++ {
 		if i >= len(p) {
-			return n, i, j
+			return n, i, j, zeros
 		}
 		low, tail := uint64(p[i]), uint64(0x80) // a tail too long, if there is none
 		if j < len(tails) {
@@ -656,17 +656,20 @@ func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, 
 			// A tail of two bytes, as the steps from fresh memory often
 			// have, or else a value for the caller.
 			if j+1 >= len(tails) || tails[j+1] >= 0x80 {
-				return n, i, j
+				return n, i, j, zeros
 			}
 			v, tailLen = low&0x7f|(tail&0x7f)<<7|uint64(tails[j+1])<<14, 2
 		}
 		if v == stop {
-			return n, i, j
+			return n, i, j, zeros
+		}
+		if v == 0 {
+			zeros++
 		}
 		codes[n] = v
 		i, j = i+1, j+tailLen
 	}
-	return len(codes), i, j
+	return len(codes), i, j, zeros
 }
 
 // event decodes the next event of the current run into e, but for its
