@@ -3,6 +3,7 @@ package trace
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 )
@@ -380,22 +381,38 @@ func (r *blockDecoder) chunkOps(events []Event) (refs, addrs int, ok bool) {
 	// The Events record checked that the ops stream holds a byte for
 	// every event of the run.
 	opBytes := ops.p[ops.i : ops.i+len(events)]
+	// The kinds are counted and checked eight op bytes at a time, by the
+	// bits of their kind in each byte: opFree and opRealloc have bit 1
+	// of the kind set, opAlloc and opRealloc bit 0, and a byte with
+	// neither, or with bit 2, has no event kind.
+	const ones = 0x0101010101010101
+	var bad uint64
+	k := 0
+	for ; k+8 <= len(opBytes); k += 8 {
+		w := binary.LittleEndian.Uint64(opBytes[k:])
+		refs += bits.OnesCount64(w & (ones << (opShift + 1)))
+		addrs += bits.OnesCount64(w & (ones << opShift))
+		bad |= w&(ones<<(opShift+2)) | ^(w|w>>1)&(ones<<opShift)
+	}
+	for _, op := range opBytes[k:] {
+		kind := op >> opShift
+		refs += int(kind >> 1)
+		addrs += int(kind & 1)
+		if kind == 0 || kind > opRealloc {
+			bad = 1
+		}
+	}
+	if bad != 0 {
+		return 0, 0, false // an op byte has no event kind
+	}
 	block, process, thread, time := r.block, r.process, r.thread, r.eventTime
-	var highest byte // the highest op kind less 1, 0xff for kind 0
 	for i, op := range opBytes {
 		e := &events[i]
-		kind := op >> opShift
-		highest = max(highest, kind-1)
-		refs += int(kind >> 1) // opFree and opRealloc
-		addrs += int(kind & 1) // opAlloc and opRealloc
 		// Every field is set once, on its own: e held another event
 		// before, and a struct literal is built on the stack and copied,
 		// which costs more than decoding most events.
-		e.Kind, e.API, e.Block = KindContext+Kind(kind), API(op&apiMask), block
+		e.Kind, e.API, e.Block = KindContext+Kind(op>>opShift), API(op&apiMask), block
 		e.Process, e.Thread, e.Time = process, thread, time
-	}
-	if highest >= opRealloc {
-		return 0, 0, false // an op byte has no event kind
 	}
 	ops.i += len(events)
 	return refs, addrs, true
