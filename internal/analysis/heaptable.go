@@ -218,7 +218,15 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 			t.unlink(ref, addr, true)
 		}
 	}
-	ref := t.newRef()
+	// newRef, without its call where the arena's current chunk has room
+	// and no ref is free, as while a heap grows.
+	var ref uint32
+	if t.freeRefs == 0 && t.refs>>chunkBits < uint32(len(t.arena)) {
+		ref = t.refs
+		t.refs++
+	} else {
+		ref = t.newRef()
+	}
 	// pack, without its call and its test of the block there before: a
 	// ref given out is released, so not in big.
 	lb := t.atw(ref)
