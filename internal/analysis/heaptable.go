@@ -126,8 +126,12 @@ const (
 	bitBig  = 1 << 63 // the block is in heapTable.big
 )
 
-// maxFreed is how many frees are remembered.
+// maxFreed is how many frees are remembered: a power of 2, so that the
+// ring goes round with a mask (the constant below does not compile
+// otherwise).
 const maxFreed = 1 << 16
+
+const _ uint = -(maxFreed & (maxFreed - 1))
 
 // maxHandle bounds the handles kept in the handle table: a damaged trace
 // may name any. The blocks of higher handles are found by address.
@@ -703,7 +707,7 @@ func (t *heapTable) remember(addr uint64, b *block, freeStack uint64) {
 	}
 	// Field by field: see unpackTo.
 	f.addr, f.size, f.freeStack, f.site, f.api = addr, b.size, freeStack, b.site, b.api
-	t.next = (t.next + 1) % maxFreed
+	t.next = (t.next + 1) & (maxFreed - 1)
 	switch {
 	case t.seen.bits == nil:
 	case t.next == 0:
