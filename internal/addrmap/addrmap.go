@@ -379,9 +379,13 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 		return old, existed
 	}
 	key := addr >> idxPageBits
-	p, ok := x.page(key)
+	// page, without its call for the page found last, as where a
+	// program frees its blocks one after the other.
+	p, ok := x.lastIdx[0], key+1 == x.lastKey[0]
 	if !ok {
-		return 0, false
+		if p, ok = x.page(key); !ok {
+			return 0, false
+		}
 	}
 	slot := slotOf(addr)
 	pg := x.at(p)
@@ -401,7 +405,9 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 	} else {
 		r, _ = pg.rank(slot)
 	}
-	pg = x.atw(p)
+	if run := p >> pageRunBits; int(run) < len(x.shared) && x.shared[run] {
+		pg = x.atw(p) // a copy of its own, as atw makes
+	}
 	old = pg.vals[r]
 	pg.starts[slot/64] &^= 1 << (slot % 64)
 	// Close the gap from the nearer end: a program that frees its blocks
