@@ -62,6 +62,17 @@ type Map struct {
 		key uint64
 		idx uint32
 	}
+	// removed is where the latest Remove took a block out: its page's
+	// number + 1 (0: none, or the page has changed since in another way)
+	// and the block's slot and rank. A program that frees in address
+	// order frees next a block a few slots above in the same page, whose
+	// rank is that one's plus the blocks between: a word or two to count
+	// rather than the page up to it.
+	removed struct {
+		key  uint64
+		slot uint64
+		rank int
+	}
 }
 
 const nearChunks = 64
@@ -210,6 +221,7 @@ func (x *Map) Put(addr uint64, v uint32) (old uint32, existed bool) {
 			pg.vals[r] = v
 		} else {
 			pg.starts[slot/64] |= 1 << (slot % 64)
+			x.removed.key = 0
 			if cap(pg.vals) == 0 {
 				// The page will most likely fill as the one before did:
 				// the allocator carves its blocks alike.
@@ -274,6 +286,7 @@ func (x *Map) PutAll(addrs []uint64, vals []uint32, olds []uint32) []uint32 {
 		}
 		x.n += j - i
 		x.lastFill = len(pg.vals)
+		x.removed.key = 0
 		i = j
 	}
 	return olds
@@ -366,16 +379,35 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 		return old, existed
 	}
 	key := addr >> idxPageBits
-	p, ok := x.page(key)
+	// page, without its call for the page found last, as where a
+	// program frees its blocks one after the other.
+	p, ok := x.lastIdx[0], key+1 == x.lastKey[0]
 	if !ok {
-		return 0, false
+		if p, ok = x.page(key); !ok {
+			return 0, false
+		}
 	}
 	slot := slotOf(addr)
-	r, had := x.at(p).rank(slot)
-	if !had {
+	pg := x.at(p)
+	w, bit := slot/64, uint64(1)<<(slot%64)
+	if pg.starts[w]&bit == 0 {
 		return 0, false
 	}
-	pg := x.atw(p)
+	var r int
+	// The blocks from the one removed last up to slot, if that was a
+	// little below it: in its word, or the word before.
+	if rm := &x.removed; rm.key == key+1 && rm.slot < slot && rm.slot/64+1 >= w {
+		if rm.slot/64 == w {
+			r = rm.rank + bits.OnesCount64(pg.starts[w]&(bit-1)>>(rm.slot%64))
+		} else {
+			r = rm.rank + bits.OnesCount64(pg.starts[w-1]>>(rm.slot%64)) + bits.OnesCount64(pg.starts[w]&(bit-1))
+		}
+	} else {
+		r, _ = pg.rank(slot)
+	}
+	if run := p >> pageRunBits; int(run) < len(x.shared) && x.shared[run] {
+		pg = x.atw(p) // a copy of its own, as atw makes
+	}
 	old = pg.vals[r]
 	pg.starts[slot/64] &^= 1 << (slot % 64)
 	// Close the gap from the nearer end: a program that frees its blocks
@@ -391,6 +423,7 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 		pg.vals = pg.vals[:n-1]
 	}
 	x.n--
+	x.removed.key, x.removed.slot, x.removed.rank = key+1, slot, r
 	if len(pg.vals) == 0 {
 		x.freePage(key, p)
 	}
@@ -437,6 +470,7 @@ func (x *Map) newPage(key uint64) uint32 {
 // memory for the next page it is given out as.
 func (x *Map) freePage(key uint64, p uint32) {
 	x.freePages = append(x.freePages, p)
+	x.removed.key = 0
 	ck := key >> idxChunkBits
 	c := x.dir[ck]
 	x.chunks[c].pages[key&(1<<idxChunkBits-1)] = 0

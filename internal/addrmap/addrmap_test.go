@@ -341,3 +341,83 @@ func TestRemoveInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveUpwards checks the ranks Remove counts from the block it
+// removed last (Map.removed): frees that go up a page by steps short and
+// long, across its words and into the next page, mixed with blocks put
+// below and above them one by one and in runs, and with frees of
+// addresses that hold none; each against a map.
+func TestRemoveUpwards(t *testing.T) {
+	const base = 0x55_0000_0000
+	r := rand.New(rand.NewSource(2))
+	var x Map
+	want := map[uint64]uint32{}
+	check := func(step int, what string, addr uint64, got uint32, ok bool) {
+		t.Helper()
+		w, wok := want[addr]
+		if ok != wok || ok && got != w {
+			t.Fatalf("step %d: %s(%#x) = %d, %v; want %d, %v", step, what, addr, got, ok, w, wok)
+		}
+	}
+	next := uint64(base)
+	for step := range 200_000 {
+		v := uint32(step)
+		switch k := r.Intn(10); {
+		case k < 5: // the next free up
+			next += uint64(1+r.Intn(3)) * 8
+			if r.Intn(8) == 0 {
+				next += uint64(r.Intn(300)) * 8 // across words, or pages
+			}
+			if next >= base+4<<idxPageBits {
+				next = base + uint64(r.Intn(64))*8
+			}
+			old, ok := x.Remove(next)
+			check(step, "remove", next, old, ok)
+			delete(want, next)
+		case k < 8: // one block, near the frees
+			addr := next + uint64(r.Intn(64)-32)*8
+			old, ok := x.Put(addr, v)
+			check(step, "put", addr, old, ok)
+			want[addr] = v
+		case k < 9: // a run up from near them
+			addr := next + uint64(r.Intn(64)-16)*8
+			var addrs []uint64
+			var vals []uint32
+			for i := range 1 + r.Intn(20) {
+				addrs = append(addrs, addr)
+				vals = append(vals, v+uint32(i)<<20)
+				addr += uint64(1+r.Intn(4)) * 8
+			}
+			olds := x.PutAll(addrs, vals, nil)
+			had := 0
+			for i, a := range addrs {
+				if _, ok := want[a]; ok {
+					had++
+				}
+				want[a] = vals[i]
+			}
+			if len(olds) != had {
+				t.Fatalf("step %d: PutAll replaced %d values, want %d", step, len(olds), had)
+			}
+		default: // whole pages, so that every slot gets blocks again
+			for i := range uint64(idxPageSlots) {
+				addr := base + uint64(r.Intn(4))<<idxPageBits + i*8
+				x.Put(addr, v)
+				want[addr] = v
+			}
+		}
+	}
+	if x.Len() != len(want) {
+		t.Fatalf("%d indexed, want %d", x.Len(), len(want))
+	}
+	for addr, v := range want {
+		if got, ok := x.Find(addr); !ok || got != v {
+			t.Fatalf("find(%#x) = %d, %v; want %d", addr, got, ok, v)
+		}
+	}
+	seen := map[uint64]uint32{}
+	x.Each(func(addr uint64, v uint32) { seen[addr] = v })
+	if !maps.Equal(seen, want) {
+		t.Fatalf("the map holds %d addresses, want %d (or other values)", len(seen), len(want))
+	}
+}

@@ -126,8 +126,12 @@ const (
 	bitBig  = 1 << 63 // the block is in heapTable.big
 )
 
-// maxFreed is how many frees are remembered.
+// maxFreed is how many frees are remembered: a power of 2, so that the
+// ring goes round with a mask (the constant below does not compile
+// otherwise).
 const maxFreed = 1 << 16
+
+const _ uint = -(maxFreed & (maxFreed - 1))
 
 // maxHandle bounds the handles kept in the handle table: a damaged trace
 // may name any. The blocks of higher handles are found by address.
@@ -218,7 +222,15 @@ func (t *heapTable) put(addr uint64, h, blk uint32, b *block) (old *block, repla
 			t.unlink(ref, addr, true)
 		}
 	}
-	ref := t.newRef()
+	// newRef, without its call where the arena's current chunk has room
+	// and no ref is free, as while a heap grows.
+	var ref uint32
+	if t.freeRefs == 0 && t.refs>>chunkBits < uint32(len(t.arena)) {
+		ref = t.refs
+		t.refs++
+	} else {
+		ref = t.newRef()
+	}
 	// pack, without its call and its test of the block there before: a
 	// ref given out is released, so not in big.
 	lb := t.atw(ref)
@@ -500,6 +512,10 @@ const enterBatch = 4096
 // the order of their addresses (see addrmap.Map.PutAll). It touches
 // neither the arena nor the heap table: it runs on a flight.
 func indexHandles(idx *addrmap.Map, ht *handleTable, e *entering, olds []uint32) []uint32 {
+	// The batch is filled by index, not appended to: the loop then keeps
+	// its length in a register.
+	addrs, refs := slices.Grow(e.addrs[:0], enterBatch)[:enterBatch], slices.Grow(e.refs[:0], enterBatch)[:enterBatch]
+	n := 0
 	for _, c := range ht.chunks {
 		if c.used == 0 {
 			continue
@@ -509,18 +525,17 @@ func indexHandles(idx *addrmap.Map, ht *handleTable, e *entering, olds []uint32)
 			if en.ref1 == 0 {
 				continue
 			}
-			e.addrs = append(e.addrs, en.addr)
-			e.refs = append(e.refs, en.ref1-1)
+			addrs[n], refs[n] = en.addr, en.ref1-1
 			en.ref1 = 0
-			if len(e.addrs) == enterBatch {
-				olds = idx.PutAll(e.addrs, e.refs, olds)
-				e.addrs, e.refs = e.addrs[:0], e.refs[:0]
+			if n++; n == enterBatch {
+				olds = idx.PutAll(addrs, refs, olds)
+				n = 0
 			}
 		}
 		c.used = 0
 	}
-	olds = idx.PutAll(e.addrs, e.refs, olds)
-	e.addrs, e.refs = e.addrs[:0], e.refs[:0]
+	olds = idx.PutAll(addrs[:n], refs[:n], olds)
+	e.addrs, e.refs = addrs[:0], refs[:0]
 	return olds
 }
 
@@ -692,7 +707,7 @@ func (t *heapTable) remember(addr uint64, b *block, freeStack uint64) {
 	}
 	// Field by field: see unpackTo.
 	f.addr, f.size, f.freeStack, f.site, f.api = addr, b.size, freeStack, b.site, b.api
-	t.next = (t.next + 1) % maxFreed
+	t.next = (t.next + 1) & (maxFreed - 1)
 	switch {
 	case t.seen.bits == nil:
 	case t.next == 0:

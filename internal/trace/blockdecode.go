@@ -3,6 +3,7 @@ package trace
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 )
@@ -380,22 +381,38 @@ func (r *blockDecoder) chunkOps(events []Event) (refs, addrs int, ok bool) {
 	// The Events record checked that the ops stream holds a byte for
 	// every event of the run.
 	opBytes := ops.p[ops.i : ops.i+len(events)]
+	// The kinds are counted and checked eight op bytes at a time, by the
+	// bits of their kind in each byte: opFree and opRealloc have bit 1
+	// of the kind set, opAlloc and opRealloc bit 0, and a byte with
+	// neither, or with bit 2, has no event kind.
+	const ones = 0x0101010101010101
+	var bad uint64
+	k := 0
+	for ; k+8 <= len(opBytes); k += 8 {
+		w := binary.LittleEndian.Uint64(opBytes[k:])
+		refs += bits.OnesCount64(w & (ones << (opShift + 1)))
+		addrs += bits.OnesCount64(w & (ones << opShift))
+		bad |= w&(ones<<(opShift+2)) | ^(w|w>>1)&(ones<<opShift)
+	}
+	for _, op := range opBytes[k:] {
+		kind := op >> opShift
+		refs += int(kind >> 1)
+		addrs += int(kind & 1)
+		if kind == 0 || kind > opRealloc {
+			bad = 1
+		}
+	}
+	if bad != 0 {
+		return 0, 0, false // an op byte has no event kind
+	}
 	block, process, thread, time := r.block, r.process, r.thread, r.eventTime
-	var highest byte // the highest op kind less 1, 0xff for kind 0
 	for i, op := range opBytes {
 		e := &events[i]
-		kind := op >> opShift
-		highest = max(highest, kind-1)
-		refs += int(kind >> 1) // opFree and opRealloc
-		addrs += int(kind & 1) // opAlloc and opRealloc
 		// Every field is set once, on its own: e held another event
 		// before, and a struct literal is built on the stack and copied,
 		// which costs more than decoding most events.
-		e.Kind, e.API, e.Block = KindContext+Kind(kind), API(op&apiMask), block
+		e.Kind, e.API, e.Block = KindContext+Kind(op>>opShift), API(op&apiMask), block
 		e.Process, e.Thread, e.Time = process, thread, time
-	}
-	if highest >= opRealloc {
-		return 0, 0, false // an op byte has no event kind
 	}
 	ops.i += len(events)
 	return refs, addrs, true
@@ -598,16 +615,11 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 	}
 	escapes := 0
 	for count > 0 {
-		var n int
+		var n, zeros int
 		start := len(codes)
 		codes = slices.Grow(codes, count) // a depth takes more room
-		n, i, j = shortCodes(codes[start:start+count], stop, p, tails, i, j)
-		codes, count = codes[:start+n], count-n
-		for _, code := range codes[start:] {
-			if code == 0 {
-				escapes++
-			}
-		}
+		n, i, j, zeros = shortCodes(codes[start:start+count], stop, p, tails, i, j)
+		codes, count, escapes = codes[:start+n], count-n, escapes+zeros
 		if count == 0 {
 			break
 		}
@@ -635,16 +647,21 @@ func (r *blockDecoder) chunkCodes(codes []uint64, count int, k int) ([]uint64, i
 
 // shortCodes decodes into codes the next codes of a column from p[i] and
 // its tails from tails[j], up to the first that takes more than three
-// bytes or is stop. It returns how many it decoded, and the positions
-// after them.
-func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, nj int) {
+// bytes or is stop. It returns how many it decoded, the positions after
+// them, and how many of them are 0: escapes to the raw stream, counted
+// here while the codes are in registers.
+func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, nj, zeros int) {
 	// Values of one byte first: stop, an addrSource, is one too.
 	for ; n < len(codes) && i < len(p) && p[i] < 0x80 && uint64(p[i]) != stop; n, i = n+1, i+1 {
-		codes[n] = uint64(p[i])
+		code := p[i]
+		codes[n] = uint64(code)
+		if code == 0 {
+			zeros++
+		}
 	}
 	for ; n < len(codes); n++ {
 		if i >= len(p) {
-			return n, i, j
+			return n, i, j, zeros
 		}
 		low, tail := uint64(p[i]), uint64(0x80) // a tail too long, if there is none
 		if j < len(tails) {
@@ -656,17 +673,20 @@ func shortCodes(codes []uint64, stop uint64, p, tails []byte, i, j int) (n, ni, 
 			// A tail of two bytes, as the steps from fresh memory often
 			// have, or else a value for the caller.
 			if j+1 >= len(tails) || tails[j+1] >= 0x80 {
-				return n, i, j
+				return n, i, j, zeros
 			}
 			v, tailLen = low&0x7f|(tail&0x7f)<<7|uint64(tails[j+1])<<14, 2
 		}
 		if v == stop {
-			return n, i, j
+			return n, i, j, zeros
+		}
+		if v == 0 {
+			zeros++
 		}
 		codes[n] = v
 		i, j = i+1, j+tailLen
 	}
-	return len(codes), i, j
+	return len(codes), i, j, zeros
 }
 
 // event decodes the next event of the current run into e, but for its

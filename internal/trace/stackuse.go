@@ -116,9 +116,14 @@ func (p *stackUsePredictor) update(process, stack, use uint64) {
 // with the slot of a stack that is found left as it is.
 func (p *stackUsePredictor) predictedUses(events []Event, process uint64) {
 	prev := p.prev
+	// The stack of the latest event looked up: its slot holds prev
+	// until another stack is, so an event of the same stack, as where a
+	// program repeats a call, uses prev without a look.
+	last := uint64(0)
 	for k := range events {
 		e := &events[k]
-		if stack := e.Stack; stack != 0 {
+		if stack := e.Stack; stack != 0 && stack != last {
+			last = stack
 			s := &p.slots[stack&(stackUseSlots-1)]
 			if s.stack == stack && s.process == process {
 				prev = s.use
