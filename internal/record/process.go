@@ -532,18 +532,20 @@ func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
 		if words > len(src)-i {
 			break
 		}
-		r := src[i : i+words : i+words]
 		kind := w0 & 0xff
 		var ev *trace.Event
 		switch {
-		case kind == recAlloc && words == recordWords[recAlloc]:
+		case kind == recAlloc && words == allocWords:
+			// As an array, the record's words need no check each.
+			r := (*[allocWords]uint64)(src[i:])
 			seq, tsc, addr, size, inUse := r[1], r[2], r[3], r[4], r[5]
 			if seq != p.nextSeq {
 				return p.ran(s, fromBacklog, i, n)
 			}
 			ev = rec.newEvent(trace.KindAlloc, trace.API(w0>>apiShift&0xff), tsc, w0>>stackShift&0xffffffff)
 			ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
-		case kind == recFree && words == recordWords[recFree]:
+		case kind == recFree && words == freeWords:
+			r := (*[freeWords]uint64)(src[i:])
 			seq, tsc, addr, inUse := r[1], r[2], r[3], r[4]
 			if seq != p.nextSeq {
 				return p.ran(s, fromBacklog, i, n)
@@ -829,9 +831,15 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 // a page.
 const usableSlack = 2 * 4096
 
+const (
+	allocWords = 6
+	freeWords  = 5
+)
+
 // recordWords is how many words the agent writes of each kind of record,
-// at least.
-var recordWords = [...]int{recAlloc: 6, recFree: 5, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
+// at least: allocWords and freeWords for the commonest two, as
+// constants for the drain (run).
+var recordWords = [...]int{recAlloc: allocWords, recFree: freeWords, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
 	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4, recPointers: 3, recSpawn: 5}
 
 // deepest writes a DEEPEST record w of slot s: the call stack of the
