@@ -316,8 +316,8 @@ func (rp *replay) allocInRun(e *trace.Event, run *allocRun) {
 	pt.live(rp.liveBytes, rp.liveBlocks)
 }
 
-// flushRun adds what run's allocations replayed since the last flush add
-// to the totals.
+// flushRun adds to the totals what run's allocations since its last flush
+// add to them.
 func (rp *replay) flushRun(run *allocRun) {
 	if run.n == 0 {
 		return
