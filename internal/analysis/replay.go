@@ -174,6 +174,7 @@ func (rp *replay) eventsOpen(events []trace.Event, id uint64) int {
 	// No call below reads lastTime: it is kept here until the end.
 	lastTime := rp.lastTime
 	n := len(events)
+	var run allocRun
 	for i := range events {
 		e := &events[i]
 		if e.Process != id {
@@ -191,10 +192,26 @@ func (rp *replay) eventsOpen(events []trace.Event, id uint64) int {
 		}
 		switch e.Kind {
 		case trace.KindAlloc:
-			rp.alloc(e, e.Addr, nil)
+			if run.site != nil {
+				if e.Stack == run.stack && e.Thread == run.thread && e.Size != 0 {
+					rp.allocInRun(e, &run)
+					break
+				}
+				rp.endRun(&run)
+			}
+			// An allocation that repeats the stack and thread of the
+			// one before starts a run.
+			if i > 0 && e.Stack == events[i-1].Stack && e.Thread == events[i-1].Thread &&
+				events[i-1].Kind == trace.KindAlloc && e.Size != 0 && rp.startRun(&run, e) {
+				rp.allocInRun(e, &run)
+			} else {
+				rp.alloc(e, e.Addr, nil)
+			}
 		case trace.KindFree:
+			rp.endRun(&run)
 			rp.free(e)
 		case trace.KindRealloc:
+			rp.endRun(&run)
 			rp.realloc(e)
 		}
 		// stackPeaks. The event may have added a thread summary, but
@@ -217,8 +234,125 @@ func (rp *replay) eventsOpen(events []trace.Event, id uint64) int {
 			tl.stackNow = sb
 		}
 	}
+	rp.endRun(&run)
 	rp.lastTime = lastTime
 	return n
+}
+
+// allocRun is a run of allocations in eventsOpen from one stack and one
+// thread, none of 0 bytes, as a program that builds a big heap makes: what
+// they add to their site's, their thread's and the process's totals is
+// summed here and added once, at the end of the run (endRun), not at each.
+//
+// Within a run the live bytes only grow, so the peaks of the process and
+// of the thread, if they move, move last at its latest allocation, and the
+// site's live numbers are those of the process's latest peak until the
+// run adds to them (see touch): adding the sums at the end, with one new
+// epoch if the peak moved, leaves the same numbers as adding at each.
+// Every other event ends the run first, for it may read or change them.
+type allocRun struct {
+	stack  uint64
+	thread uint64 // Event.Thread
+	// site is the run's site, nil if there is no run. It holds while
+	// the run does: only a new site grows proc.Sites, and its event ends
+	// the run. The thread's summary is looked up at each flush, for the
+	// stack sample of the event that ends the run may add a thread.
+	site       *Site
+	siteIndex  int32
+	blockTh    uint32 // threadOf the events
+	n, bytes   uint64 // allocations and bytes not added yet
+	latestTime uint64 // of the latest allocation
+}
+
+// startRun starts a run of the stack and thread of allocation e, which
+// repeats those of the allocation before, if their site counts. It
+// reports whether it did.
+func (rp *replay) startRun(run *allocRun, e *trace.Event) bool {
+	site, ok := rp.sites.get(e.Stack)
+	if !ok || site == uncounted {
+		return false
+	}
+	run.stack, run.thread = e.Stack, e.Thread
+	run.siteIndex, run.site = site, &rp.proc.Sites[site]
+	run.blockTh = threadOf(e)
+	return true
+}
+
+// allocInRun replays allocation e of run as alloc does, but adds to the
+// site's, the thread's and the process's totals only at endRun.
+func (rp *replay) allocInRun(e *trace.Event, run *allocRun) {
+	p := rp.proc
+	rp.allocClock++
+	// Field by field: see alloc.
+	var b block
+	b.size, b.api = e.Size, e.API
+	b.born, b.bornClock, b.thread, b.site = e.Time, rp.allocClock, run.blockTh, run.siteIndex
+	rp.lastAlloc = e.Addr
+	if old, replaced := rp.heap.put(e.Addr, e.Handle, e.Block, &b); replaced {
+		// Rare: release reads what the run has not added yet. The run
+		// goes on from the live numbers release leaves.
+		rp.flushRun(run)
+		rp.release(old)
+		p.Summary.ReplacedBlocks++
+	}
+	run.n++
+	run.bytes += e.Size
+	run.latestTime = e.Time
+	rp.liveBytes += e.Size
+	rp.liveBlocks++
+	cat := &run.site.BySize[categoryOf(e.Size)]
+	cat.Allocations++
+	cat.Bytes += e.Size
+	// Bins is made: the run began after a counted allocation.
+	bin := &p.Bins[binOf(e.Size)]
+	bin.Allocations++
+	bin.Bytes += e.Size
+	sb := &p.Sizes[sizeBucketOf(e.Size)]
+	sb.Allocations++
+	sb.Bytes += e.Size
+	pt := rp.timeline.point(e.Time)
+	pt.Allocations++
+	pt.BytesAllocated += e.Size
+	pt.live(rp.liveBytes, rp.liveBlocks)
+}
+
+// flushRun adds to the totals what run's allocations since its last flush
+// add to them.
+func (rp *replay) flushRun(run *allocRun) {
+	if run.n == 0 {
+		return
+	}
+	s, sum := &rp.proc.Sites[run.siteIndex], &rp.proc.Summary
+	rp.touch(s)
+	s.liveBytes += run.bytes
+	s.liveBlocks += run.n
+	s.Allocations += run.n
+	s.BytesAllocated += run.bytes
+	sum.Allocations += run.n
+	sum.BytesAllocated += run.bytes
+	if run.blockTh != 0 {
+		th := rp.thread(uint64(run.blockTh))
+		th.liveBytes += run.bytes
+		th.Allocations += run.n
+		th.BytesAllocated += run.bytes
+		if th.liveBytes > th.PeakBytes {
+			th.PeakBytes, th.PeakTime = th.liveBytes, run.latestTime
+		}
+	}
+	if rp.liveBytes > sum.PeakBytes {
+		sum.PeakBytes, sum.PeakTime = rp.liveBytes, run.latestTime
+		rp.epoch++
+	}
+	run.n, run.bytes = 0, 0
+}
+
+// endRun flushes run and ends it: the event that comes may grow
+// proc.Sites.
+func (rp *replay) endRun(run *allocRun) {
+	if run.site != nil {
+		rp.flushRun(run)
+		run.site = nil
+	}
 }
 
 // stackSample takes in the stack in use of event e: its thread's, and the
