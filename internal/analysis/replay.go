@@ -330,20 +330,29 @@ func (rp *replay) flushRun(run *allocRun) {
 	s.BytesAllocated += run.bytes
 	sum.Allocations += run.n
 	sum.BytesAllocated += run.bytes
+	var th *ThreadSummary
 	if run.blockTh != 0 {
-		th := rp.thread(uint64(run.blockTh))
+		th = rp.thread(uint64(run.blockTh))
 		th.liveBytes += run.bytes
 		th.Allocations += run.n
 		th.BytesAllocated += run.bytes
-		if th.liveBytes > th.PeakBytes {
-			th.PeakBytes, th.PeakTime = th.liveBytes, run.latestTime
-		}
 	}
-	if rp.liveBytes > sum.PeakBytes {
-		sum.PeakBytes, sum.PeakTime = rp.liveBytes, run.latestTime
+	rp.raisePeaks(th, run.latestTime)
+	run.n, run.bytes = 0, 0
+}
+
+// raisePeaks moves the peaks of thread th (if not nil) and of the process
+// up to their live bytes where those are higher, at time t: after an
+// allocation, or a run of them. A new process peak starts an epoch (see
+// touch).
+func (rp *replay) raisePeaks(th *ThreadSummary, t uint64) {
+	if th != nil && th.liveBytes > th.PeakBytes {
+		th.PeakBytes, th.PeakTime = th.liveBytes, t
+	}
+	if sum := &rp.proc.Summary; rp.liveBytes > sum.PeakBytes {
+		sum.PeakBytes, sum.PeakTime = rp.liveBytes, t
 		rp.epoch++
 	}
-	run.n, run.bytes = 0, 0
 }
 
 // endRun flushes run and ends it: the event that comes may grow
@@ -601,14 +610,8 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	if th != nil {
 		th.Allocations++
 		th.BytesAllocated += e.Size
-		if th.liveBytes > th.PeakBytes {
-			th.PeakBytes, th.PeakTime = th.liveBytes, e.Time
-		}
 	}
-	if rp.liveBytes > sum.PeakBytes {
-		sum.PeakBytes, sum.PeakTime = rp.liveBytes, e.Time
-		rp.epoch++
-	}
+	rp.raisePeaks(th, e.Time)
 	pt := rp.timeline.point(e.Time)
 	pt.Allocations++
 	pt.BytesAllocated += e.Size
