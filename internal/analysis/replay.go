@@ -300,19 +300,28 @@ func (rp *replay) allocInRun(e *trace.Event, run *allocRun) {
 	run.latestTime = e.Time
 	rp.liveBytes += e.Size
 	rp.liveBlocks++
-	cat := &run.site.BySize[categoryOf(e.Size)]
+	rp.countSize(run.site, e.Size, e.Time)
+}
+
+// countSize adds an allocation of size bytes at time t, live already, to
+// its site's and the process's counts by size and to the timeline.
+func (rp *replay) countSize(s *Site, size, t uint64) {
+	p := rp.proc
+	cat := &s.BySize[categoryOf(size)]
 	cat.Allocations++
-	cat.Bytes += e.Size
-	// Bins is made: the run began after a counted allocation.
-	bin := &p.Bins[binOf(e.Size)]
+	cat.Bytes += size
+	if p.Bins == nil {
+		p.Bins = make([]Bin, BinCount)
+	}
+	bin := &p.Bins[binOf(size)]
 	bin.Allocations++
-	bin.Bytes += e.Size
-	sb := &p.Sizes[sizeBucketOf(e.Size)]
+	bin.Bytes += size
+	sb := &p.Sizes[sizeBucketOf(size)]
 	sb.Allocations++
-	sb.Bytes += e.Size
-	pt := rp.timeline.point(e.Time)
+	sb.Bytes += size
+	pt := rp.timeline.point(t)
 	pt.Allocations++
-	pt.BytesAllocated += e.Size
+	pt.BytesAllocated += size
 	pt.live(rp.liveBytes, rp.liveBlocks)
 }
 
@@ -593,29 +602,14 @@ func (rp *replay) alloc(e *trace.Event, addr uint64, prev *block) {
 	}
 	s.Allocations++
 	s.BytesAllocated += e.Size
-	cat := &s.BySize[categoryOf(e.Size)]
-	cat.Allocations++
-	cat.Bytes += e.Size
 	sum.Allocations++
 	sum.BytesAllocated += e.Size
-	if p.Bins == nil {
-		p.Bins = make([]Bin, BinCount)
-	}
-	bin := &p.Bins[binOf(e.Size)]
-	bin.Allocations++
-	bin.Bytes += e.Size
-	sb := &p.Sizes[sizeBucketOf(e.Size)]
-	sb.Allocations++
-	sb.Bytes += e.Size
 	if th != nil {
 		th.Allocations++
 		th.BytesAllocated += e.Size
 	}
 	rp.raisePeaks(th, e.Time)
-	pt := rp.timeline.point(e.Time)
-	pt.Allocations++
-	pt.BytesAllocated += e.Size
-	pt.live(rp.liveBytes, rp.liveBlocks)
+	rp.countSize(s, e.Size, e.Time)
 }
 
 // free replays a free event. A realloc to size 0 is one too.
