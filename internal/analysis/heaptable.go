@@ -34,13 +34,13 @@ type heapTable struct {
 	// released ref goes on the free list (refs + 1; 0 ends it, linked
 	// through liveBlock.size) and is given out again first, so that the
 	// arena's hot part stays small.
-	arena    [][]liveBlock
+	arena    []*arenaChunk
 	shared   []bool // by chunk: the chunk may be another table's too (see clone)
 	refs     uint32 // refs given out so far
 	freeRefs uint32
 	// spare brings the arena's next chunk, made ahead by grow (nil
 	// until the arena is big enough for that to pay).
-	spare chan []liveBlock
+	spare chan *arenaChunk
 	// big holds, by ref, the blocks whose fields do not fit a liveBlock
 	// (see pack): rare, so a map.
 	big map[uint32]block
@@ -108,6 +108,10 @@ type liveBlock struct {
 	// and the flags.
 	bits uint64
 }
+
+// arenaChunk is a chunk of heapTable.arena: an array, not a slice, so
+// that a block is found without loading and checking the chunk's length.
+type arenaChunk [1 << chunkBits]liveBlock
 
 // The fields of liveBlock.bits. A block whose fields do not fit (a size of
 // 4 GiB or more, a thread index past 1,023, more than 62 reallocs, ...) is
@@ -581,7 +585,9 @@ func (t *heapTable) atw(ref uint32) *liveBlock {
 // own makes chunk i of the arena t's own, copying it if it may be shared.
 func (t *heapTable) own(i int) {
 	if i < len(t.shared) && t.shared[i] {
-		t.arena[i] = slices.Clone(t.arena[i])
+		chunk := new(arenaChunk)
+		*chunk = *t.arena[i]
+		t.arena[i] = chunk
 		t.shared[i] = false
 	}
 }
@@ -608,7 +614,7 @@ const spareAfter = 8
 // has spareAfter chunks, the next is made while the replay fills this
 // one, on a core the replay leaves to the decoders.
 func (t *heapTable) grow() {
-	var chunk []liveBlock
+	var chunk *arenaChunk
 	if t.spare != nil {
 		chunk = <-t.spare
 	} else {
@@ -617,16 +623,16 @@ func (t *heapTable) grow() {
 	t.arena = append(t.arena, chunk)
 	if len(t.arena) >= spareAfter {
 		if t.spare == nil {
-			t.spare = make(chan []liveBlock, 1)
+			t.spare = make(chan *arenaChunk, 1)
 		}
-		go func(spare chan<- []liveBlock) { spare <- newChunk() }(t.spare)
+		go func(spare chan<- *arenaChunk) { spare <- newChunk() }(t.spare)
 	}
 }
 
 // newChunk returns a chunk of the arena, its pages mapped.
-func newChunk() []liveBlock {
-	chunk := make([]liveBlock, 1<<chunkBits)
-	prefault(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(chunk))), len(chunk)*int(unsafe.Sizeof(liveBlock{}))))
+func newChunk() *arenaChunk {
+	chunk := new(arenaChunk)
+	prefault(unsafe.Slice((*byte)(unsafe.Pointer(chunk)), unsafe.Sizeof(*chunk)))
 	return chunk
 }
 
@@ -901,10 +907,10 @@ func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 		n += uint64(cap(e.addrs))*8 + uint64(cap(e.refs)+cap(e.olds))*4
 	}
 	for _, chunk := range t.arena {
-		key := unsafe.Pointer(unsafe.SliceData(chunk))
+		key := unsafe.Pointer(chunk)
 		if !counted[key] {
 			counted[key] = true
-			n += uint64(cap(chunk)) * uint64(unsafe.Sizeof(liveBlock{}))
+			n += uint64(unsafe.Sizeof(*chunk))
 		}
 	}
 	return n + idx.HeldBytes(counted)
