@@ -771,27 +771,43 @@ func (t *heapTable) each(f func(addr uint64, b *block)) {
 // changes t.
 func (t *heapTable) eachOf(part, parts int, f func(addr uint64, b *block)) {
 	var b block
+	t.eachRefOf(part, parts, func(addr uint64, ref uint32) {
+		t.unpackTo(&b, ref)
+		f(addr, &b)
+	})
+}
+
+// eachRefOf is eachOf giving each block's ref, for f to read only what it
+// needs of the block (see sizeAt): unpacking all of each was most of the
+// cost of counting a big heap at its end.
+func (t *heapTable) eachRefOf(part, parts int, f func(addr uint64, ref uint32)) {
 	if t.index != nil {
-		t.index.EachOf(part, parts, func(addr uint64, ref uint32) {
-			t.unpackTo(&b, ref)
-			f(addr, &b)
-		})
+		t.index.EachOf(part, parts, f)
 	}
 	if part != 0 {
 		return
 	}
 	t.handles.each(func(r uint32, addr uint64) {
 		if t.at(r-1).bits&bitLive != 0 {
-			t.unpackTo(&b, r-1)
-			f(addr, &b)
+			f(addr, r-1)
 		}
 	})
 	for _, s := range t.strays {
 		if t.at(s.ref).bits&bitLive != 0 {
-			t.unpackTo(&b, s.ref)
-			f(s.addr, &b)
+			f(s.addr, s.ref)
 		}
 	}
+}
+
+// sizeAt returns the size, birth and site of the live block at ref: the
+// fields of a block that its count at the end reads (keptPart.take).
+func (t *heapTable) sizeAt(ref uint32) (size, born uint64, site int32) {
+	lb := t.at(ref)
+	if lb.bits&bitBig != 0 {
+		b := t.big[ref]
+		return b.size, b.born, b.site
+	}
+	return uint64(lb.size), lb.born, lb.site
 }
 
 // update calls f on every live block, which it may change.
