@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 
 	"github.com/memtrail/memtrail/internal/analysis"
 	"github.com/memtrail/memtrail/internal/report"
@@ -22,9 +25,16 @@ import (
 // live blocks more closely.
 const analysisGCPercent = 50
 
+// analysisGCFloor is the heap below which the garbage collector does not
+// collect while memtrail report runs (unless GOGC is set): an analysis's
+// heap mostly grows, and at analysisGCPercent one that grows from nothing
+// to a hundred megabytes is collected a dozen times on the way, at 3, 4,
+// 6, 9 MB..., each collection scanning all that is live.
+const analysisGCFloor = 64 << 20
+
 func reportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(analysisGCPercent))
+		defer floorGC(analysisGCPercent, analysisGCFloor)()
 	}
 	fs := newFlags("report", "[options] trace", "memtrail report -view leaks -from 2s -to 3s prog.mtr", stderr)
 	asJSON := fs.Bool("json", false, "write the report as JSON")
@@ -161,3 +171,39 @@ func writeHTML(trace string, id report.ProcessID, path string) (int, error) {
 	}
 	return 0, nil
 }
+
+// floorGC makes the garbage collector keep the heap at most percent above
+// what is live, as GOGC does, but let it reach floor bytes before it
+// collects; the returned func puts GOGC back. After each collection it
+// sets the GOGC that makes the next one come at floor, or at percent if
+// that comes later.
+func floorGC(percent int, floor uint64) (restore func()) {
+	var done atomic.Bool
+	// Before the first collection, the runtime collects at 4 MB times
+	// GOGC / 100.
+	before := debug.SetGCPercent(max(percent, int(floor/(4<<20)*100)))
+	var rearm func(*gcMark)
+	rearm = func(*gcMark) {
+		if done.Load() {
+			return
+		}
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(live)
+		p := percent
+		if n := live[0].Value.Uint64(); n > 0 && n < floor {
+			p = max(percent, int((floor-n)*100/n))
+		}
+		debug.SetGCPercent(p)
+		runtime.SetFinalizer(new(gcMark), rearm)
+	}
+	runtime.SetFinalizer(new(gcMark), rearm)
+	return func() {
+		done.Store(true)
+		debug.SetGCPercent(before)
+	}
+}
+
+// gcMark is an object whose finalizer runs after the collection that finds
+// it unreachable. Not a tiny object: those share their memory, and their
+// finalizers may never run.
+type gcMark struct{ _ [16]byte }

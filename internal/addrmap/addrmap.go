@@ -73,6 +73,22 @@ type Map struct {
 		slot uint64
 		rank int
 	}
+	// gone holds the blocks that Removes took out of one page, its
+	// number + 1 in key (0: none) and its index in p, whose values are
+	// still in the page's vals: at the slots set in slots, n of them.
+	// The page's vals are then in the order of its starts and these
+	// slots together. A program that frees in address order frees the
+	// blocks of a page one after the other, and closing each gap at
+	// once moved a quarter of the page's values each time, on average:
+	// the gaps close together, in one pass, when a Remove goes to
+	// another page or a run is put into this one (closeGaps). A Put
+	// at a gone slot takes its place back without moving any.
+	gone struct {
+		key   uint64
+		p     uint32
+		n     int
+		slots [idxPageSlots / 64]uint64
+	}
 }
 
 const nearChunks = 64
@@ -103,6 +119,17 @@ func (pg *indexPage) rank(slot uint64) (int, bool) {
 	r := bits.OnesCount64(pg.starts[w] & (bit - 1))
 	for _, s := range pg.starts[:w] {
 		r += bits.OnesCount64(s)
+	}
+	return r, pg.starts[w]&bit != 0
+}
+
+// rankGone is rank for the page whose gone slots are gone (Map.gone):
+// their values are still in vals.
+func (pg *indexPage) rankGone(slot uint64, gone *[idxPageSlots / 64]uint64) (int, bool) {
+	w, bit := slot/64, uint64(1)<<(slot%64)
+	r := bits.OnesCount64((pg.starts[w] | gone[w]) & (bit - 1))
+	for i := range w {
+		r += bits.OnesCount64(pg.starts[i] | gone[i])
 	}
 	return r, pg.starts[w]&bit != 0
 }
@@ -194,7 +221,12 @@ func (x *Map) Find(addr uint64) (uint32, bool) {
 		// lives: no need to count the blocks before.
 		return 0, false
 	}
-	r, _ := pg.rank(slot)
+	var r int
+	if g := &x.gone; g.key == addr>>idxPageBits+1 {
+		r, _ = pg.rankGone(slot, &g.slots)
+	} else {
+		r, _ = pg.rank(slot)
+	}
 	return pg.vals[r], true
 }
 
@@ -215,9 +247,22 @@ func (x *Map) Put(addr uint64, v uint32) (old uint32, existed bool) {
 		}
 		pg := x.atw(p)
 		slot := slotOf(addr)
-		r, had := pg.rank(slot)
+		var r int
+		var had bool
+		g := &x.gone
+		if g.key == key+1 {
+			r, had = pg.rankGone(slot, &g.slots)
+		} else {
+			r, had = pg.rank(slot)
+		}
 		if had {
 			old, existed = pg.vals[r], true
+			pg.vals[r] = v
+		} else if w, bit := slot/64, uint64(1)<<(slot%64); g.key == key+1 && g.slots[w]&bit != 0 {
+			// A gone slot: its place in vals is there still.
+			g.slots[w] &^= bit
+			g.n--
+			pg.starts[w] |= bit
 			pg.vals[r] = v
 		} else {
 			pg.starts[slot/64] |= 1 << (slot % 64)
@@ -270,6 +315,9 @@ func (x *Map) PutAll(addrs []uint64, vals []uint32, olds []uint32) []uint32 {
 		// 2. Merge the run into the page, unless the page has one of its
 		// addresses already (only a damaged trace does that): then Put
 		// tells which.
+		if x.gone.key == key+1 {
+			x.closeGaps()
+		}
 		p, ok := x.page(key)
 		if !ok {
 			p = x.newPage(key)
@@ -393,41 +441,115 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 	if pg.starts[w]&bit == 0 {
 		return 0, false
 	}
+	g := &x.gone
+	if g.key != key+1 {
+		x.closeGaps()
+		g.key, g.p = key+1, p
+		pg = x.at(p) // closeGaps may have copied its run (see atw)
+	}
 	var r int
 	// The blocks from the one removed last up to slot, if that was a
-	// little below it: in its word, or the word before.
+	// little below it: in its word, or the word before. Its value is
+	// still in vals, a gone slot.
 	if rm := &x.removed; rm.key == key+1 && rm.slot < slot && rm.slot/64+1 >= w {
 		if rm.slot/64 == w {
-			r = rm.rank + bits.OnesCount64(pg.starts[w]&(bit-1)>>(rm.slot%64))
+			r = rm.rank + bits.OnesCount64((pg.starts[w]|g.slots[w])&(bit-1)>>(rm.slot%64))
 		} else {
-			r = rm.rank + bits.OnesCount64(pg.starts[w-1]>>(rm.slot%64)) + bits.OnesCount64(pg.starts[w]&(bit-1))
+			r = rm.rank + bits.OnesCount64((pg.starts[w-1]|g.slots[w-1])>>(rm.slot%64)) +
+				bits.OnesCount64((pg.starts[w]|g.slots[w])&(bit-1))
 		}
 	} else {
-		r, _ = pg.rank(slot)
+		r, _ = pg.rankGone(slot, &g.slots)
 	}
 	if run := p >> pageRunBits; int(run) < len(x.shared) && x.shared[run] {
 		pg = x.atw(p) // a copy of its own, as atw makes
 	}
 	old = pg.vals[r]
-	pg.starts[slot/64] &^= 1 << (slot % 64)
-	// Close the gap from the nearer end: a program that frees its blocks
-	// in address order takes them from the front of each page, and
-	// moving all the values after each would cost the square of the
-	// page's blocks. The values' memory before the new front is the
-	// page's until it grows again.
-	if n := len(pg.vals); r < n/2 {
-		copy(pg.vals[1:r+1], pg.vals[:r])
-		pg.vals = pg.vals[1:]
-	} else {
-		copy(pg.vals[r:], pg.vals[r+1:])
-		pg.vals = pg.vals[:n-1]
-	}
+	pg.starts[w] &^= bit
+	g.slots[w] |= bit
+	g.n++
 	x.n--
 	x.removed.key, x.removed.slot, x.removed.rank = key+1, slot, r
-	if len(pg.vals) == 0 {
+	if g.n == len(pg.vals) {
+		// Every value left is gone.
+		pg.vals = pg.vals[:0]
+		g.key, g.n, g.slots = 0, 0, [idxPageSlots / 64]uint64{}
 		x.freePage(key, p)
 	}
 	return old, true
+}
+
+// closeGaps takes the values of the gone slots out of their page's vals
+// (see Map.gone).
+func (x *Map) closeGaps() {
+	g := &x.gone
+	if g.n == 0 {
+		// None, or each taken back by a Put.
+		g.key = 0
+		return
+	}
+	pg := x.atw(g.p)
+	// The words below the lowest gone slot have none: their values stay.
+	lo := 0
+	for g.slots[lo] == 0 {
+		lo++
+	}
+	r := 0
+	for _, s := range pg.starts[:lo] {
+		r += bits.OnesCount64(s)
+	}
+	if g.n == 1 {
+		r += bits.OnesCount64(pg.starts[lo] & (g.slots[lo] - 1))
+		pg.vals = removeVal(pg.vals, r)
+		g.slots[lo] = 0
+	} else if n := len(pg.vals); g.n*gapCost < n-r {
+		// A few gaps in many values, as a program that frees here and
+		// there makes: each closed apart from the nearer end of vals,
+		// the highest first, so that the ranks below it hold.
+		for i := len(g.slots) - 1; i >= lo; i-- {
+			for g.slots[i] != 0 {
+				top := uint64(63 - bits.LeadingZeros64(g.slots[i]))
+				r, _ := pg.rankGone(uint64(i)*64+top, &g.slots)
+				pg.vals = removeVal(pg.vals, r)
+				g.slots[i] &^= 1 << top
+			}
+		}
+	} else {
+		// Each live value from the lowest gap up moves down to w, from
+		// its rank among the live and gone slots together.
+		w := r
+		vals := pg.vals
+		for i := lo; i < len(pg.starts); i++ {
+			u := pg.starts[i] | g.slots[i]
+			for live := pg.starts[i]; live != 0; live &= live - 1 {
+				vals[w] = vals[r+bits.OnesCount64(u&(live&-live-1))]
+				w++
+			}
+			r += bits.OnesCount64(u)
+		}
+		pg.vals = vals[:w]
+		clear(g.slots[lo:])
+	}
+	g.key, g.n = 0, 0
+	x.removed.key = 0
+}
+
+// gapCost is about what closing a gap apart costs (removeVal), in
+// values moved by closeGaps' pass over the page.
+const gapCost = 4
+
+// removeVal takes vals[r] out of vals, moving the values on the nearer
+// side of it: a program that frees its blocks in address order takes
+// them from the front of each page, and moving all the values after each
+// would cost the square of the page's blocks. The values' memory before
+// the new front is the page's until it grows again.
+func removeVal(vals []uint32, r int) []uint32 {
+	if n := len(vals); r < n/2 {
+		copy(vals[1:r+1], vals[:r])
+		return vals[1:]
+	}
+	copy(vals[r:], vals[r+1:])
+	return vals[:len(vals)-1]
 }
 
 // newPage adds the page of number key, which has none, and returns its
@@ -522,8 +644,13 @@ func (x *Map) EachOf(part, parts int, f func(addr uint64, v uint32)) {
 			if p == 0 {
 				continue
 			}
-			base := (ck<<idxChunkBits | uint64(i)) << idxPageBits
+			key := ck<<idxChunkBits | uint64(i)
+			base := key << idxPageBits
 			pg := x.at(p - 1)
+			if x.gone.key == key+1 {
+				pg.eachGone(base, &x.gone.slots, f)
+				continue
+			}
 			r := 0
 			for w, s := range pg.starts {
 				for s != 0 {
@@ -540,6 +667,21 @@ func (x *Map) EachOf(part, parts int, f func(addr uint64, v uint32)) {
 	}
 	for addr, v := range x.odd {
 		f(addr, v)
+	}
+}
+
+// eachGone calls f with every address of pg, the page of address base
+// whose gone slots are gone (see Map.gone), and its value.
+func (pg *indexPage) eachGone(base uint64, gone *[idxPageSlots / 64]uint64, f func(addr uint64, v uint32)) {
+	r := 0
+	for w, s := range pg.starts {
+		for u := s | gone[w]; u != 0; u &= u - 1 {
+			if s&u&-u != 0 {
+				slot := uint64(w*64 + bits.TrailingZeros64(u))
+				f(base|slot<<idxAlignBits, pg.vals[r])
+			}
+			r++
+		}
 	}
 }
 

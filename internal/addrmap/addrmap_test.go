@@ -1,6 +1,7 @@
 package addrmap
 
 import (
+	"fmt"
 	"maps"
 	"math/rand"
 	"testing"
@@ -419,5 +420,95 @@ func TestRemoveUpwards(t *testing.T) {
 	x.Each(func(addr uint64, v uint32) { seen[addr] = v })
 	if !maps.Equal(seen, want) {
 		t.Fatalf("the map holds %d addresses, want %d (or other values)", len(seen), len(want))
+	}
+}
+
+// TestGoneSlots checks a page while the values of the blocks removed from
+// it are still in its vals (Map.gone): frees in address order, mixed with
+// lookups, puts at the slots just freed and at others, runs put into the
+// page, clones that go on apart, and the page emptied; each against a map,
+// and the whole map gone over with Each and EachOf after every change.
+func TestGoneSlots(t *testing.T) {
+	const base = 0x55_0000_0000
+	r := rand.New(rand.NewSource(3))
+	type table struct {
+		x    Map
+		want map[uint64]uint32
+	}
+	check := func(step int, name string, tb *table) {
+		t.Helper()
+		got := map[uint64]uint32{}
+		tb.x.Each(func(addr uint64, v uint32) { got[addr] = v })
+		for part := range 2 {
+			tb.x.EachOf(part, 2, func(addr uint64, v uint32) {
+				if got[addr] != v {
+					t.Fatalf("step %d, %s: EachOf gave %#x = %d, Each %d", step, name, addr, v, got[addr])
+				}
+			})
+		}
+		if !maps.Equal(got, tb.want) || tb.x.Len() != len(tb.want) {
+			t.Fatalf("step %d, %s: %d values (Len %d), want %d (or other values)", step, name, len(got), tb.x.Len(), len(tb.want))
+		}
+		for addr, v := range tb.want {
+			if got, ok := tb.x.Find(addr); !ok || got != v {
+				t.Fatalf("step %d, %s: find(%#x) = %d, %v; want %d", step, name, addr, got, ok, v)
+			}
+		}
+	}
+	tables := []*table{{want: map[uint64]uint32{}}}
+	for step := range 3000 {
+		tb := tables[r.Intn(len(tables))]
+		page := base + uint64(r.Intn(3))<<idxPageBits
+		v := uint32(step)
+		switch k := r.Intn(12); {
+		case k < 2: // fill the page, every other slot or every one
+			stride := uint64(1 + r.Intn(2))
+			for i := uint64(0); i < idxPageSlots; i += stride {
+				tb.x.Put(page+i*8, v)
+				tb.want[page+i*8] = v
+			}
+		case k < 7: // free a stretch of it upwards
+			from := uint64(r.Intn(idxPageSlots))
+			for i := from; i < min(from+uint64(r.Intn(100)), idxPageSlots); i += uint64(1 + r.Intn(2)) {
+				addr := page + i*8
+				w, wok := tb.want[addr]
+				if old, ok := tb.x.Remove(addr); ok != wok || ok && old != w {
+					t.Fatalf("step %d: remove(%#x) = %d, %v; want %d, %v", step, addr, old, ok, w, wok)
+				}
+				delete(tb.want, addr)
+			}
+		case k < 9: // put one, often where a block was just freed
+			addr := page + uint64(r.Intn(idxPageSlots))*8
+			w, wok := tb.want[addr]
+			if old, ok := tb.x.Put(addr, v); ok != wok || ok && old != w {
+				t.Fatalf("step %d: put(%#x) = %d, %v; want %d, %v", step, addr, old, ok, w, wok)
+			}
+			tb.want[addr] = v
+		case k < 10: // a run
+			addr := page + uint64(r.Intn(idxPageSlots))*8
+			var addrs []uint64
+			var vals []uint32
+			for i := range 2 + r.Intn(20) {
+				addrs = append(addrs, addr)
+				vals = append(vals, v+uint32(i)<<20)
+				addr += uint64(1+r.Intn(3)) * 8
+			}
+			tb.x.PutAll(addrs, vals, nil)
+			for i, a := range addrs {
+				tb.want[a] = vals[i]
+			}
+		case k < 11: // empty the page
+			for i := range uint64(idxPageSlots) {
+				tb.x.Remove(page + i*8)
+				delete(tb.want, page+i*8)
+			}
+		default:
+			if len(tables) < 4 {
+				tables = append(tables, &table{x: tb.x.Clone(), want: maps.Clone(tb.want)})
+			}
+		}
+		for i, tb := range tables {
+			check(step, fmt.Sprintf("table %d", i), tb)
+		}
 	}
 }

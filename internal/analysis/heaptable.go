@@ -34,13 +34,13 @@ type heapTable struct {
 	// released ref goes on the free list (refs + 1; 0 ends it, linked
 	// through liveBlock.size) and is given out again first, so that the
 	// arena's hot part stays small.
-	arena    [][]liveBlock
+	arena    []*arenaChunk
 	shared   []bool // by chunk: the chunk may be another table's too (see clone)
 	refs     uint32 // refs given out so far
 	freeRefs uint32
 	// spare brings the arena's next chunk, made ahead by grow (nil
 	// until the arena is big enough for that to pay).
-	spare chan []liveBlock
+	spare chan *arenaChunk
 	// big holds, by ref, the blocks whose fields do not fit a liveBlock
 	// (see pack): rare, so a map.
 	big map[uint32]block
@@ -108,6 +108,10 @@ type liveBlock struct {
 	// and the flags.
 	bits uint64
 }
+
+// arenaChunk is a chunk of heapTable.arena: an array, not a slice, so
+// that a block is found without loading and checking the chunk's length.
+type arenaChunk [1 << chunkBits]liveBlock
 
 // The fields of liveBlock.bits. A block whose fields do not fit (a size of
 // 4 GiB or more, a thread index past 1,023, more than 62 reallocs, ...) is
@@ -581,7 +585,9 @@ func (t *heapTable) atw(ref uint32) *liveBlock {
 // own makes chunk i of the arena t's own, copying it if it may be shared.
 func (t *heapTable) own(i int) {
 	if i < len(t.shared) && t.shared[i] {
-		t.arena[i] = slices.Clone(t.arena[i])
+		chunk := new(arenaChunk)
+		*chunk = *t.arena[i]
+		t.arena[i] = chunk
 		t.shared[i] = false
 	}
 }
@@ -608,7 +614,7 @@ const spareAfter = 8
 // has spareAfter chunks, the next is made while the replay fills this
 // one, on a core the replay leaves to the decoders.
 func (t *heapTable) grow() {
-	var chunk []liveBlock
+	var chunk *arenaChunk
 	if t.spare != nil {
 		chunk = <-t.spare
 	} else {
@@ -617,16 +623,16 @@ func (t *heapTable) grow() {
 	t.arena = append(t.arena, chunk)
 	if len(t.arena) >= spareAfter {
 		if t.spare == nil {
-			t.spare = make(chan []liveBlock, 1)
+			t.spare = make(chan *arenaChunk, 1)
 		}
-		go func(spare chan<- []liveBlock) { spare <- newChunk() }(t.spare)
+		go func(spare chan<- *arenaChunk) { spare <- newChunk() }(t.spare)
 	}
 }
 
 // newChunk returns a chunk of the arena, its pages mapped.
-func newChunk() []liveBlock {
-	chunk := make([]liveBlock, 1<<chunkBits)
-	prefault(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(chunk))), len(chunk)*int(unsafe.Sizeof(liveBlock{}))))
+func newChunk() *arenaChunk {
+	chunk := new(arenaChunk)
+	prefault(unsafe.Slice((*byte)(unsafe.Pointer(chunk)), unsafe.Sizeof(*chunk)))
 	return chunk
 }
 
@@ -765,27 +771,43 @@ func (t *heapTable) each(f func(addr uint64, b *block)) {
 // changes t.
 func (t *heapTable) eachOf(part, parts int, f func(addr uint64, b *block)) {
 	var b block
+	t.eachRefOf(part, parts, func(addr uint64, ref uint32) {
+		t.unpackTo(&b, ref)
+		f(addr, &b)
+	})
+}
+
+// eachRefOf is eachOf giving each block's ref, for f to read only what it
+// needs of the block (see sizeAt): unpacking all of each was most of the
+// cost of counting a big heap at its end.
+func (t *heapTable) eachRefOf(part, parts int, f func(addr uint64, ref uint32)) {
 	if t.index != nil {
-		t.index.EachOf(part, parts, func(addr uint64, ref uint32) {
-			t.unpackTo(&b, ref)
-			f(addr, &b)
-		})
+		t.index.EachOf(part, parts, f)
 	}
 	if part != 0 {
 		return
 	}
 	t.handles.each(func(r uint32, addr uint64) {
 		if t.at(r-1).bits&bitLive != 0 {
-			t.unpackTo(&b, r-1)
-			f(addr, &b)
+			f(addr, r-1)
 		}
 	})
 	for _, s := range t.strays {
 		if t.at(s.ref).bits&bitLive != 0 {
-			t.unpackTo(&b, s.ref)
-			f(s.addr, &b)
+			f(s.addr, s.ref)
 		}
 	}
+}
+
+// sizeAt returns the size, birth and site of the live block at ref: the
+// fields of a block that its count at the end reads (keptPart.take).
+func (t *heapTable) sizeAt(ref uint32) (size, born uint64, site int32) {
+	lb := t.at(ref)
+	if lb.bits&bitBig != 0 {
+		b := t.big[ref]
+		return b.size, b.born, b.site
+	}
+	return uint64(lb.size), lb.born, lb.site
 }
 
 // update calls f on every live block, which it may change.
@@ -901,10 +923,10 @@ func (t *heapTable) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 		n += uint64(cap(e.addrs))*8 + uint64(cap(e.refs)+cap(e.olds))*4
 	}
 	for _, chunk := range t.arena {
-		key := unsafe.Pointer(unsafe.SliceData(chunk))
+		key := unsafe.Pointer(chunk)
 		if !counted[key] {
 			counted[key] = true
-			n += uint64(cap(chunk)) * uint64(unsafe.Sizeof(liveBlock{}))
+			n += uint64(unsafe.Sizeof(*chunk))
 		}
 	}
 	return n + idx.HeldBytes(counted)

@@ -55,12 +55,13 @@ func (s *lifetimeScale) bucket(ns uint64) int {
 	if ns < s.unit {
 		return 0 // most lifetimes
 	}
-	d := bits.Len64(ns) - s.unitLen
+	// Unsigned, so that the halves are shifts: ns ≥ unit, so d ≥ 0.
+	d := uint(bits.Len64(ns) - s.unitLen)
 	low, high := min((d+1)/2, LifetimeBuckets-1), min((d+2)/2, LifetimeBuckets-1)
 	if high != low && ns >= s.starts[high] {
-		return high
+		return int(high)
 	}
-	return low
+	return int(low)
 }
 
 // allocsBucket returns the bucket of an object with n allocations between
@@ -73,7 +74,7 @@ func log4Bucket(v uint64) int {
 	if v == 0 {
 		return 0
 	}
-	return min((bits.Len64(v)+1)/2, LifetimeBuckets-1)
+	return int(min(uint(bits.Len64(v)+1)/2, LifetimeBuckets-1))
 }
 
 // BucketStart returns the least value of bucket i of a lifetime

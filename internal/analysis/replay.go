@@ -948,7 +948,7 @@ func (rp *replay) keptAndLive(newIndex []int32, end uint64) {
 			k.bySite = make([][SizeCategories]SizeCount, len(p.Sites))
 		}
 		each := func() {
-			rp.heap.eachOf(i, parts, func(addr uint64, b *block) { k.take(rp, addr, b, newIndex, end) })
+			rp.heap.eachRefOf(i, parts, func(addr uint64, ref uint32) { k.take(rp, addr, ref, newIndex, end) })
 		}
 		if parts == 1 {
 			each()
@@ -1005,40 +1005,50 @@ type keptPart struct {
 	bigger, older topObjects
 }
 
-// take counts block b, live at addr at the end (end, in ns since time
-// zero), in k. newIndex is where each site went (sortSites).
-func (k *keptPart) take(rp *replay, addr uint64, b *block, newIndex []int32, end uint64) {
-	if b.site == uncounted {
+// take counts the block of ref, live at addr at the end (end, in ns since
+// time zero), in k. newIndex is where each site went (sortSites).
+func (k *keptPart) take(rp *replay, addr uint64, ref uint32, newIndex []int32, end uint64) {
+	size, born, site := rp.heap.sizeAt(ref)
+	if site == uncounted {
 		return
 	}
-	b.site = newIndex[b.site]
+	site = newIndex[site]
 	var cat *SizeCount
 	if k.bySite != nil {
-		cat = &k.bySite[b.site][categoryOf(b.size)]
+		cat = &k.bySite[site][categoryOf(size)]
 	} else {
-		cat = &k.sites[b.site].BySize[categoryOf(b.size)]
+		cat = &k.sites[site].BySize[categoryOf(size)]
 	}
-	cat.KeptBytes += b.size
+	cat.KeptBytes += size
 	cat.KeptBlocks++
 	if k.bins == nil {
 		k.bins = make([]Bin, BinCount)
 	}
-	bin := &k.bins[binOf(b.size)]
-	bin.KeptBytes += b.size
+	bin := &k.bins[binOf(size)]
+	bin.KeptBytes += size
 	bin.KeptBlocks++
 	// Most blocks rank in neither list: only those that may are
 	// made objects, which costs more than the rest of this. The
 	// keys are the size and the age (HeapObject.Age).
 	age := uint64(0)
-	if end > b.born {
-		age = end - b.born
+	if end > born {
+		age = end - born
 	}
-	if o := k.bigger.placeUnique(b.size, b.born, addr); o != nil {
-		rp.objectTo(o, addr, b, 0)
+	if o := k.bigger.placeUnique(size, born, addr); o != nil {
+		k.objectTo(rp, o, addr, ref, site)
 	}
-	if o := k.older.placeUnique(age, b.born, addr); o != nil {
-		rp.objectTo(o, addr, b, 0)
+	if o := k.older.placeUnique(age, born, addr); o != nil {
+		k.objectTo(rp, o, addr, ref, site)
 	}
+}
+
+// objectTo writes the object of the block of ref, live at addr at the
+// end, to o, with its site's new index.
+func (k *keptPart) objectTo(rp *replay, o *HeapObject, addr uint64, ref uint32, site int32) {
+	var b block
+	rp.heap.unpackTo(&b, ref)
+	b.site = site
+	rp.objectTo(o, addr, &b, 0)
 }
 
 // sortSites puts the sites in order — the process's own by stack ID, then
