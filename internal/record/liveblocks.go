@@ -207,8 +207,7 @@ func (pg *tablePage) own() {
 //
 // A block an allocator carves after the latest one carved, in the page
 // found last, goes at the end of its page's sizes: that takes no rank and
-// no check for a place already there, and keeps put's own work in
-// registers; the rest is putAny's.
+// no check for a place already there.
 func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 	if addr > t.carved && addr^t.carved < 1<<tablePageBits && addr>>tablePageBits+1 == t.lastKey[0] &&
 		addr&(1<<tableSlotBits-1) == 0 && size < deadBlock {
@@ -223,13 +222,6 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 			return 0, false
 		}
 	}
-	return t.putAny(addr, size)
-}
-
-// putAny is put for any block.
-//
-//go:noinline
-func (t *blockTable) putAny(addr, size uint64) (old uint64, existed bool) {
 	if addr&(1<<tableSlotBits-1) != 0 {
 		if t.odd == nil {
 			t.odd = make(map[uint64]uint64)
