@@ -18,11 +18,21 @@ import (
 // records cut by the ring's end, bursts that are spilled to the backlog,
 // and records of other kinds between them, drains them, and checks that
 // the trace holds the events in sequence order and the live set the
-// blocks a map says.
+// blocks a map says. Events have call stacks, most of them one seen
+// before, some a new one: its nodes must be in the trace before the
+// event that names it. In rings of 64 KiB, runs are longer than the
+// drain's buffer of events (runEvents).
 func TestDrainOrder(t *testing.T) {
+	t.Run("small", func(t *testing.T) { testDrainOrder(t, 4096, 48, 400) })
+	t.Run("long", func(t *testing.T) { testDrainOrder(t, 64<<10, 4*runEvents, 30) })
+}
+
+// testDrainOrder is TestDrainOrder with rings of ringSize bytes and
+// batches (drains) of up to maxRun records a thread.
+func testDrainOrder(t *testing.T, ringSize uint64, maxRun, batches int) {
 	path := filepath.Join(t.TempDir(), "order.mtr")
 	rec, err := newRecorder(Options{Output: path, Args: []string{"order"}, Log: io.Discard,
-		TimeUnit: DefaultTimeUnit, MaxFrames: 8, RingSize: 4096, Threads: 2})
+		TimeUnit: DefaultTimeUnit, MaxFrames: 8, RingSize: ringSize, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +41,7 @@ func TestDrainOrder(t *testing.T) {
 	defer rec.symbols.close()
 	// Rings of 512 words: a batch of up to 48 records a thread fills
 	// more than half of one, which is spilled.
-	r, err := newRegion(regionConfig{slots: 2, firstRing: 4096, ringSize: 4096, nodeCap: 64, maxFrames: 8}, os.Getpid())
+	r, err := newRegion(regionConfig{slots: 2, firstRing: ringSize, ringSize: ringSize, nodeCap: 64, maxFrames: 8}, os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,44 +69,57 @@ func TestDrainOrder(t *testing.T) {
 		*r.u32(r.slotOff(slot) + slotState) = slotOwned
 		put(slot, recThread|4<<8, seq, 0, uint64(100+slot))
 	}
+	// Call-stack nodes 1 to 63, each a child of the one before it or of
+	// none, as the agent adds them.
+	for id := uint64(1); id < 64; id++ {
+		off := r.nodesOffset + id*nodeBytes
+		*r.u32(off + nodeParent) = uint32(id / 2)
+		*r.u64(off + nodeOffset) = 0x1000 + id
+	}
+	*r.u64(hdrNodeCount) = 63
 
 	type event struct {
 		kind       trace.Kind
 		thread     uint64
 		addr, size uint64
+		stack      uint64
 	}
 	var want []event
 	live := map[uint64]uint64{}
 	rnd := rand.New(rand.NewSource(3))
 	next := uint64(0x7000_0000)
-	for batch := range 400 {
+	for batch := range batches {
 		count := [2]int{}
 		slot := 0
-		for count[0] < 48 && count[1] < 48 {
-			switch rnd.Intn(8) { // runs of a thread, or a switch
+		for count[0] < maxRun && count[1] < maxRun {
+			switch rnd.Intn(8 * maxRun / 48) { // runs of a thread, or a switch
 			case 0, 1:
 				slot = rnd.Intn(2)
 			}
 			count[slot]++
+			stack := uint64(1 + batch%40) // a new one at times, in the middle of a run
+			if rnd.Intn(4) == 0 {
+				stack = uint64(1 + rnd.Intn(63))
+			}
 			switch op := rnd.Intn(16); {
 			case op == 0:
 				put(slot, recSkip|2<<8, seq)
 			case op < 9 || len(live) == 0:
 				size := uint64(16 + rnd.Intn(200))
-				put(slot, recAlloc|6<<8|1<<apiShift, seq, 0, next, size, 0)
-				want = append(want, event{kind: trace.KindAlloc, thread: uint64(slot + 1), addr: next, size: size})
+				put(slot, recAlloc|6<<8|1<<apiShift|stack<<stackShift, seq, 0, next, size, 0)
+				want = append(want, event{kind: trace.KindAlloc, thread: uint64(slot + 1), addr: next, size: size, stack: stack})
 				live[next] = size
 				next += (size + 31) &^ 15
 			default:
 				addrs := slices.Sorted(maps.Keys(live))
 				a := addrs[rnd.Intn(len(addrs))]
-				put(slot, recFree|5<<8|5<<apiShift, seq, 0, a, 0)
-				want = append(want, event{kind: trace.KindFree, thread: uint64(slot + 1), addr: a})
+				put(slot, recFree|5<<8|5<<apiShift|stack<<stackShift, seq, 0, a, 0)
+				want = append(want, event{kind: trace.KindFree, thread: uint64(slot + 1), addr: a, stack: stack})
 				delete(live, a)
 			}
 		}
 		publish()
-		p.drain(rec, batch == 399)
+		p.drain(rec, batch == batches-1)
 		if p.damaged != "" {
 			t.Fatalf("batch %d: %s", batch, p.damaged)
 		}
@@ -126,6 +149,7 @@ func TestDrainOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []event
+	nodes := map[uint64]bool{}
 	for {
 		rec, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -134,9 +158,19 @@ func TestDrainOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if rec.Kind == trace.KindStackNode {
+			n := rec.StackNode
+			if nodes[n.ID] || n.Parent != n.ID/2 || n.Parent != 0 && !nodes[n.Parent] {
+				t.Fatalf("stack node %d of parent %d: written before, or its parent not", n.ID, n.Parent)
+			}
+			nodes[n.ID] = true
+		}
 		if rec.Kind == trace.KindAlloc || rec.Kind == trace.KindFree {
 			e := rec.Event
-			ev := event{kind: e.Kind, thread: e.Thread, addr: e.Addr}
+			if !nodes[e.Stack] {
+				t.Fatalf("event %d names stack %d before its node", len(got), e.Stack)
+			}
+			ev := event{kind: e.Kind, thread: e.Thread, addr: e.Addr, stack: e.Stack}
 			if e.Kind == trace.KindAlloc {
 				ev.size = e.Size
 			}

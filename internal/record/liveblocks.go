@@ -35,6 +35,12 @@ type blockTable struct {
 	odd       map[uint64]uint64      // blocks at addresses not 8-byte aligned
 	n         int
 
+	// carved is the address of the latest block put after every other
+	// block of its page: no block starts after it in that page, so the
+	// next block an allocator carves there goes at the end of its page's
+	// sizes, with no rank to count (see put).
+	carved uint64
+
 	lastKey [2]uint64               // page number + 1 of the pages found last (0: none), the latest first
 	lastPg  [2]*tablePage           // and the pages themselves: runs never move
 	near    [nearChunks]*tableChunk // a cache of dir, at the chunk number's low bits
@@ -198,7 +204,24 @@ func (pg *tablePage) own() {
 
 // put makes size the size of the block at addr, and returns the size it
 // had, if it had one.
+//
+// A block an allocator carves after the latest one carved, in the page
+// found last, goes at the end of its page's sizes: that takes no rank and
+// no check for a place already there.
 func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
+	if addr > t.carved && addr^t.carved < 1<<tablePageBits && addr>>tablePageBits+1 == t.lastKey[0] &&
+		addr&(1<<tableSlotBits-1) == 0 && size < deadBlock {
+		pg := t.lastPg[0]
+		if len(pg.sizes) < cap(pg.sizes) && !pg.shared {
+			s := slotIn(addr)
+			pg.starts[s/64] |= 1 << (s % 64)
+			pg.counted(s)
+			pg.sizes = append(pg.sizes, uint16(size))
+			t.n++
+			t.carved = addr
+			return 0, false
+		}
+	}
 	if addr&(1<<tableSlotBits-1) != 0 {
 		if t.odd == nil {
 			t.odd = make(map[uint64]uint64)
@@ -247,6 +270,7 @@ func (t *blockTable) put(addr, size uint64) (old uint64, existed bool) {
 		}
 		if r == len(pg.sizes) { // blocks carved one after the other
 			pg.sizes = append(pg.sizes, small)
+			t.carved = addr
 		} else {
 			pg.sizes = slices.Insert(pg.sizes, r, small)
 		}

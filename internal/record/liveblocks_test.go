@@ -250,6 +250,125 @@ func TestBlockTableDeadPlaces(t *testing.T) {
 	check(&tb, want, "parent")
 }
 
+// TestBlockTableCarved checks put's path for a block carved after the
+// latest one carved in its page against a Go map: an allocator carving
+// pages of small blocks, freeing some, handing freed ones out again among
+// the new ones, going back to an earlier page, emptying a page (which is
+// then made again from nothing) and carving a fork child's copy, whose
+// pages are shared. Each put must find what the map has, and every find
+// and the index must agree with it.
+func TestBlockTableCarved(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	const base = 0x5555_0000_0000
+	var tb blockTable
+	want := map[uint64]uint64{}
+	put := func(tb *blockTable, want map[uint64]uint64, a, size uint64) {
+		t.Helper()
+		if old, had := tb.put(a, size); had != (want[a] != 0) || old != want[a] {
+			t.Fatalf("put(%#x) found %d, %v; want %d", a, old, had, want[a])
+		}
+		want[a] = size
+	}
+	check := func(tb *blockTable, want map[uint64]uint64, end uint64, what string) {
+		t.Helper()
+		if tb.len() != len(want) {
+			t.Fatalf("%s: %d blocks, want %d", what, tb.len(), len(want))
+		}
+		for a := uint64(base); a < end; a += 8 {
+			if size, ok := tb.find(a); size != want[a] || ok != (want[a] != 0) {
+				t.Fatalf("%s: find(%#x) = %d, %v; want %d", what, a, size, ok, want[a])
+			}
+		}
+		ix := newBlockIndex(tb)
+		sorted := slices.Sorted(maps.Keys(want))
+		if ix.count() != len(want) {
+			t.Fatalf("%s: %d blocks numbered, want %d", what, ix.count(), len(want))
+		}
+		ix.each(0, ^uint64(0), func(num uint32, a, size uint64) {
+			if sorted[num] != a || size != want[a] {
+				t.Fatalf("%s: block %d at %#x of %d bytes, want %#x", what, num, a, size, sorted[num])
+			}
+		})
+	}
+	// Two arenas, as two threads' are, carved in turns: the latest block
+	// carved is then often in another page than the one found last.
+	const arenaB = base + 1<<20
+	next := [2]uint64{base, arenaB}
+	var freed []uint64
+	free := func(a uint64) {
+		t.Helper()
+		if _, had := tb.remove(a); !had {
+			t.Fatalf("remove(%#x) found nothing", a)
+		}
+		delete(want, a)
+		freed = append(freed, a)
+	}
+	latest := uint64(0)
+	for i := 0; i < 20000; i++ {
+		arena := r.Intn(2)
+		start := uint64(base)
+		if arena == 1 {
+			start = arenaB
+		}
+		switch k := r.Intn(20); {
+		case k == 0 && len(freed) > 0: // a freed block handed out again
+			j := r.Intn(len(freed))
+			put(&tb, want, freed[j], uint64(1+r.Intn(40)))
+			freed = slices.Delete(freed, j, j+1)
+		case k == 1 && len(want) > 0: // a free
+			for a := range want {
+				free(a)
+				break
+			}
+		case k == 2 && latest != 0: // the latest block carved, freed and handed out again
+			if want[latest] != 0 {
+				free(latest)
+				put(&tb, want, latest, 8)
+				freed = freed[:len(freed)-1]
+			}
+		case k == 3: // blocks in the middle of a page, not carved
+			a := start + uint64(r.Intn(int(next[arena]-start)+1))&^15
+			for _, a := range []uint64{a, a + 8, a + 16, a + 32} {
+				if want[a] == 0 && want[a-8] == 0 && !slices.Contains(freed, a) && a+8 < next[arena] {
+					put(&tb, want, a, 8)
+				}
+			}
+		default: // carved after the latest block
+			size := 16 + uint64(i%7)*8
+			latest = next[arena]
+			put(&tb, want, latest, size)
+			next[arena] += (size + 8 + 15) &^ 15
+		}
+	}
+	check(&tb, want, next[1], "carved")
+	next0 := next[1]
+
+	// Every block of the last page out: the page goes, and carving it
+	// again starts it from nothing.
+	last := (next0 - 1) &^ (pageSize - 1)
+	for a := range want {
+		if a >= last {
+			tb.remove(a)
+			delete(want, a)
+		}
+	}
+	for a := last; a < next0; a += 32 {
+		put(&tb, want, a, 20)
+	}
+	check(&tb, want, next0, "page made again")
+
+	child := tb.clone()
+	childWant := maps.Clone(want)
+	for a := next0; a < next0+pageSize; a += 48 {
+		put(child, childWant, a, 40)
+	}
+	for a := last; a < next0; a += 32 {
+		put(child, childWant, a, 24) // a shared page's blocks, replaced
+	}
+	check(child, childWant, next0+pageSize, "child")
+	check(&tb, want, next0+pageSize, "parent")
+}
+
 // TestBlockTablePageRoom checks that a page that an allocator carves one
 // block after the other grows its sizes at most twice, to no more room
 // than twice its blocks, and that blocks put elsewhere in a page grow it

@@ -525,7 +525,16 @@ func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
 		at := s.pos / 8 & s.mask
 		src = s.ring[at:min(uint64(len(s.ring)), at+(s.written-s.pos)/8)]
 	}
+	// The events go to rec.runBuf, and from there to the live set and the
+	// trace runEvents at a time; before a stack node is written (it goes
+	// to the trace before the event that names it), and when the run
+	// ends, those so far. Their fields are set one by one: the other
+	// fields of runBuf's events stay zero, and a composite literal would
+	// clear all of them first.
+	buf, k := &rec.runBuf, 0
+	written := uint64(0) // a stack whose nodes are in the trace: those of a run's events are mostly the same
 	i, n := 0, 0
+loop:
 	for n < limit && p.damaged == "" && i < len(src) {
 		w0 := src[i]
 		words := int(w0 >> 8 & 0xff)
@@ -533,35 +542,52 @@ func (p *process) run(rec *Recorder, s *slotReader, limit int) int {
 			break
 		}
 		kind := w0 & 0xff
-		var ev *trace.Event
+		stack := w0 >> stackShift & 0xffffffff
 		switch {
 		case kind == recAlloc && words == allocWords:
 			// As an array, the record's words need no check each.
 			r := (*[allocWords]uint64)(src[i:])
 			seq, tsc, addr, size, inUse := r[1], r[2], r[3], r[4], r[5]
 			if seq != p.nextSeq {
-				return p.ran(s, fromBacklog, i, n)
+				break loop
 			}
-			ev = rec.newEvent(trace.KindAlloc, trace.API(w0>>apiShift&0xff), tsc, w0>>stackShift&0xffffffff)
+			if stack != written && stack != 0 && !p.nodeWritten(stack) {
+				rec.writeEvents(p, s, buf[:k])
+				k = 0
+				stack = p.writeStack(rec, stack)
+			}
+			written = stack
+			ev := &buf[k]
+			ev.Kind, ev.API, ev.Time, ev.Stack = trace.KindAlloc, trace.API(w0>>apiShift&0xff), rec.clock.ns(tsc), stack
 			ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
 		case kind == recFree && words == freeWords:
 			r := (*[freeWords]uint64)(src[i:])
 			seq, tsc, addr, inUse := r[1], r[2], r[3], r[4]
 			if seq != p.nextSeq {
-				return p.ran(s, fromBacklog, i, n)
+				break loop
 			}
-			ev = rec.newEvent(trace.KindFree, trace.API(w0>>apiShift&0xff), tsc, w0>>stackShift&0xffffffff)
-			ev.Addr, ev.StackInUse = addr, stackInUse(inUse)
+			if stack != written && stack != 0 && !p.nodeWritten(stack) {
+				rec.writeEvents(p, s, buf[:k])
+				k = 0
+				stack = p.writeStack(rec, stack)
+			}
+			written = stack
+			ev := &buf[k]
+			ev.Kind, ev.API, ev.Time, ev.Stack = trace.KindFree, trace.API(w0>>apiShift&0xff), rec.clock.ns(tsc), stack
+			ev.Addr, ev.Size, ev.StackInUse = addr, 0, stackInUse(inUse)
 		default:
-			return p.ran(s, fromBacklog, i, n)
+			break loop
 		}
-		if ev.Stack != 0 && !p.nodeWritten(ev.Stack) {
-			ev.Stack = p.writeStack(rec, ev.Stack)
+		if k++; k == len(buf) {
+			rec.writeEvents(p, s, buf[:])
+			k = 0
 		}
-		rec.event(p, s, ev)
 		p.nextSeq++
 		i += words
 		n++
+	}
+	if k > 0 {
+		rec.writeEvents(p, s, buf[:k])
 	}
 	return p.ran(s, fromBacklog, i, n)
 }

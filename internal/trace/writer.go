@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // DefaultBlockSize is the decoded size at which a Writer ends a block unless
@@ -112,65 +113,77 @@ func (w *Writer) Event(e Event) error { return w.EventAt(&e) }
 // EventAt is Event for an event it reads in place. The recorder writes
 // millions a second, and copying one just built field by field into a
 // call's arguments stalls on store forwarding.
-func (w *Writer) EventAt(e *Event) error {
+func (w *Writer) EventAt(e *Event) error { return w.Events(unsafe.Slice(e, 1)) }
+
+// Events writes the memory events es, in order, as EventAt would one by
+// one, for one call and one check of the Writer's state: the recorder
+// takes a thread's allocations and frees from its ring in runs. Should
+// one fail, the events before it are written, those after it not.
+func (w *Writer) Events(es []Event) error {
 	// Without an error or a Close, which check looks for, there is nothing
-	// to check: do not pay for the call.
+	// to check: do not pay for the call. (The pipeline may fail while
+	// the events are encoded: the next call finds out.)
 	if w.err != nil || w.closed || w.pipe.failed.Load() {
 		if err := w.check(); err != nil {
 			return err
 		}
 	}
-	// One branch for the three checks of badEvent: KindAlloc to
-	// KindRealloc are the events, and the API and the stack in use must
-	// fit in their bits.
-	if e.Kind-KindAlloc > KindRealloc-KindAlloc || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 {
-		return badEvent(e)
-	}
-	// What follows encodes e into the event streams, in this function
-	// rather than one of its own, not to pay for a call per event: after
-	// a Context record if e's process or thread is not the block's
-	// current one, and a Time record if its time is not the block's
-	// current time.
-	if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
-		w.appendContext(e)
-	}
-	h := w.heap
-	// Most events share the time of the event before them: a comparison
-	// finds that out for less than the division.
-	if e.Time >= w.timeEnd {
-		w.appendTime(e.Time)
-	}
-	if e.Kind == KindRealloc && e.Addr != e.OldAddr && h.liveAddrs.holds(e.Addr) {
-		// An allocation finds out in appendAddr; a realloc must before
-		// it codes its old block.
-		w.appendLostFree(h, e.Addr)
-	}
-	w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
-	switch e.Kind {
-	case KindAlloc:
-		w.put(streamSize, e.Size)
-		if !w.appendAddrFast(h, w.ti, e.Addr, e.Size) {
+	for i := range es {
+		e := &es[i]
+		// One branch for the three checks of badEvent: KindAlloc to
+		// KindRealloc are the events, and the API and the stack in use
+		// must fit in their bits.
+		if e.Kind-KindAlloc > KindRealloc-KindAlloc || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 {
+			return badEvent(e)
+		}
+		// What follows encodes e into the event streams, in this function
+		// rather than one of its own, not to pay for a call per event:
+		// after a Context record if e's process or thread is not the
+		// block's current one, and a Time record if its time is not the
+		// block's current time.
+		if !w.haveContext || e.Process != w.process || e.Thread != w.thread {
+			w.appendContext(e)
+		}
+		h := w.heap
+		// Most events share the time of the event before them: a
+		// comparison finds that out for less than the division.
+		if e.Time >= w.timeEnd {
+			w.appendTime(e.Time)
+		}
+		if e.Kind == KindRealloc && e.Addr != e.OldAddr && h.liveAddrs.holds(e.Addr) {
+			// An allocation finds out in appendAddr; a realloc must
+			// before it codes its old block.
+			w.appendLostFree(h, e.Addr)
+		}
+		w.s[streamOps] = append(w.s[streamOps], opByte(e.Kind, e.API))
+		switch e.Kind {
+		case KindAlloc:
+			w.put(streamSize, e.Size)
+			if !w.appendAddrFast(h, w.ti, e.Addr, e.Size) {
+				w.appendAddr(h, w.ti, e.Addr, e.Size)
+			}
+		case KindFree:
+			w.appendRef(h, w.ti, e.Addr)
+		case KindRealloc:
+			w.appendRef(h, w.ti, e.OldAddr)
+			w.put(streamSize, e.Size)
 			w.appendAddr(h, w.ti, e.Addr, e.Size)
 		}
-	case KindFree:
-		w.appendRef(h, w.ti, e.Addr)
-	case KindRealloc:
-		w.appendRef(h, w.ti, e.OldAddr)
-		w.put(streamSize, e.Size)
-		w.appendAddr(h, w.ti, e.Addr, e.Size)
-	}
-	w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
-	w.prevStack = e.Stack
-	if w.stackUse.repeats(e.Process, e.Stack, e.StackInUse) {
-		w.put(streamStackUse, 0)
-	} else {
-		w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
-	}
-	w.run++
+		w.put(streamStack, zigzag(int64(e.Stack-w.prevStack)))
+		w.prevStack = e.Stack
+		if w.stackUse.repeats(e.Process, e.Stack, e.StackInUse) {
+			w.put(streamStackUse, 0)
+		} else {
+			w.put(streamStackUse, w.stackUse.code(e.Process, e.Stack, e.StackInUse))
+		}
+		w.run++
 
-	w.events++
-	if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
-		return w.endBlock()
+		w.events++
+		if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
+			if err := w.endBlock(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
