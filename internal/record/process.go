@@ -79,7 +79,10 @@ type process struct {
 	lost      uint64
 	ended     bool
 	gone      bool // its pidfd could not be opened: it had already exited
-	events    uint64
+	// started is when it started (/proc/pid/stat's starttime), for one
+	// watched through /proc for want of a pidfd (see procEnded).
+	started uint64
+	events  uint64
 	// damaged says why the process's region can no longer be trusted
 	// (see damage); "" while it can. damageTold is set once the recorder
 	// has acted on it.

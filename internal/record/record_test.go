@@ -972,3 +972,45 @@ func TestReallocArrayEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutPidfd records where pidfd_open fails (testdata/nopidfd.c: a
+// seccomp filter, as on an old kernel, under valgrind or in some
+// containers), a program whose main thread ends long before it does
+// (testdata/watched.c). Its end must be found through /proc, when it
+// comes: the recording must be the same as with a pidfd, to the last
+// event and the exit status. It once took the process for gone at its
+// hello and stopped recording it a second later, with nothing said.
+func TestWithoutPidfd(t *testing.T) {
+	bin := buildMemtrail(t)
+	nopidfd := fixture.Build(t, src("nopidfd.c"))
+	prog := fixture.Build(t, src("watched.c"), "-pthread")
+	record := func(launch ...string) []*analysis.Process {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "t.mtr")
+		cmd := exec.Command(launch[0], append(launch[1:], "run", "-o", out, "--", prog)...)
+		b, err := cmd.CombinedOutput()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+			t.Fatalf("%v: %v\n%s", launch, err, b)
+		}
+		return analyze(t, out).Processes
+	}
+	want := record(bin)
+	got := record(nopidfd, bin)
+	if len(got) != 2 || len(want) != 2 {
+		t.Fatalf("%d processes without a pidfd, %d with", len(got), len(want))
+	}
+	counts := func(p *analysis.Process) [5]uint64 {
+		s := p.Summary
+		return [5]uint64{s.Allocations, s.Frees, s.BytesAllocated, s.InUseAtExitBlocks, s.InUseAtExitBytes}
+	}
+	for i, p := range got {
+		w := want[i]
+		if p.How != trace.EndExited || p.Code != w.Code || counts(p) != counts(w) || p.Lost != 0 {
+			t.Errorf("process %d without a pidfd: ended %v %d, lost %d, counts %v\nwith one: ended %v %d, counts %v",
+				i, p.How, p.Code, p.Lost, counts(p), w.How, w.Code, counts(w))
+		}
+	}
+	if want[0].Code != 3 || want[1].Code != 4 || want[0].Summary.Frees != 1001 {
+		t.Errorf("with a pidfd: exit statuses %d and %d, %d frees; want 3, 4 and 1001", want[0].Code, want[1].Code, want[0].Summary.Frees)
+	}
+}

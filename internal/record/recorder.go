@@ -216,6 +216,8 @@ type Recorder struct {
 	ringWaits, ringWaitNs              uint64 // the agents' waits for ring space
 	calls                              uint64 // function entries and returns measured (Options.StackCalls)
 
+	watched time.Time // when /proc was last asked which processes without a pidfd ended
+
 	// The program itself: its wait status, CPU time and run time come
 	// from the goroutine that waits for it, before it sends on waits.
 	mainPid         int
@@ -571,9 +573,7 @@ func (r *Recorder) begin(h *hello) {
 		id = r.nprocs
 	}
 	p := newProcess(id, h.pid, h.region)
-	if p.pidfd = h.pidfd; p.pidfd < 0 {
-		p.gone = true
-	}
+	p.pidfd, p.gone, p.started = h.pidfd, h.gone, h.started
 	p.start = trace.Process{ID: p.id, PID: uint64(h.pid), PPID: uint64(h.ppid),
 		Time: r.clock.ns(h.tsc), Exe: h.exe, Args: h.args, Cwd: h.cwd}
 	for _, o := range h.ownAlloc {
@@ -850,24 +850,32 @@ func (r *Recorder) release(c *process) {
 	r.started(c)
 }
 
-// checkDeaths ends the processes whose pidfd says they have exited.
+// checkDeaths ends the processes whose pidfd says they have exited, and
+// those without one that /proc says have (every watchEvery at most).
 func (r *Recorder) checkDeaths() {
 	if len(r.procs) == 0 {
 		return
 	}
 	fds := make([]unix.PollFd, 0, len(r.procs))
 	for _, p := range r.procs {
-		fds = append(fds, unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN})
+		fds = append(fds, unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN}) // -1: no events
 	}
-	if n, err := unix.Poll(fds, 0); err != nil {
-		return
-	} else if n == 0 && !r.anyGone() {
+	n, err := unix.Poll(fds, 0)
+	if err != nil {
 		return
 	}
 	var dead []*process
+	watch, known := false, false // known: whether watch was worked out
 	for i, p := range r.procs {
+		ended := n > 0 && fds[i].Revents != 0 || p.gone
+		if !ended && p.pidfd < 0 {
+			if !known {
+				watch, known = r.watchDue(), true
+			}
+			ended = watch && procEnded(p.pid, p.started)
+		}
 		// A held fork child ends once its parent has placed its start.
-		if (fds[i].Revents != 0 || p.gone) && !p.held {
+		if ended && !p.held {
 			dead = append(dead, p)
 		}
 	}
@@ -1020,6 +1028,51 @@ func (r *Recorder) reaped(wr waitResult) {
 	r.mainStatusKnown = true
 }
 
+// watchEvery is how often the processes without a pidfd are looked up in
+// /proc: a read of /proc/pid/stat each, against a poll of all pidfds at
+// every turn of the loop.
+const watchEvery = 5 * time.Millisecond
+
+// watchDue reports whether the processes without a pidfd are due to be
+// looked up in /proc, and if so, starts the next watchEvery.
+func (r *Recorder) watchDue() bool {
+	now := time.Now()
+	if now.Sub(r.watched) < watchEvery {
+		return false
+	}
+	r.watched = now
+	return true
+}
+
+// startTime returns when process pid started (field 22 of /proc/pid/stat,
+// in clock ticks since boot), which tells it from a later process given
+// the same pid; false if it has ended.
+func startTime(pid int) (uint64, bool) {
+	fields, ok := statFields(pid)
+	if !ok || zombie(fields) || len(fields) < 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(fields[19], 10, 64)
+	return v, err == nil
+}
+
+// procEnded reports whether the process pid that started at start has
+// ended: it is gone, its pid is another process's, or it is a zombie. A
+// zombie main thread whose process has other threads (it called
+// pthread_exit) is no end: num_threads, field 20, counts them.
+func procEnded(pid int, start uint64) bool {
+	fields, ok := statFields(pid)
+	if !ok || len(fields) < 20 {
+		return true
+	}
+	if zombie(fields) {
+		threads, err := strconv.Atoi(fields[17])
+		return err != nil || threads <= 1
+	}
+	v, err := strconv.ParseUint(fields[19], 10, 64)
+	return err != nil || v != start
+}
+
 // zombieStatus reads the exit status of a process its parent has not
 // reaped yet (field 52 of /proc/pid/stat).
 func zombieStatus(pid int) (syscall.WaitStatus, bool) {
@@ -1133,15 +1186,6 @@ func (r *Recorder) damaged(p *process) {
 			r.release(c)
 		}
 	}
-}
-
-func (r *Recorder) anyGone() bool {
-	for _, p := range r.procs {
-		if p.gone {
-			return true
-		}
-	}
-	return false
 }
 
 // stopRemaining stops recording processes that outlive the program.

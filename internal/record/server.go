@@ -40,6 +40,12 @@ type hello struct {
 	// learns how it ended even if its parent reaps it before the
 	// recorder takes the hello in; -1 if it could not be opened.
 	pidfd int
+	// Without a pidfd: gone says the process had already ended (and been
+	// reaped); else pidfd_open is not to be had (a kernel before 5.3, a
+	// seccomp filter, valgrind), and the process is watched through /proc
+	// instead, as the process that started at started (see procEnded).
+	gone    bool
+	started uint64
 }
 
 // server accepts agents on an abstract Unix socket, gives each process its
@@ -256,6 +262,9 @@ func (s *server) handshake(conn *net.UnixConn, pid int) error {
 	h.pidfd, err = unix.PidfdOpen(pid, 0)
 	if err != nil {
 		h.pidfd = -1
+		var alive bool
+		h.started, alive = startTime(pid)
+		h.gone = !alive || errors.Is(err, unix.ESRCH)
 	}
 	if _, _, err := conn.WriteMsgUnix(welcome, unix.UnixRights(r.fd), nil); err != nil {
 		r.unmap()
