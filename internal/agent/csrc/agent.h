@@ -19,6 +19,10 @@
 #define MT_HIDDEN __attribute__((visibility("hidden")))
 #define MT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* For the steps of the allocator hooks' fast path: left to itself, the
+ * compiler inlines them in some hooks and calls them in others, as the
+ * hooks' code grows, and a call costs the hook more than the step. */
+#define MT_HOT static inline __attribute__((always_inline))
 
 /* How far ahead of a record mt_put asks for the ring's line: a few
  * records, so that the line is there by the time they are written. */
@@ -203,7 +207,7 @@ MT_HIDDEN void mt_record_exit(int status);
 
 /* mt_tsc is the time of an event: the recorder's coarse clock if it keeps
  * one (see mt_header.coarse), else the time-stamp counter. */
-static inline uint64_t mt_tsc(void)
+MT_HOT uint64_t mt_tsc(void)
 {
 	struct mt_header *h = mt_proc.hdr;
 	if (MT_LIKELY(h->coarse))
@@ -266,7 +270,7 @@ MT_HIDDEN void mt_stacks_reset(void);
  * find them again. (A return address alone is not enough: a frame with a
  * different rbp, as alloca gives, has its return address elsewhere, and
  * the old slot may still hold the old value.) */
-static inline int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
+MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
 {
 	for (const struct mt_frame *f = t->frame; f < m; f++) {
 		if (*(const uintptr_t *)(f->sp - 8) != f->ra)
@@ -282,7 +286,7 @@ static inline int mt_outer_unchanged(const struct mt_thread *t, const struct mt_
 /* mt_capture_stack sets t->stack_id, and t->stack_use, for the allocator
  * call whose hook has frame pointer frame (frame[0]: the caller's rbp,
  * frame[1]: the return address into the caller). */
-static inline void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
+MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 {
 	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
 	/* The stack in use: from the base to the caller's stack pointer. */
@@ -371,14 +375,14 @@ extern void *const mt_own_delete_hooks[MT_OWN_HOOKS] MT_HIDDEN;
 #define MT_SELF_CACHE 256
 extern struct mt_thread *mt_self_cache[MT_SELF_CACHE] MT_HIDDEN;
 
-static inline uintptr_t mt_thread_pointer(void)
+MT_HOT uintptr_t mt_thread_pointer(void)
 {
 	uintptr_t tp;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
 	return tp;
 }
 
-static inline uint32_t mt_self_slot(uintptr_t tp)
+MT_HOT uint32_t mt_self_slot(uintptr_t tp)
 {
 	return (uint32_t)(((tp >> 12) * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
 }
@@ -386,7 +390,7 @@ static inline uint32_t mt_self_slot(uintptr_t tp)
 /* mt_self returns the calling thread's state, NULL if it has none. It
  * may only be called once the process is active: before, the key may not
  * be created yet, and key 0 could be someone else's. */
-static inline struct mt_thread *mt_self(void)
+MT_HOT struct mt_thread *mt_self(void)
 {
 	uintptr_t tp = mt_thread_pointer();
 	struct mt_thread **slot = &mt_self_cache[mt_self_slot(tp)];
@@ -401,7 +405,7 @@ static inline struct mt_thread *mt_self(void)
 
 /* mt_enter returns the calling thread's state, marked busy, or NULL when
  * this call must not be recorded (nested in the agent, or not recording). */
-static inline struct mt_thread *mt_enter(void)
+MT_HOT struct mt_thread *mt_enter(void)
 {
 	if (MT_LIKELY(__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)) {
 		struct mt_thread *t = mt_self();
@@ -415,7 +419,7 @@ static inline struct mt_thread *mt_enter(void)
 	return mt_enter_slow(NULL);
 }
 
-static inline void mt_leave(struct mt_thread *t) { t->busy = 0; }
+MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }
 
 /* mt_seq takes the next sequence number of the process. */
 static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
@@ -431,7 +435,7 @@ static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->se
  * the window below. t then either saw the mark, or had set in_seq before
  * the barrier, so the second thread sees in_seq and waits for t's store
  * to the counter, which comes before in_seq is cleared. */
-static inline uint64_t mt_seq_of(struct mt_thread *t)
+MT_HOT uint64_t mt_seq_of(struct mt_thread *t)
 {
 	__atomic_store_n(&t->in_seq, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -453,7 +457,7 @@ static inline uint64_t mt_seq_of(struct mt_thread *t)
  * sequence number, so that a thread waiting for space holds no number
  * back from the recorder, and so that nothing but the record's words is
  * live across the call. */
-static inline int mt_reserve(struct mt_thread *t, unsigned n)
+MT_HOT int mt_reserve(struct mt_thread *t, unsigned n)
 {
 	uint64_t bytes = (uint64_t)n * 8;
 	return MT_LIKELY(t->ctl->write + bytes <= t->ring_limit) || mt_emit_wait(t, bytes);
@@ -468,7 +472,7 @@ static inline int mt_reserve(struct mt_thread *t, unsigned n)
  * The line a few records ahead is then asked for with the intent to write
  * it: the recorder's core read it last, a ring ago, and the store would
  * otherwise wait for it to be taken from there. */
-static inline void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
+MT_HOT void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
 	struct mt_slot *ctl = t->ctl;
 	uint64_t w = ctl->write;
@@ -490,7 +494,7 @@ static inline void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n
 }
 
 /* mt_emit publishes a record of n words in the thread's ring. */
-static inline void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
+MT_HOT void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
 	if (mt_reserve(t, n))
 		mt_put(t, words, n);
