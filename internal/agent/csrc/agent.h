@@ -39,11 +39,21 @@
  * mattered, where it was loaded from (the slot k at sp - 8k, 0: the inner
  * frame's), and the address the CFA was loaded from (0: none). Side by
  * side, so that checking a frame reads one or two cache lines rather than
- * one per field. */
+ * one per field. check is where the frame's words are in the thread's
+ * list (see mt_thread.listed): the number of words the frames outside it
+ * read. */
 struct mt_frame {
 	uintptr_t ra, sp, bp, cfa_at;
 	uint32_t mod, node;
 	uint8_t bp_used, bp_slot;
+	uint32_t check;
+};
+
+/* A word an unwind read from the stack, and what it held: the frames of
+ * the last stack as mt_capture_stack checks them (see mt_list). */
+struct mt_check {
+	const uintptr_t *at;
+	uintptr_t v;
 };
 
 /* A frame of the stack being unwound: as struct mt_frame, with its rule;
@@ -67,6 +77,11 @@ struct mt_thread {
 	/* The cached stack's innermost frame when mt_capture_stack may reuse
 	 * the stack whole from it, else NULL (see mt_capture_walk). */
 	const struct mt_frame *top;
+	/* The first frame of the cached stack whose words are not in check
+	 * (see mt_outer_unchanged), and how many words the frames before it
+	 * read. The innermost frame is never listed: no frame is inside it. */
+	const struct mt_frame *listed;
+	uint32_t nwords;
 	uintptr_t tp; /* the thread pointer of the thread it is the state of (see mt_self) */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
@@ -101,6 +116,10 @@ struct mt_thread {
 	/* Scratch for the stack being unwound, innermost first; one more
 	 * entry for the frame the walk stopped at. */
 	struct mt_new_frame new_frame[MT_WALK_LIMIT + 1];
+	/* The words each frame of the last stack read, outermost first
+	 * (see struct mt_frame's check): its return address, and its rbp
+	 * and its CFA where they were loaded from the stack and mattered. */
+	struct mt_check check[3 * MT_WALK_LIMIT];
 	/* A statically linked program a vfork child of this thread exec'd
 	 * (exec.c): the child notes its pid and the program here before
 	 * its exec, and takes them back if the exec fails; it sets gen
@@ -260,6 +279,19 @@ MT_HIDDEN void mt_calls_due(struct mt_thread *t);
 MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);
 MT_HIDDEN void mt_stacks_reset(void);
 
+/* mt_frame_unchanged checks one frame f for mt_outer_unchanged, from
+ * the frame itself. */
+MT_HOT int mt_frame_unchanged(const struct mt_frame *f)
+{
+	if (*(const uintptr_t *)(f->sp - 8) != f->ra)
+		return 0;
+	if (f->bp_used && f->bp_slot && *(const uintptr_t *)(f->sp - 8 * f->bp_slot) != f->bp)
+		return 0;
+	if (f->cfa_at && *(const uintptr_t *)f->cfa_at != f->sp)
+		return 0;
+	return 1;
+}
+
 /* mt_outer_unchanged reports whether the frames of the previous stack
  * outside frame m are still on the stack as they were. The stack is kept
  * outermost first, so those are the frames from t->frame up to m. Their
@@ -269,19 +301,25 @@ MT_HIDDEN void mt_stacks_reset(void);
  * stack). Then, from the same pc, sp and rbp at frame m, the unwind would
  * find them again. (A return address alone is not enough: a frame with a
  * different rbp, as alloca gives, has its return address elsewhere, and
- * the old slot may still hold the old value.) */
+ * the old slot may still hold the old value.) The words of the frames
+ * before t->listed are in t->check, one loop over them; the others are
+ * checked frame by frame. */
 MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
 {
-	for (const struct mt_frame *f = t->frame; f < m; f++) {
-		if (*(const uintptr_t *)(f->sp - 8) != f->ra)
+	const struct mt_frame *f = t->listed;
+	const struct mt_check *c = t->check, *end = c + (m < f ? m->check : t->nwords);
+	for (; c < end; c++)
+		if (*c->at != c->v)
 			return 0;
-		if (f->bp_used && f->bp_slot && *(const uintptr_t *)(f->sp - 8 * f->bp_slot) != f->bp)
+	for (; f < m; f++)
+		if (!mt_frame_unchanged(f))
 			return 0;
-		if (f->cfa_at && *(const uintptr_t *)f->cfa_at != f->sp)
-			return 0;
-	}
 	return 1;
 }
+
+/* mt_list lists the words of t's frames from t->listed up to f in
+ * t->check. */
+MT_HIDDEN void mt_list(struct mt_thread *t, const struct mt_frame *f);
 
 /* mt_capture_stack sets t->stack_id, and t->stack_use, for the allocator
  * call whose hook has frame pointer frame (frame[0]: the caller's rbp,
@@ -302,10 +340,23 @@ MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	 * here, without the walk's setup and inline in the hooks, from the
 	 * frame the walk left in t->top. */
 	const struct mt_frame *f = t->top;
-	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp) &&
-	    mt_outer_unchanged(t, f)) {
-		t->stack_id = f->node;
-		return;
+	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp)) {
+		/* The frames outside it, all listed: the check is one loop
+		 * over the words they read, with no question per frame of
+		 * which it read. They are listed here, where they will be
+		 * checked again, rather than by a walk, which on a deep
+		 * stack that changes at every event would list them all for
+		 * one check. */
+		if (MT_UNLIKELY(t->listed != f))
+			mt_list(t, f);
+		const struct mt_check *c = t->check, *end = c + t->nwords;
+		for (; c < end; c++)
+			if (*c->at != c->v)
+				break;
+		if (MT_LIKELY(c == end)) {
+			t->stack_id = f->node;
+			return;
+		}
 	}
 	mt_capture_walk(t, pc, sp, bp);
 }

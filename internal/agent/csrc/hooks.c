@@ -205,16 +205,11 @@ static inline __attribute__((always_inline)) void clear_small(uintptr_t a, size_
 	}
 }
 
-/* clear_large clears [a, end), at least SMALL_CLEAR bytes, but only the
- * whole pages of it that are in memory. Out of line: the hooks inline
- * only the small case. */
-static __attribute__((noinline)) void clear_large(uintptr_t a, uintptr_t end)
+/* clear_pages clears [a, end), which has whole pages inside, but only
+ * those of them that are in memory. Out of line: big blocks are rare. */
+static __attribute__((noinline)) void clear_pages(uintptr_t a, uintptr_t end)
 {
 	uintptr_t lo = (a + PAGE - 1) & ~(uintptr_t)(PAGE - 1), hi = end & ~(uintptr_t)(PAGE - 1);
-	if (hi <= lo) {
-		memset((void *)a, 0, end - a);
-		return;
-	}
 	memset((void *)a, 0, lo - a);
 	memset((void *)hi, 0, end - hi);
 	clear_resident(lo, hi);
@@ -227,11 +222,15 @@ static inline __attribute__((always_inline)) void clear_unwritten(void *p, size_
 	uintptr_t a = (uintptr_t)p + from, end = (uintptr_t)p + to;
 	if (a >= end)
 		return;
-	/* Less than a page: no whole page inside. */
-	if (MT_LIKELY(end - a <= SMALL_CLEAR))
-		clear_small(a, end - a);
+	if (MT_LIKELY(end - a <= SMALL_CLEAR)) {
+		clear_small(a, end - a); /* less than a page: no whole page inside */
+		return;
+	}
+	uintptr_t lo = (a + PAGE - 1) & ~(uintptr_t)(PAGE - 1), hi = end & ~(uintptr_t)(PAGE - 1);
+	if (MT_LIKELY(hi <= lo))
+		memset((void *)a, 0, end - a);
 	else
-		clear_large(a, end);
+		clear_pages(a, end);
 }
 
 /* clear_new clears a new block that may hold stale data. */
