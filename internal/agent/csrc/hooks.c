@@ -200,6 +200,7 @@ static inline __attribute__((always_inline)) void clear_small(uintptr_t a, size_
 		__builtin_memset(c, 0, 8);
 		__builtin_memset(c + n - 8, 0, 8);
 	} else {
+		/* volatile: the compiler would make the loop a memset call */
 		for (size_t i = 0; i < n; i++)
 			((volatile char *)c)[i] = 0;
 	}
