@@ -65,6 +65,14 @@ struct mt_new_frame {
 	uint8_t bp_slot;
 };
 
+/* The most words listed for a thread's check of its outer frames (see
+ * mt_outer_unchanged): a frame reads one word, or two or three, so a
+ * stack of 2,048 frames fits unless its frames are realigned or keep rbp.
+ * A bound, so that a thread's state stays below the size the arena gives
+ * a mapping of its own (arena.c): the leak scan leaves out only so many
+ * of the agent's mappings. */
+#define MT_CHECK_WORDS 2048
+
 /* Per-thread state, allocated from the arena on a thread's first event. */
 struct mt_thread {
 	uint32_t gen;      /* process generation it was set up in */
@@ -118,8 +126,10 @@ struct mt_thread {
 	struct mt_new_frame new_frame[MT_WALK_LIMIT + 1];
 	/* The words each frame of the last stack read, outermost first
 	 * (see struct mt_frame's check): its return address, and its rbp
-	 * and its CFA where they were loaded from the stack and mattered. */
-	struct mt_check check[3 * MT_WALK_LIMIT];
+	 * and its CFA where they were loaded from the stack and mattered.
+	 * As many as MT_CHECK_WORDS: the frames beyond are checked one by
+	 * one. */
+	struct mt_check check[MT_CHECK_WORDS];
 	/* A statically linked program a vfork child of this thread exec'd
 	 * (exec.c): the child notes its pid and the program here before
 	 * its exec, and takes them back if the exec fails; it sets gen
@@ -318,7 +328,7 @@ MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *
 }
 
 /* mt_list lists the words of t's frames from t->listed up to f in
- * t->check. */
+ * t->check, as many as fit. */
 MT_HIDDEN void mt_list(struct mt_thread *t, const struct mt_frame *f);
 
 /* mt_capture_stack sets t->stack_id, and t->stack_use, for the allocator
@@ -341,19 +351,15 @@ MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	 * frame the walk left in t->top. */
 	const struct mt_frame *f = t->top;
 	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp)) {
-		/* The frames outside it, all listed: the check is one loop
-		 * over the words they read, with no question per frame of
-		 * which it read. They are listed here, where they will be
-		 * checked again, rather than by a walk, which on a deep
-		 * stack that changes at every event would list them all for
-		 * one check. */
+		/* The frames outside it, listed (up to MT_CHECK_WORDS): the
+		 * check is one loop over the words they read, with no
+		 * question per frame of which it read. They are listed here,
+		 * where they will be checked again, rather than by a walk,
+		 * which on a deep stack that changes at every event would
+		 * list them all for one check. */
 		if (MT_UNLIKELY(t->listed != f))
 			mt_list(t, f);
-		const struct mt_check *c = t->check, *end = c + t->nwords;
-		for (; c < end; c++)
-			if (*c->at != c->v)
-				break;
-		if (MT_LIKELY(c == end)) {
+		if (MT_LIKELY(mt_outer_unchanged(t, f))) {
 			t->stack_id = f->node;
 			return;
 		}

@@ -484,6 +484,8 @@ void mt_list(struct mt_thread *t, const struct mt_frame *to)
 	struct mt_frame *f = (struct mt_frame *)t->listed;
 	struct mt_check *c = t->check + t->nwords;
 	for (; f < to; f++) {
+		if (c + 3 > t->check + MT_CHECK_WORDS)
+			break;
 		f->check = (uint32_t)(c - t->check);
 		c->at = (const uintptr_t *)(f->sp - 8), c->v = f->ra, c++;
 		if (f->bp_used && f->bp_slot)
@@ -491,7 +493,7 @@ void mt_list(struct mt_thread *t, const struct mt_frame *to)
 		if (f->cfa_at)
 			c->at = (const uintptr_t *)f->cfa_at, c->v = f->sp, c++;
 	}
-	t->listed = to;
+	t->listed = f;
 	t->nwords = (uint32_t)(c - t->check);
 }
 
