@@ -19,6 +19,10 @@
 #define MT_HIDDEN __attribute__((visibility("hidden")))
 #define MT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* For the steps of the allocator hooks' fast path: left to itself, the
+ * compiler inlines them in some hooks and calls them in others, as the
+ * hooks' code grows, and a call costs the hook more than the step. */
+#define MT_HOT static inline __attribute__((always_inline))
 
 /* How far ahead of a record mt_put asks for the ring's line: a few
  * records, so that the line is there by the time they are written. */
@@ -35,11 +39,21 @@
  * mattered, where it was loaded from (the slot k at sp - 8k, 0: the inner
  * frame's), and the address the CFA was loaded from (0: none). Side by
  * side, so that checking a frame reads one or two cache lines rather than
- * one per field. */
+ * one per field. check is where the frame's words are in the thread's
+ * list (see mt_thread.listed): the number of words the frames outside it
+ * read. */
 struct mt_frame {
 	uintptr_t ra, sp, bp, cfa_at;
 	uint32_t mod, node;
 	uint8_t bp_used, bp_slot;
+	uint32_t check;
+};
+
+/* A word an unwind read from the stack, and what it held: the frames of
+ * the last stack as mt_capture_stack checks them (see mt_list). */
+struct mt_check {
+	const uintptr_t *at;
+	uintptr_t v;
 };
 
 /* A frame of the stack being unwound: as struct mt_frame, with its rule;
@@ -50,6 +64,14 @@ struct mt_new_frame {
 	uint32_t mod;
 	uint8_t bp_slot;
 };
+
+/* The most words listed for a thread's check of its outer frames (see
+ * mt_outer_unchanged): a frame reads one word, or two or three, so a
+ * stack of 2,048 frames fits unless its frames are realigned or keep rbp.
+ * A bound, so that a thread's state stays below the size the arena gives
+ * a mapping of its own (arena.c): the leak scan leaves out only so many
+ * of the agent's mappings. */
+#define MT_CHECK_WORDS 2048
 
 /* Per-thread state, allocated from the arena on a thread's first event. */
 struct mt_thread {
@@ -63,6 +85,11 @@ struct mt_thread {
 	/* The cached stack's innermost frame when mt_capture_stack may reuse
 	 * the stack whole from it, else NULL (see mt_capture_walk). */
 	const struct mt_frame *top;
+	/* The first frame of the cached stack whose words are not in check
+	 * (see mt_outer_unchanged), and how many words the frames before it
+	 * read. The innermost frame is never listed: no frame is inside it. */
+	const struct mt_frame *listed;
+	uint32_t nwords;
 	uintptr_t tp; /* the thread pointer of the thread it is the state of (see mt_self) */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
@@ -97,6 +124,12 @@ struct mt_thread {
 	/* Scratch for the stack being unwound, innermost first; one more
 	 * entry for the frame the walk stopped at. */
 	struct mt_new_frame new_frame[MT_WALK_LIMIT + 1];
+	/* The words each frame of the last stack read, outermost first
+	 * (see struct mt_frame's check): its return address, and its rbp
+	 * and its CFA where they were loaded from the stack and mattered.
+	 * As many as MT_CHECK_WORDS: the frames beyond are checked one by
+	 * one. */
+	struct mt_check check[MT_CHECK_WORDS];
 	/* A statically linked program a vfork child of this thread exec'd
 	 * (exec.c): the child notes its pid and the program here before
 	 * its exec, and takes them back if the exec fails; it sets gen
@@ -203,7 +236,7 @@ MT_HIDDEN void mt_record_exit(int status);
 
 /* mt_tsc is the time of an event: the recorder's coarse clock if it keeps
  * one (see mt_header.coarse), else the time-stamp counter. */
-static inline uint64_t mt_tsc(void)
+MT_HOT uint64_t mt_tsc(void)
 {
 	struct mt_header *h = mt_proc.hdr;
 	if (MT_LIKELY(h->coarse))
@@ -256,6 +289,19 @@ MT_HIDDEN void mt_calls_due(struct mt_thread *t);
 MT_HIDDEN uint32_t mt_intern(struct mt_thread *t, uint32_t parent, uint32_t module, uint64_t offset);
 MT_HIDDEN void mt_stacks_reset(void);
 
+/* mt_frame_unchanged checks one frame f for mt_outer_unchanged, from
+ * the frame itself. */
+MT_HOT int mt_frame_unchanged(const struct mt_frame *f)
+{
+	if (*(const uintptr_t *)(f->sp - 8) != f->ra)
+		return 0;
+	if (f->bp_used && f->bp_slot && *(const uintptr_t *)(f->sp - 8 * f->bp_slot) != f->bp)
+		return 0;
+	if (f->cfa_at && *(const uintptr_t *)f->cfa_at != f->sp)
+		return 0;
+	return 1;
+}
+
 /* mt_outer_unchanged reports whether the frames of the previous stack
  * outside frame m are still on the stack as they were. The stack is kept
  * outermost first, so those are the frames from t->frame up to m. Their
@@ -265,24 +311,30 @@ MT_HIDDEN void mt_stacks_reset(void);
  * stack). Then, from the same pc, sp and rbp at frame m, the unwind would
  * find them again. (A return address alone is not enough: a frame with a
  * different rbp, as alloca gives, has its return address elsewhere, and
- * the old slot may still hold the old value.) */
-static inline int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
+ * the old slot may still hold the old value.) The words of the frames
+ * before t->listed are in t->check, one loop over them; the others are
+ * checked frame by frame. */
+MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
 {
-	for (const struct mt_frame *f = t->frame; f < m; f++) {
-		if (*(const uintptr_t *)(f->sp - 8) != f->ra)
+	const struct mt_frame *f = t->listed;
+	const struct mt_check *c = t->check, *end = c + (m < f ? m->check : t->nwords);
+	for (; c < end; c++)
+		if (*c->at != c->v)
 			return 0;
-		if (f->bp_used && f->bp_slot && *(const uintptr_t *)(f->sp - 8 * f->bp_slot) != f->bp)
+	for (; f < m; f++)
+		if (!mt_frame_unchanged(f))
 			return 0;
-		if (f->cfa_at && *(const uintptr_t *)f->cfa_at != f->sp)
-			return 0;
-	}
 	return 1;
 }
+
+/* mt_list lists the words of t's frames from t->listed up to f in
+ * t->check, as many as fit. */
+MT_HIDDEN void mt_list(struct mt_thread *t, const struct mt_frame *f);
 
 /* mt_capture_stack sets t->stack_id, and t->stack_use, for the allocator
  * call whose hook has frame pointer frame (frame[0]: the caller's rbp,
  * frame[1]: the return address into the caller). */
-static inline void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
+MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 {
 	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
 	/* The stack in use: from the base to the caller's stack pointer. */
@@ -298,10 +350,19 @@ static inline void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 	 * here, without the walk's setup and inline in the hooks, from the
 	 * frame the walk left in t->top. */
 	const struct mt_frame *f = t->top;
-	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp) &&
-	    mt_outer_unchanged(t, f)) {
-		t->stack_id = f->node;
-		return;
+	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp)) {
+		/* The frames outside it, listed (up to MT_CHECK_WORDS): the
+		 * check is one loop over the words they read, with no
+		 * question per frame of which it read. They are listed here,
+		 * where they will be checked again, rather than by a walk,
+		 * which on a deep stack that changes at every event would
+		 * list them all for one check. */
+		if (MT_UNLIKELY(t->listed != f))
+			mt_list(t, f);
+		if (MT_LIKELY(mt_outer_unchanged(t, f))) {
+			t->stack_id = f->node;
+			return;
+		}
 	}
 	mt_capture_walk(t, pc, sp, bp);
 }
@@ -371,14 +432,14 @@ extern void *const mt_own_delete_hooks[MT_OWN_HOOKS] MT_HIDDEN;
 #define MT_SELF_CACHE 256
 extern struct mt_thread *mt_self_cache[MT_SELF_CACHE] MT_HIDDEN;
 
-static inline uintptr_t mt_thread_pointer(void)
+MT_HOT uintptr_t mt_thread_pointer(void)
 {
 	uintptr_t tp;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
 	return tp;
 }
 
-static inline uint32_t mt_self_slot(uintptr_t tp)
+MT_HOT uint32_t mt_self_slot(uintptr_t tp)
 {
 	return (uint32_t)(((tp >> 12) * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
 }
@@ -386,7 +447,7 @@ static inline uint32_t mt_self_slot(uintptr_t tp)
 /* mt_self returns the calling thread's state, NULL if it has none. It
  * may only be called once the process is active: before, the key may not
  * be created yet, and key 0 could be someone else's. */
-static inline struct mt_thread *mt_self(void)
+MT_HOT struct mt_thread *mt_self(void)
 {
 	uintptr_t tp = mt_thread_pointer();
 	struct mt_thread **slot = &mt_self_cache[mt_self_slot(tp)];
@@ -401,7 +462,7 @@ static inline struct mt_thread *mt_self(void)
 
 /* mt_enter returns the calling thread's state, marked busy, or NULL when
  * this call must not be recorded (nested in the agent, or not recording). */
-static inline struct mt_thread *mt_enter(void)
+MT_HOT struct mt_thread *mt_enter(void)
 {
 	if (MT_LIKELY(__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)) {
 		struct mt_thread *t = mt_self();
@@ -415,7 +476,7 @@ static inline struct mt_thread *mt_enter(void)
 	return mt_enter_slow(NULL);
 }
 
-static inline void mt_leave(struct mt_thread *t) { t->busy = 0; }
+MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }
 
 /* mt_seq takes the next sequence number of the process. */
 static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
@@ -431,7 +492,7 @@ static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->se
  * the window below. t then either saw the mark, or had set in_seq before
  * the barrier, so the second thread sees in_seq and waits for t's store
  * to the counter, which comes before in_seq is cleared. */
-static inline uint64_t mt_seq_of(struct mt_thread *t)
+MT_HOT uint64_t mt_seq_of(struct mt_thread *t)
 {
 	__atomic_store_n(&t->in_seq, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -453,7 +514,7 @@ static inline uint64_t mt_seq_of(struct mt_thread *t)
  * sequence number, so that a thread waiting for space holds no number
  * back from the recorder, and so that nothing but the record's words is
  * live across the call. */
-static inline int mt_reserve(struct mt_thread *t, unsigned n)
+MT_HOT int mt_reserve(struct mt_thread *t, unsigned n)
 {
 	uint64_t bytes = (uint64_t)n * 8;
 	return MT_LIKELY(t->ctl->write + bytes <= t->ring_limit) || mt_emit_wait(t, bytes);
@@ -468,7 +529,7 @@ static inline int mt_reserve(struct mt_thread *t, unsigned n)
  * The line a few records ahead is then asked for with the intent to write
  * it: the recorder's core read it last, a ring ago, and the store would
  * otherwise wait for it to be taken from there. */
-static inline void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
+MT_HOT void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
 	struct mt_slot *ctl = t->ctl;
 	uint64_t w = ctl->write;
@@ -490,7 +551,7 @@ static inline void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n
 }
 
 /* mt_emit publishes a record of n words in the thread's ring. */
-static inline void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
+MT_HOT void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
 	if (mt_reserve(t, n))
 		mt_put(t, words, n);

@@ -32,6 +32,11 @@ void *mt_map(size_t size)
 	return p;
 }
 
+/* A thread's state comes from the arena's chunks, not a mapping of its
+ * own: the leak scan leaves out only MT_MAX_MAPS of the agent's mappings,
+ * and a program may have more threads. */
+_Static_assert(sizeof(struct mt_thread) < ARENA_CHUNK / 4, "struct mt_thread must stay below ARENA_CHUNK / 4");
+
 /* mt_arena_alloc hands out zeroed memory that is never given back. */
 void *mt_arena_alloc(size_t size)
 {

@@ -465,6 +465,8 @@ static int attach(struct mt_thread *t)
 	t->tid = (uint64_t)gettid_raw();
 	t->depth = 0;
 	t->top = NULL;
+	t->listed = t->frame; /* no words listed */
+	t->nwords = 0;
 	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
 	mt_calls_reset(t);
 	t->ctl->tid = (uint32_t)t->tid;

@@ -479,6 +479,33 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
 	return 1;
 }
 
+void mt_list(struct mt_thread *t, const struct mt_frame *to)
+{
+	struct mt_frame *f = (struct mt_frame *)t->listed;
+	struct mt_check *c = t->check + t->nwords;
+	for (; f < to; f++) {
+		if (c + 3 > t->check + MT_CHECK_WORDS)
+			break;
+		f->check = (uint32_t)(c - t->check);
+		c->at = (const uintptr_t *)(f->sp - 8), c->v = f->ra, c++;
+		if (f->bp_used && f->bp_slot)
+			c->at = (const uintptr_t *)(f->sp - 8 * f->bp_slot), c->v = f->bp, c++;
+		if (f->cfa_at)
+			c->at = (const uintptr_t *)f->cfa_at, c->v = f->sp, c++;
+	}
+	t->listed = f;
+	t->nwords = (uint32_t)(c - t->check);
+}
+
+/* unlist says that the words the frames from i inwards read changed. */
+static inline void unlist(struct mt_thread *t, uint32_t i)
+{
+	if (t->listed > &t->frame[i]) {
+		t->listed = &t->frame[i];
+		t->nwords = t->frame[i].check;
+	}
+}
+
 /*
  * capture_sibling is mt_capture_walk for a caller in the frame of the
  * previous stack's innermost one (the same stack pointer) at another
@@ -506,6 +533,10 @@ static int capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uint
 	if (outer->sp != outer_sp || outer->ra != outer_pc || (outer->bp_used && outer->bp != outer_bp) ||
 	    !mt_outer_unchanged(t, outer))
 		return 0;
+	/* The words outer read changed only if these did: a loop's two
+	 * call sites seldom make them. */
+	if (outer->cfa_at != cfa_at || outer->bp_slot != (uint8_t)RULE_RBPK(r))
+		unlist(t, t->depth - 2);
 	outer->cfa_at = cfa_at;
 	outer->bp_slot = (uint8_t)RULE_RBPK(r);
 	top->ra = pc;
@@ -626,6 +657,9 @@ void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t 
 	t->depth = (uint32_t)depth;
 	t->uncounted = (uint32_t)uncounted;
 	t->stack_id = parent;
+	/* The frames written, and the matched one, whose cfa_at and bp_slot
+	 * changed. */
+	unlist(t, reuse ? (uint32_t)m : 0);
 	/* What mt_capture_stack needs to reuse the whole stack from its
 	 * innermost frame, as step 1 would at once: the frame's node set to
 	 * the stack (so max_frames > 0), a counted stack, reuse allowed.
