@@ -546,41 +546,31 @@ loop:
 		}
 		kind := w0 & 0xff
 		stack := w0 >> stackShift & 0xffffffff
+		var ek trace.Kind
+		var seq, tsc, addr, size, inUse uint64
 		switch {
 		case kind == recAlloc && words == allocWords:
 			// As an array, the record's words need no check each.
 			r := (*[allocWords]uint64)(src[i:])
-			seq, tsc, addr, size, inUse := r[1], r[2], r[3], r[4], r[5]
-			if seq != p.nextSeq {
-				break loop
-			}
-			if stack != written && stack != 0 && !p.nodeWritten(stack) {
-				rec.writeEvents(p, s, buf[:k])
-				k = 0
-				stack = p.writeStack(rec, stack)
-			}
-			written = stack
-			ev := &buf[k]
-			ev.Kind, ev.API, ev.Time, ev.Stack = trace.KindAlloc, trace.API(w0>>apiShift&0xff), rec.clock.ns(tsc), stack
-			ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
+			ek, seq, tsc, addr, size, inUse = trace.KindAlloc, r[1], r[2], r[3], r[4], r[5]
 		case kind == recFree && words == freeWords:
 			r := (*[freeWords]uint64)(src[i:])
-			seq, tsc, addr, inUse := r[1], r[2], r[3], r[4]
-			if seq != p.nextSeq {
-				break loop
-			}
-			if stack != written && stack != 0 && !p.nodeWritten(stack) {
-				rec.writeEvents(p, s, buf[:k])
-				k = 0
-				stack = p.writeStack(rec, stack)
-			}
-			written = stack
-			ev := &buf[k]
-			ev.Kind, ev.API, ev.Time, ev.Stack = trace.KindFree, trace.API(w0>>apiShift&0xff), rec.clock.ns(tsc), stack
-			ev.Addr, ev.Size, ev.StackInUse = addr, 0, stackInUse(inUse)
+			ek, seq, tsc, addr, inUse = trace.KindFree, r[1], r[2], r[3], r[4]
 		default:
 			break loop
 		}
+		if seq != p.nextSeq {
+			break loop
+		}
+		if stack != written && stack != 0 && !p.nodeWritten(stack) {
+			rec.writeEvents(p, s, buf[:k])
+			k = 0
+			stack = p.writeStack(rec, stack)
+		}
+		written = stack
+		ev := &buf[k]
+		ev.Kind, ev.API, ev.Time, ev.Stack = ek, trace.API(w0>>apiShift&0xff), rec.clock.ns(tsc), stack
+		ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
 		if k++; k == len(buf) {
 			rec.writeEvents(p, s, buf[:])
 			k = 0
