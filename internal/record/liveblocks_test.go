@@ -170,10 +170,7 @@ func TestBlockTableDeadPlaces(t *testing.T) {
 	want := map[uint64]uint64{}
 	put := func(tb *blockTable, want map[uint64]uint64, a, size uint64) {
 		t.Helper()
-		if old, had := tb.put(a, size); had != (want[a] != 0) || old != want[a] {
-			t.Fatalf("put(%#x) found %d, %v; want %d", a, old, had, want[a])
-		}
-		want[a] = size
+		putChecked(t, tb, want, a, size)
 	}
 	remove := func(tb *blockTable, want map[uint64]uint64, a uint64) {
 		t.Helper()
@@ -264,10 +261,7 @@ func TestBlockTableCarved(t *testing.T) {
 	want := map[uint64]uint64{}
 	put := func(tb *blockTable, want map[uint64]uint64, a, size uint64) {
 		t.Helper()
-		if old, had := tb.put(a, size); had != (want[a] != 0) || old != want[a] {
-			t.Fatalf("put(%#x) found %d, %v; want %d", a, old, had, want[a])
-		}
-		want[a] = size
+		putChecked(t, tb, want, a, size)
 	}
 	check := func(tb *blockTable, want map[uint64]uint64, end uint64, what string) {
 		t.Helper()
@@ -450,4 +444,14 @@ func BenchmarkLiveSetEvents(b *testing.B) {
 		rand.New(rand.NewSource(1)).Shuffle(n, func(i, j int) { frees[i], frees[j] = frees[j], frees[i] })
 		run(b, frees)
 	})
+}
+
+// putChecked puts a block of size at a in tb, which must find there what
+// want, the blocks it should hold, has, and notes it in want.
+func putChecked(t *testing.T, tb *blockTable, want map[uint64]uint64, a, size uint64) {
+	t.Helper()
+	if old, had := tb.put(a, size); had != (want[a] != 0) || old != want[a] {
+		t.Fatalf("put(%#x) found %d, %v; want %d", a, old, had, want[a])
+	}
+	want[a] = size
 }
