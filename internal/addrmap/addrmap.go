@@ -188,15 +188,26 @@ func (x *Map) at(p uint32) *indexPage {
 // atw returns page p, to change: its run is x's own, copied with the
 // values of its pages if it may be shared.
 func (x *Map) atw(p uint32) *indexPage {
-	if run := p >> pageRunBits; int(run) < len(x.shared) && x.shared[run] {
-		pages := slices.Clone(x.pages[run])
-		for i := range pages {
-			pages[i].vals = slices.Clone(pages[i].vals)
-		}
-		x.pages[run] = pages
-		x.shared[run] = false
+	if x.shares(p) {
+		x.own(p >> pageRunBits)
 	}
-	return &x.pages[p>>pageRunBits][p&(1<<pageRunBits-1)]
+	return x.at(p)
+}
+
+// shares reports whether page p's run may be another Map's too.
+func (x *Map) shares(p uint32) bool {
+	run := p >> pageRunBits
+	return int(run) < len(x.shared) && x.shared[run]
+}
+
+// own makes run x's own, copying it with the values of its pages.
+func (x *Map) own(run uint32) {
+	pages := slices.Clone(x.pages[run])
+	for i := range pages {
+		pages[i].vals = slices.Clone(pages[i].vals)
+	}
+	x.pages[run] = pages
+	x.shared[run] = false
 }
 
 func slotOf(addr uint64) uint64 { return addr >> idxAlignBits & (idxPageSlots - 1) }
@@ -461,8 +472,8 @@ func (x *Map) Remove(addr uint64) (old uint32, existed bool) {
 	} else {
 		r, _ = pg.rankGone(slot, &g.slots)
 	}
-	if run := p >> pageRunBits; int(run) < len(x.shared) && x.shared[run] {
-		pg = x.atw(p) // a copy of its own, as atw makes
+	if x.shares(p) { // atw, without its call where runs are the Map's own
+		pg = x.atw(p)
 	}
 	old = pg.vals[r]
 	pg.starts[w] &^= bit
