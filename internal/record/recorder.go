@@ -1044,12 +1044,20 @@ func (r *Recorder) watchDue() bool {
 	return true
 }
 
-// startTime returns when process pid started (field 22 of /proc/pid/stat,
-// in clock ticks since boot), which tells it from a later process given
-// the same pid; false if it has ended.
+// startTime returns when process pid started, which tells it from a
+// later process given the same pid; false if it has ended.
 func startTime(pid int) (uint64, bool) {
 	fields, ok := statFields(pid)
-	if !ok || zombie(fields) || len(fields) < 20 {
+	if !ok || zombie(fields) {
+		return 0, false
+	}
+	return startOf(fields)
+}
+
+// startOf reads the start time (field 22, in clock ticks since boot) from
+// the fields of /proc/pid/stat that statFields returns.
+func startOf(fields []string) (uint64, bool) {
+	if len(fields) < 20 {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(fields[19], 10, 64)
@@ -1062,15 +1070,18 @@ func startTime(pid int) (uint64, bool) {
 // pthread_exit) is no end: num_threads, field 20, counts them.
 func procEnded(pid int, start uint64) bool {
 	fields, ok := statFields(pid)
-	if !ok || len(fields) < 20 {
+	if !ok {
 		return true
 	}
 	if zombie(fields) {
+		if len(fields) < 18 {
+			return true
+		}
 		threads, err := strconv.Atoi(fields[17])
 		return err != nil || threads <= 1
 	}
-	v, err := strconv.ParseUint(fields[19], 10, 64)
-	return err != nil || v != start
+	v, ok := startOf(fields)
+	return !ok || v != start
 }
 
 // zombieStatus reads the exit status of a process its parent has not
