@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -133,7 +134,7 @@ const maxDepth = 4096
 // resolved only when they are asked for, once the trace has been read.
 type stackTree struct {
 	owner   uint64 // the ID of the process it belongs to
-	nodes   map[uint64]stackNode
+	nodes   nodeTable
 	modules map[uint64]uint64 // object ID by module ID
 	syms    *symbols
 
@@ -149,8 +150,96 @@ type stackNode struct {
 	parent, module, offset uint64
 }
 
+// nodeTable holds the nodes of a stack tree by ID. A process's StackNode
+// records give their IDs in order from 1, so most nodes are kept in a
+// slice by ID: every record adds one, and a map's assignments and growth
+// cost several times an index into a slice. An ID far past the nodes kept
+// so far (only a damaged trace has one) goes to a map instead, which
+// bounds the slice to twice the nodes in it, plus denseSlack.
+type nodeTable struct {
+	dense   []nodeSlot // by ID
+	inDense int        // nodes in dense
+	sparse  map[uint64]stackNode
+}
+
+// nodeSlot is a node of nodeTable.dense; known is false where no node
+// has the slot's ID.
+type nodeSlot struct {
+	stackNode
+	known bool
+}
+
+// denseSlack is how far past twice its nodes nodeTable.dense may reach.
+const denseSlack = 1024
+
+// get returns the node of id, if there is one.
+func (t *nodeTable) get(id uint64) (stackNode, bool) {
+	if id < uint64(len(t.dense)) {
+		s := &t.dense[id]
+		return s.stackNode, s.known
+	}
+	n, ok := t.sparse[id]
+	return n, ok
+}
+
+// set makes n the node of id.
+func (t *nodeTable) set(id uint64, n stackNode) {
+	if id >= uint64(len(t.dense)) {
+		limit := 2 * uint64(t.inDense+denseSlack)
+		if id >= limit {
+			if t.sparse == nil {
+				t.sparse = make(map[uint64]stackNode)
+			}
+			t.sparse[id] = n
+			return
+		}
+		t.grow(min(max(id+1, 2*uint64(len(t.dense))), limit))
+	}
+	s := &t.dense[id]
+	if !s.known {
+		t.inDense++
+	}
+	s.stackNode, s.known = n, true
+}
+
+// grow makes dense n long, and moves there the nodes of sparse it now
+// reaches: the map holds only IDs past the slice.
+func (t *nodeTable) grow(n uint64) {
+	t.dense = slices.Grow(t.dense, int(n)-len(t.dense))[:n]
+	for id, node := range t.sparse {
+		if id < n {
+			t.dense[id] = nodeSlot{node, true}
+			t.inDense++
+			delete(t.sparse, id)
+		}
+	}
+}
+
+// len returns how many nodes t holds.
+func (t *nodeTable) len() int { return t.inDense + len(t.sparse) }
+
+// all yields the nodes of t with their IDs, those of the slice first, in
+// order.
+func (t *nodeTable) all(yield func(uint64, stackNode) bool) {
+	for id := range t.dense {
+		if s := &t.dense[id]; s.known && !yield(uint64(id), s.stackNode) {
+			return
+		}
+	}
+	for id, n := range t.sparse {
+		if !yield(id, n) {
+			return
+		}
+	}
+}
+
+// clone returns a copy of t that shares nothing with it.
+func (t *nodeTable) clone() nodeTable {
+	return nodeTable{dense: slices.Clone(t.dense), inDense: t.inDense, sparse: maps.Clone(t.sparse)}
+}
+
 func newStackTree(syms *symbols, owner uint64) *stackTree {
-	return &stackTree{owner: owner, nodes: make(map[uint64]stackNode), modules: make(map[uint64]uint64), syms: syms}
+	return &stackTree{owner: owner, modules: make(map[uint64]uint64), syms: syms}
 }
 
 // frames returns the frames of stack id, innermost first. They are
@@ -174,7 +263,7 @@ func (t *stackTree) frames(id uint64) []Frame {
 func (t *stackTree) walk(id uint64) []Frame {
 	var frames []Frame
 	for depth := 0; id != 0 && depth < maxDepth; depth++ {
-		n, ok := t.nodes[id]
+		n, ok := t.nodes.get(id)
 		if !ok {
 			// The node was lost with a damaged part of the trace: say
 			// that the stack goes on, even if not where.
@@ -193,7 +282,7 @@ func (t *stackTree) nodeFrames(id uint64) [][]Frame {
 	defer t.mu.Unlock()
 	var nodes [][]Frame
 	for depth := 0; id != 0 && depth < maxDepth; depth++ {
-		n, ok := t.nodes[id]
+		n, ok := t.nodes.get(id)
 		if !ok {
 			return append(nodes, []Frame{{}})
 		}
@@ -247,7 +336,7 @@ func (t *stackTree) cut(id uint64, memo map[uint64]cutWalk) bool {
 		if len(path) == maxDepth {
 			return false // a cycle, or deeper than cut goes
 		}
-		n, ok := t.nodes[cur]
+		n, ok := t.nodes.get(cur)
 		if !ok {
 			end = cutWalk{missing: true}
 			memo[cur] = end
@@ -339,7 +428,7 @@ func (m *Model) AllWarnings() []string {
 
 func (t *stackTree) objects() []*Object {
 	seen := make(map[uint64]bool)
-	for _, n := range t.nodes {
+	for _, n := range t.nodes.all {
 		seen[t.modules[n.module]] = true
 	}
 	var objs []*Object
