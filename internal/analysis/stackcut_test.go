@@ -62,7 +62,7 @@ func TestCutMemo(t *testing.T) {
 		tree.nodes.set(a, stackNode{parent: b, module: 1})
 		add(b, 1)
 
-		memo := map[uint64]cutWalk{}
+		memo := newCutMemo(tree)
 		// All the nodes are asked, but only a few of each chain: one
 		// walk each would take long.
 		var asked []uint64

@@ -315,6 +315,37 @@ type cutWalk struct {
 	steps   int32 // to the root
 	cut     bool  // the root is a node of module trace.ModuleCut
 	missing bool  // a node on the way is not in the tree
+	known   bool  // the walk was made (in a cutMemo)
+}
+
+// cutMemo holds the walks that stackTree.cut made from the nodes of a
+// tree, by node ID: in a slice for the IDs of the tree's slice of nodes,
+// like the nodes themselves, and in a map for the others.
+type cutMemo struct {
+	dense  []cutWalk
+	sparse map[uint64]cutWalk
+}
+
+func newCutMemo(t *stackTree) *cutMemo {
+	return &cutMemo{dense: make([]cutWalk, len(t.nodes.dense)), sparse: make(map[uint64]cutWalk)}
+}
+
+func (m *cutMemo) get(id uint64) (cutWalk, bool) {
+	if id < uint64(len(m.dense)) {
+		w := m.dense[id]
+		return w, w.known
+	}
+	w, ok := m.sparse[id]
+	return w, ok
+}
+
+func (m *cutMemo) set(id uint64, w cutWalk) {
+	w.known = true
+	if id < uint64(len(m.dense)) {
+		m.dense[id] = w
+		return
+	}
+	m.sparse[id] = w
 }
 
 // cut reports whether stack id was cut at the depth limit: its root is a
@@ -323,13 +354,13 @@ type cutWalk struct {
 // walk ends at the first node an earlier one went through, which memo
 // has: one walk a site, in a map, was most of the time of a report of
 // python3's deep stacks after the replay.
-func (t *stackTree) cut(id uint64, memo map[uint64]cutWalk) bool {
+func (t *stackTree) cut(id uint64, memo *cutMemo) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var path []uint64
 	var end cutWalk // what the node past the last of path found
 	for cur := id; ; {
-		if w, ok := memo[cur]; ok {
+		if w, ok := memo.get(cur); ok {
 			end = w
 			break
 		}
@@ -339,12 +370,12 @@ func (t *stackTree) cut(id uint64, memo map[uint64]cutWalk) bool {
 		n, ok := t.nodes.get(cur)
 		if !ok {
 			end = cutWalk{missing: true}
-			memo[cur] = end
+			memo.set(cur, end)
 			break
 		}
 		if n.parent == 0 {
 			end = cutWalk{cut: n.module == trace.ModuleCut}
-			memo[cur] = end
+			memo.set(cur, end)
 			break
 		}
 		path = append(path, cur)
@@ -352,9 +383,9 @@ func (t *stackTree) cut(id uint64, memo map[uint64]cutWalk) bool {
 	}
 	for i := len(path) - 1; i >= 0; i-- {
 		end.steps++
-		memo[path[i]] = end
+		memo.set(path[i], end)
 	}
-	w := memo[id]
+	w, _ := memo.get(id)
 	return !w.missing && w.steps < maxDepth && w.cut
 }
 
@@ -368,7 +399,7 @@ type CutStacks struct {
 // CutStacks returns what the sites of p with cut call stacks add up to.
 func (p *Process) CutStacks() CutStacks {
 	var c CutStacks
-	memos := map[*stackTree]map[uint64]cutWalk{}
+	memos := map[*stackTree]*cutMemo{}
 	for i := range p.Sites {
 		s := &p.Sites[i]
 		tree := p.siteTree(s)
@@ -377,7 +408,7 @@ func (p *Process) CutStacks() CutStacks {
 		}
 		memo := memos[tree]
 		if memo == nil {
-			memo = make(map[uint64]cutWalk)
+			memo = newCutMemo(tree)
 			memos[tree] = memo
 		}
 		if tree.cut(s.Stack, memo) {
