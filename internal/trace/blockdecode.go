@@ -310,7 +310,10 @@ func (r *blockDecoder) decodeRun(b *batch) {
 	n := int(min(r.run, uint64(batchEvents-len(b.events))))
 	start := len(b.events)
 	if cap(b.events)-start < n {
-		b.events = append(b.events[:cap(b.events)], make([]Event, start+n-cap(b.events))...)
+		// A batch holds batchEvents at most: room for them all at once,
+		// for grown run by run its events were copied a dozen times
+		// into memory fresh to the kernel.
+		b.events = slices.Grow(b.events[:start], batchEvents-start)
 	}
 	b.events = b.events[:start+n]
 	b.runs = append(b.runs, runSegment{at: start, first: r.runLen - r.run + 1, ops: r.cols.c[streamOps].i,
