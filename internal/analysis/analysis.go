@@ -485,7 +485,9 @@ func (a *analyzer) finishFrom(known *Model) *Model {
 		// known one, in place: the sites a fork child inherited point
 		// to it.
 		if kp.stacks != nil {
-			maps.Copy(p.stacks.nodes, kp.stacks.nodes)
+			for id, n := range kp.stacks.nodes.all {
+				p.stacks.nodes.set(id, n)
+			}
 			maps.Copy(p.stacks.modules, kp.stacks.modules)
 			p.stacks.syms = kp.stacks.syms
 		}
@@ -578,7 +580,7 @@ func (a *analyzer) record(rec trace.Record) {
 		a.process(rec.Module.Process).proc.stacks.modules[rec.Module.ID] = rec.Module.Object
 	case trace.KindStackNode:
 		n := rec.StackNode
-		a.process(n.Process).proc.stacks.nodes[n.ID] = stackNode{parent: n.Parent, module: n.Module, offset: n.Offset}
+		a.process(n.Process).proc.stacks.nodes.set(n.ID, stackNode{parent: n.Parent, module: n.Module, offset: n.Offset})
 	case trace.KindLost:
 		a.process(rec.Lost.Process).lost(rec.Lost)
 	case trace.KindWarning:

@@ -342,7 +342,7 @@ func cachedModelOf(m *Model) *cachedModel {
 		if p.stacks != nil {
 			syms = p.stacks.syms
 			cs.Modules = p.stacks.modules
-			for id, n := range p.stacks.nodes {
+			for id, n := range p.stacks.nodes.all {
 				cs.Nodes = append(cs.Nodes, cachedNode{ID: id, Parent: n.parent, Module: n.module, Offset: n.offset})
 			}
 			slices.SortFunc(cs.Nodes, func(a, b cachedNode) int { return cmpUint(a.ID, b.ID) })
@@ -410,7 +410,7 @@ func (c *cachedModel) model() (*Model, error) {
 	for i, p := range m.Processes {
 		t := newStackTree(syms, p.ID)
 		for _, n := range c.Stacks[i].Nodes {
-			t.nodes[n.ID] = stackNode{parent: n.Parent, module: n.Module, offset: n.Offset}
+			t.nodes.set(n.ID, stackNode{parent: n.Parent, module: n.Module, offset: n.Offset})
 		}
 		for k, v := range c.Stacks[i].Modules {
 			t.modules[k] = v

@@ -94,7 +94,7 @@ func (a *analyzer) heldBytes(counted map[unsafe.Pointer]bool) uint64 {
 			uint64(cap(rp.sites.dense))*4 + uint64(len(rp.sites.sparse))*16
 		if t := p.stacks; t != nil && !trees[t] {
 			trees[t] = true
-			n += uint64(len(t.nodes)) * uint64(unsafe.Sizeof(stackNode{})+8)
+			n += uint64(cap(t.nodes.dense))*uint64(unsafe.Sizeof(nodeSlot{})) + uint64(len(t.nodes.sparse))*uint64(unsafe.Sizeof(stackNode{})+8)
 		}
 	}
 	return n
@@ -178,7 +178,7 @@ func (a *analyzer) clone() *analyzer {
 		if ct, ok := trees[t]; ok {
 			return ct
 		}
-		ct := &stackTree{owner: t.owner, nodes: maps.Clone(t.nodes), modules: maps.Clone(t.modules), syms: c.syms}
+		ct := &stackTree{owner: t.owner, nodes: t.nodes.clone(), modules: maps.Clone(t.modules), syms: c.syms}
 		trees[t] = ct
 		return ct
 	}

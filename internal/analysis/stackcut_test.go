@@ -10,7 +10,7 @@ import (
 // walkCut is cut without a memo: one walk from id to its root.
 func walkCut(t *stackTree, id uint64) bool {
 	for depth := 0; id != 0 && depth < maxDepth; depth++ {
-		n, ok := t.nodes[id]
+		n, ok := t.nodes.get(id)
 		if !ok {
 			return false
 		}
@@ -35,7 +35,7 @@ func TestCutMemo(t *testing.T) {
 		add := func(parent, module uint64) uint64 {
 			id := next
 			next++
-			tree.nodes[id] = stackNode{parent: parent, module: module}
+			tree.nodes.set(id, stackNode{parent: parent, module: module})
 			ids = append(ids, id)
 			return id
 		}
@@ -59,10 +59,10 @@ func TestCutMemo(t *testing.T) {
 		// A cycle, and a branch into it.
 		a := add(0, 1)
 		b := add(a, 1)
-		tree.nodes[a] = stackNode{parent: b, module: 1}
+		tree.nodes.set(a, stackNode{parent: b, module: 1})
 		add(b, 1)
 
-		memo := map[uint64]cutWalk{}
+		memo := newCutMemo(tree)
 		// All the nodes are asked, but only a few of each chain: one
 		// walk each would take long.
 		var asked []uint64

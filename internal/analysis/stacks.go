@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -133,7 +134,7 @@ const maxDepth = 4096
 // resolved only when they are asked for, once the trace has been read.
 type stackTree struct {
 	owner   uint64 // the ID of the process it belongs to
-	nodes   map[uint64]stackNode
+	nodes   nodeTable
 	modules map[uint64]uint64 // object ID by module ID
 	syms    *symbols
 
@@ -149,8 +150,96 @@ type stackNode struct {
 	parent, module, offset uint64
 }
 
+// nodeTable holds the nodes of a stack tree by ID. A process's StackNode
+// records give their IDs in order from 1, so most nodes are kept in a
+// slice by ID: every record adds one, and a map's assignments and growth
+// cost several times an index into a slice. An ID far past the nodes kept
+// so far (only a damaged trace has one) goes to a map instead, which
+// bounds the slice to twice the nodes in it, plus denseSlack.
+type nodeTable struct {
+	dense   []nodeSlot // by ID
+	inDense int        // nodes in dense
+	sparse  map[uint64]stackNode
+}
+
+// nodeSlot is a node of nodeTable.dense; known is false where no node
+// has the slot's ID.
+type nodeSlot struct {
+	stackNode
+	known bool
+}
+
+// denseSlack is how far past twice its nodes nodeTable.dense may reach.
+const denseSlack = 1024
+
+// get returns the node of id, if there is one.
+func (t *nodeTable) get(id uint64) (stackNode, bool) {
+	if id < uint64(len(t.dense)) {
+		s := &t.dense[id]
+		return s.stackNode, s.known
+	}
+	n, ok := t.sparse[id]
+	return n, ok
+}
+
+// set makes n the node of id.
+func (t *nodeTable) set(id uint64, n stackNode) {
+	if id >= uint64(len(t.dense)) {
+		limit := 2 * uint64(t.inDense+denseSlack)
+		if id >= limit {
+			if t.sparse == nil {
+				t.sparse = make(map[uint64]stackNode)
+			}
+			t.sparse[id] = n
+			return
+		}
+		t.grow(min(max(id+1, 2*uint64(len(t.dense))), limit))
+	}
+	s := &t.dense[id]
+	if !s.known {
+		t.inDense++
+	}
+	s.stackNode, s.known = n, true
+}
+
+// grow makes dense n long, and moves there the nodes of sparse it now
+// reaches: the map holds only IDs past the slice.
+func (t *nodeTable) grow(n uint64) {
+	t.dense = slices.Grow(t.dense, int(n)-len(t.dense))[:n]
+	for id, node := range t.sparse {
+		if id < n {
+			t.dense[id] = nodeSlot{node, true}
+			t.inDense++
+			delete(t.sparse, id)
+		}
+	}
+}
+
+// len returns how many nodes t holds.
+func (t *nodeTable) len() int { return t.inDense + len(t.sparse) }
+
+// all yields the nodes of t with their IDs, those of the slice first, in
+// order.
+func (t *nodeTable) all(yield func(uint64, stackNode) bool) {
+	for id := range t.dense {
+		if s := &t.dense[id]; s.known && !yield(uint64(id), s.stackNode) {
+			return
+		}
+	}
+	for id, n := range t.sparse {
+		if !yield(id, n) {
+			return
+		}
+	}
+}
+
+// clone returns a copy of t that shares nothing with it.
+func (t *nodeTable) clone() nodeTable {
+	return nodeTable{dense: slices.Clone(t.dense), inDense: t.inDense, sparse: maps.Clone(t.sparse)}
+}
+
 func newStackTree(syms *symbols, owner uint64) *stackTree {
-	return &stackTree{owner: owner, nodes: make(map[uint64]stackNode), modules: make(map[uint64]uint64), syms: syms}
+	return &stackTree{owner: owner, modules: make(map[uint64]uint64), syms: syms}
 }
 
 // frames returns the frames of stack id, innermost first. They are
@@ -174,7 +263,7 @@ func (t *stackTree) frames(id uint64) []Frame {
 func (t *stackTree) walk(id uint64) []Frame {
 	var frames []Frame
 	for depth := 0; id != 0 && depth < maxDepth; depth++ {
-		n, ok := t.nodes[id]
+		n, ok := t.nodes.get(id)
 		if !ok {
 			// The node was lost with a damaged part of the trace: say
 			// that the stack goes on, even if not where.
@@ -193,7 +282,7 @@ func (t *stackTree) nodeFrames(id uint64) [][]Frame {
 	defer t.mu.Unlock()
 	var nodes [][]Frame
 	for depth := 0; id != 0 && depth < maxDepth; depth++ {
-		n, ok := t.nodes[id]
+		n, ok := t.nodes.get(id)
 		if !ok {
 			return append(nodes, []Frame{{}})
 		}
@@ -226,6 +315,37 @@ type cutWalk struct {
 	steps   int32 // to the root
 	cut     bool  // the root is a node of module trace.ModuleCut
 	missing bool  // a node on the way is not in the tree
+	known   bool  // the walk was made (in a cutMemo)
+}
+
+// cutMemo holds the walks that stackTree.cut made from the nodes of a
+// tree, by node ID: in a slice for the IDs of the tree's slice of nodes,
+// like the nodes themselves, and in a map for the others.
+type cutMemo struct {
+	dense  []cutWalk
+	sparse map[uint64]cutWalk
+}
+
+func newCutMemo(t *stackTree) *cutMemo {
+	return &cutMemo{dense: make([]cutWalk, len(t.nodes.dense)), sparse: make(map[uint64]cutWalk)}
+}
+
+func (m *cutMemo) get(id uint64) (cutWalk, bool) {
+	if id < uint64(len(m.dense)) {
+		w := m.dense[id]
+		return w, w.known
+	}
+	w, ok := m.sparse[id]
+	return w, ok
+}
+
+func (m *cutMemo) set(id uint64, w cutWalk) {
+	w.known = true
+	if id < uint64(len(m.dense)) {
+		m.dense[id] = w
+		return
+	}
+	m.sparse[id] = w
 }
 
 // cut reports whether stack id was cut at the depth limit: its root is a
@@ -234,28 +354,28 @@ type cutWalk struct {
 // walk ends at the first node an earlier one went through, which memo
 // has: one walk a site, in a map, was most of the time of a report of
 // python3's deep stacks after the replay.
-func (t *stackTree) cut(id uint64, memo map[uint64]cutWalk) bool {
+func (t *stackTree) cut(id uint64, memo *cutMemo) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var path []uint64
 	var end cutWalk // what the node past the last of path found
 	for cur := id; ; {
-		if w, ok := memo[cur]; ok {
+		if w, ok := memo.get(cur); ok {
 			end = w
 			break
 		}
 		if len(path) == maxDepth {
 			return false // a cycle, or deeper than cut goes
 		}
-		n, ok := t.nodes[cur]
+		n, ok := t.nodes.get(cur)
 		if !ok {
 			end = cutWalk{missing: true}
-			memo[cur] = end
+			memo.set(cur, end)
 			break
 		}
 		if n.parent == 0 {
 			end = cutWalk{cut: n.module == trace.ModuleCut}
-			memo[cur] = end
+			memo.set(cur, end)
 			break
 		}
 		path = append(path, cur)
@@ -263,9 +383,9 @@ func (t *stackTree) cut(id uint64, memo map[uint64]cutWalk) bool {
 	}
 	for i := len(path) - 1; i >= 0; i-- {
 		end.steps++
-		memo[path[i]] = end
+		memo.set(path[i], end)
 	}
-	w := memo[id]
+	w, _ := memo.get(id)
 	return !w.missing && w.steps < maxDepth && w.cut
 }
 
@@ -279,7 +399,7 @@ type CutStacks struct {
 // CutStacks returns what the sites of p with cut call stacks add up to.
 func (p *Process) CutStacks() CutStacks {
 	var c CutStacks
-	memos := map[*stackTree]map[uint64]cutWalk{}
+	memos := map[*stackTree]*cutMemo{}
 	for i := range p.Sites {
 		s := &p.Sites[i]
 		tree := p.siteTree(s)
@@ -288,7 +408,7 @@ func (p *Process) CutStacks() CutStacks {
 		}
 		memo := memos[tree]
 		if memo == nil {
-			memo = make(map[uint64]cutWalk)
+			memo = newCutMemo(tree)
 			memos[tree] = memo
 		}
 		if tree.cut(s.Stack, memo) {
@@ -339,7 +459,7 @@ func (m *Model) AllWarnings() []string {
 
 func (t *stackTree) objects() []*Object {
 	seen := make(map[uint64]bool)
-	for _, n := range t.nodes {
+	for _, n := range t.nodes.all {
 		seen[t.modules[n.module]] = true
 	}
 	var objs []*Object

@@ -51,6 +51,13 @@ type blockDecoder struct {
 // that handing one over costs nothing next to decoding it.
 const batchEvents = 2048
 
+// batchOthers is how many other records a batch takes in at most before
+// it ends, for the same reasons: a placed record is about 300 bytes, and
+// a program of deep call stacks (python3) has thousands of StackNode
+// records between two runs of events, which grew a batch's others to
+// MiBs.
+const batchOthers = 512
+
 // batch is a stretch of a block, decoded: its events, and the other
 // records and the damage among them, in order. A batch also says what the
 // Reader needs to correct the times of events decoded before the unit of
@@ -147,9 +154,10 @@ func newBlockDecoder(f *fetched, block uint32, unitHint *atomic.Uint64) *blockDe
 }
 
 // fill decodes the next records and events of the block into b, which is
-// empty, until b holds batchEvents events or the block ends. It reports
-// whether the block has more to decode. A block ends with its records
-// stream, with damage, which skips the rest of it, or with End.
+// empty, until b holds batchEvents events or batchOthers other records,
+// or the block ends. It reports whether the block has more to decode. A
+// block ends with its records stream, with damage, which skips the rest
+// of it, or with End.
 func (r *blockDecoder) fill(b *batch) bool {
 	r.out = b
 	if r.inherited {
@@ -157,7 +165,7 @@ func (r *blockDecoder) fill(b *batch) bool {
 		b.marks = append(b.marks, timeMark{at: 0, units: r.time})
 	}
 	defer r.endBatch(b)
-	for len(b.events) < batchEvents {
+	for len(b.events) < batchEvents && len(b.others) < batchOthers {
 		switch {
 		case r.run > 0:
 			r.decodeRun(b)
@@ -310,7 +318,10 @@ func (r *blockDecoder) decodeRun(b *batch) {
 	n := int(min(r.run, uint64(batchEvents-len(b.events))))
 	start := len(b.events)
 	if cap(b.events)-start < n {
-		b.events = append(b.events[:cap(b.events)], make([]Event, start+n-cap(b.events))...)
+		// A batch holds batchEvents at most: room for them all at once,
+		// for grown run by run its events were copied a dozen times
+		// into memory fresh to the kernel.
+		b.events = slices.Grow(b.events[:start], batchEvents-start)
 	}
 	b.events = b.events[:start+n]
 	b.runs = append(b.runs, runSegment{at: start, first: r.runLen - r.run + 1, ops: r.cols.c[streamOps].i,
