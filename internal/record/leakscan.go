@@ -594,35 +594,57 @@ const (
 // on the goroutine that read them, with bb's own finder.
 func (bb *blockBatch) collect() {
 	bb.hits, bb.inner = bb.hits[:0], bb.inner[:0]
+	if !bb.ok {
+		bb.err = bb.each(func(k int, b []byte) { bb.collectWords(k, b) })
+		return
+	}
+	// As each does, without a call through a func value for each of
+	// the millions of small blocks of a big heap.
+	r, off := 0, uint64(0) // the range of block k, and where it starts in buf
+	for k, b := range bb.items {
+		for b.addr > bb.his[r] {
+			off += bb.sizes[r]
+			r++
+		}
+		at := off + b.addr - bb.los[r]
+		bb.collectWords(k, bb.buf[at:at+b.size&^7])
+	}
+	bb.err = nil
+}
+
+// collectWords looks up the whole words of b, the memory of bb's block k.
+func (bb *blockBatch) collectWords(k int, b []byte) {
+	if len(b) < 8 {
+		return
+	}
+	flags := uint32(0)
+	if bb.items[k].definite {
+		flags = hitDefinite
+	}
 	lo, span := bb.f.ix.lo, bb.f.ix.hi-bb.f.ix.lo
-	bb.err = bb.each(func(k int, b []byte) {
-		flags := uint32(0)
-		if bb.items[k].definite {
-			flags = hitDefinite
+	// b is read a word at a time (x86 and arm64 load words at any
+	// address), without a bounds check for each.
+	for _, v := range unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8) {
+		if v-lo >= span {
+			continue
 		}
-		for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
-			v := wordAt(b, w)
-			if v-lo >= span {
-				continue
-			}
-			num, start, size, ok := bb.f.find(v)
-			if !ok {
-				continue
-			}
-			h := hit{start: start, num: num, size: uint32(min(size, hitSize)) | flags}
-			if v != start {
-				h.size |= hitInterior
-				bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: flags != 0})
-			}
-			if len(bb.hits) == cap(bb.hits) {
-				// Doubled by hand: append grows a slice of a
-				// hundred thousand by a quarter, and copies it
-				// over and over.
-				bb.hits = append(make([]hit, 0, max(2*cap(bb.hits), 1024)), bb.hits...)
-			}
-			bb.hits = append(bb.hits, h)
+		num, start, size, ok := bb.f.find(v)
+		if !ok {
+			continue
 		}
-	})
+		h := hit{start: start, num: num, size: uint32(min(size, hitSize)) | flags}
+		if v != start {
+			h.size |= hitInterior
+			bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: flags != 0})
+		}
+		if len(bb.hits) == cap(bb.hits) {
+			// Doubled by hand: append grows a slice of a
+			// hundred thousand by a quarter, and copies it
+			// over and over.
+			bb.hits = append(make([]hit, 0, max(2*cap(bb.hits), 1024)), bb.hits...)
+		}
+		bb.hits = append(bb.hits, h)
+	}
 }
 
 // blockBatch is blocks (in increasing order of address, not overlapping)
