@@ -194,6 +194,12 @@ const (
 	batchRanges = 1024 // the most process_vm_readv takes
 	batchBlocks = 16384
 	rangeGap    = pageSize // bytes between blocks read with them rather than in another range
+	// gapBudget bounds the bytes between the blocks of a batch that it
+	// reads with them. batchBlocks small blocks of a dense heap (every
+	// other one freed, say) have more than a window between them, and
+	// past the budget each block is a range of its own, which costs
+	// process_vm_readv what a few KiB more of a range would.
+	gapBudget = 2 * scanWindow
 	// A batch of one block reads from minReadAhead to maxReadAhead bytes
 	// (see marker.startBatch).
 	minReadAhead = 4 << 10
@@ -725,13 +731,13 @@ func (bb *blockBatch) readCache(addr, n uint64) bool {
 }
 
 // plan joins bb's blocks into ranges to read: those less than rangeGap
-// apart, as long as the bytes between blocks read stay within a window.
+// apart, as long as the bytes between blocks read stay within gapBudget.
 func (bb *blockBatch) plan() {
 	bb.los, bb.his, bb.sizes = bb.los[:0], bb.his[:0], bb.sizes[:0]
 	var gaps uint64
 	for _, b := range bb.items {
 		end := b.addr + b.size&^7
-		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap && gaps <= scanWindow {
+		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap && gaps <= gapBudget {
 			if b.addr > bb.his[n-1] {
 				gaps += b.addr - bb.his[n-1]
 			}
