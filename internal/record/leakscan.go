@@ -439,20 +439,30 @@ func (m *marker) startBatch() *blockBatch {
 	}
 	bb.items = bb.items[:0]
 	var bytes uint64
-	for len(m.stack) > 0 && len(bb.items) < batchBlocks && bytes < scanWindow {
+	for len(m.stack) > 0 && len(bb.items) < batchBlocks && bytes < scanWindow && m.graph != nil {
 		e := m.stack[len(m.stack)-1]
 		m.stack = m.stack[:len(m.stack)-1]
-		if m.graph != nil && m.graph.has(e.num) {
-			m.follow(e.num)
+		if m.graph.has(e.num) {
+			m.follow(e.num) // which pushes
 			continue
 		}
-		size := uint64(e.size)
-		if size > scanWindow {
-			m.big = append(m.big, e.addr)
-			continue
+		bytes += m.take(bb, e)
+	}
+	if m.graph == nil {
+		// The blocks at the top of the stack, taken in the order they
+		// were pushed: a root or a block of pointers often holds them
+		// in increasing order of address, and those need no sort.
+		from, n := len(m.stack), 0
+		for from > 0 && n < batchBlocks && bytes < scanWindow {
+			from--
+			if size := uint64(m.stack[from].size); size <= scanWindow {
+				n, bytes = n+1, bytes+size
+			}
 		}
-		bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
-		bytes += size
+		for _, e := range m.stack[from:] {
+			m.take(bb, e)
+		}
+		m.stack = m.stack[:from]
 	}
 	if len(bb.items) == 0 {
 		return nil // all big
@@ -494,6 +504,18 @@ func (m *marker) startBatch() *blockBatch {
 		bb.collect()
 	})
 	return bb
+}
+
+// take adds block e, off the stack, to bb, or to m.big if it is bigger
+// than a window, and returns the bytes it added to bb.
+func (m *marker) take(bb *blockBatch, e stackEntry) uint64 {
+	size := uint64(e.size)
+	if size > scanWindow {
+		m.big = append(m.big, e.addr)
+		return 0
+	}
+	bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
+	return size
 }
 
 // launch has work, reading about bytes, done for bb on a goroutine of
@@ -547,10 +569,17 @@ func (bb *blockBatch) cancel() {
 	}
 }
 
-// sortByAddress sorts items by address. Blocks come off the stack in the
-// reverse of the order they were found in, and a root or a block of
-// pointers often holds them in increasing order: those need no sort.
+// sortByAddress sorts items by address. Items in increasing or
+// decreasing order (as a root or a block of pointers often holds them)
+// need no sort.
 func sortByAddress(items []scanItem) {
+	i := 1
+	for i < len(items) && items[i].addr > items[i-1].addr {
+		i++
+	}
+	if i >= len(items) {
+		return
+	}
 	descending := true
 	for i := 1; i < len(items) && descending; i++ {
 		descending = items[i].addr < items[i-1].addr
