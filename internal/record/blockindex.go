@@ -173,6 +173,14 @@ func (f *finder) findSized(v uint64, sized bool) (num uint32, start, size uint64
 	}
 	t, key := ix.t, v>>tablePageBits
 	if pg, base, found := f.page(key); found {
+		// Most pointers found point at a block's start: its slot's bit.
+		if s := slotIn(v); v&(1<<tableSlotBits-1) == 0 && pg.starts[s/64]&(1<<(s%64)) != 0 {
+			r := pg.rank(s)
+			if !sized {
+				return base + uint32(r), v, 0, true
+			}
+			return base + uint32(r), v, t.sizeAt(pg, r, v), true
+		}
 		if r, a, found := lastAtOrBefore(pg, slotIn(v)); found {
 			if a == v && !sized {
 				return base + uint32(r), a, 0, true

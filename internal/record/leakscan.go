@@ -194,6 +194,12 @@ const (
 	batchRanges = 1024 // the most process_vm_readv takes
 	batchBlocks = 16384
 	rangeGap    = pageSize // bytes between blocks read with them rather than in another range
+	// gapBudget bounds the bytes between the blocks of a batch that it
+	// reads with them. batchBlocks small blocks of a dense heap (every
+	// other one freed, say) have more than a window between them, and
+	// past the budget each block is a range of its own, which costs
+	// process_vm_readv what a few KiB more of a range would.
+	gapBudget = 2 * scanWindow
 	// A batch of one block reads from minReadAhead to maxReadAhead bytes
 	// (see marker.startBatch).
 	minReadAhead = 4 << 10
@@ -433,20 +439,30 @@ func (m *marker) startBatch() *blockBatch {
 	}
 	bb.items = bb.items[:0]
 	var bytes uint64
-	for len(m.stack) > 0 && len(bb.items) < batchBlocks && bytes < scanWindow {
+	for len(m.stack) > 0 && len(bb.items) < batchBlocks && bytes < scanWindow && m.graph != nil {
 		e := m.stack[len(m.stack)-1]
 		m.stack = m.stack[:len(m.stack)-1]
-		if m.graph != nil && m.graph.has(e.num) {
-			m.follow(e.num)
+		if m.graph.has(e.num) {
+			m.follow(e.num) // which pushes
 			continue
 		}
-		size := uint64(e.size)
-		if size > scanWindow {
-			m.big = append(m.big, e.addr)
-			continue
+		bytes += m.take(bb, e)
+	}
+	if m.graph == nil {
+		// The blocks at the top of the stack, taken in the order they
+		// were pushed: a root or a block of pointers often holds them
+		// in increasing order of address, and those need no sort.
+		from, n := len(m.stack), 0
+		for from > 0 && n < batchBlocks && bytes < scanWindow {
+			from--
+			if size := uint64(m.stack[from].size); size <= scanWindow {
+				n, bytes = n+1, bytes+size
+			}
 		}
-		bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
-		bytes += size
+		for _, e := range m.stack[from:] {
+			m.take(bb, e)
+		}
+		m.stack = m.stack[:from]
 	}
 	if len(bb.items) == 0 {
 		return nil // all big
@@ -488,6 +504,18 @@ func (m *marker) startBatch() *blockBatch {
 		bb.collect()
 	})
 	return bb
+}
+
+// take adds block e, off the stack, to bb, or to m.big if it is bigger
+// than a window, and returns the bytes it added to bb.
+func (m *marker) take(bb *blockBatch, e stackEntry) uint64 {
+	size := uint64(e.size)
+	if size > scanWindow {
+		m.big = append(m.big, e.addr)
+		return 0
+	}
+	bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
+	return size
 }
 
 // launch has work, reading about bytes, done for bb on a goroutine of
@@ -541,10 +569,17 @@ func (bb *blockBatch) cancel() {
 	}
 }
 
-// sortByAddress sorts items by address. Blocks come off the stack in the
-// reverse of the order they were found in, and a root or a block of
-// pointers often holds them in increasing order: those need no sort.
+// sortByAddress sorts items by address. Items in increasing or
+// decreasing order (as a root or a block of pointers often holds them)
+// need no sort.
 func sortByAddress(items []scanItem) {
+	i := 1
+	for i < len(items) && items[i].addr > items[i-1].addr {
+		i++
+	}
+	if i >= len(items) {
+		return
+	}
 	descending := true
 	for i := 1; i < len(items) && descending; i++ {
 		descending = items[i].addr < items[i-1].addr
@@ -594,35 +629,57 @@ const (
 // on the goroutine that read them, with bb's own finder.
 func (bb *blockBatch) collect() {
 	bb.hits, bb.inner = bb.hits[:0], bb.inner[:0]
+	if !bb.ok {
+		bb.err = bb.each(func(k int, b []byte) { bb.collectWords(k, b) })
+		return
+	}
+	// As each does, without a call through a func value for each of
+	// the millions of small blocks of a big heap.
+	r, off := 0, uint64(0) // the range of block k, and where it starts in buf
+	for k, b := range bb.items {
+		for b.addr > bb.his[r] {
+			off += bb.sizes[r]
+			r++
+		}
+		at := off + b.addr - bb.los[r]
+		bb.collectWords(k, bb.buf[at:at+b.size&^7])
+	}
+	bb.err = nil
+}
+
+// collectWords looks up the whole words of b, the memory of bb's block k.
+func (bb *blockBatch) collectWords(k int, b []byte) {
+	if len(b) < 8 {
+		return
+	}
+	flags := uint32(0)
+	if bb.items[k].definite {
+		flags = hitDefinite
+	}
 	lo, span := bb.f.ix.lo, bb.f.ix.hi-bb.f.ix.lo
-	bb.err = bb.each(func(k int, b []byte) {
-		flags := uint32(0)
-		if bb.items[k].definite {
-			flags = hitDefinite
+	// b is read a word at a time (x86 and arm64 load words at any
+	// address), without a bounds check for each.
+	for _, v := range unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8) {
+		if v-lo >= span {
+			continue
 		}
-		for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
-			v := wordAt(b, w)
-			if v-lo >= span {
-				continue
-			}
-			num, start, size, ok := bb.f.find(v)
-			if !ok {
-				continue
-			}
-			h := hit{start: start, num: num, size: uint32(min(size, hitSize)) | flags}
-			if v != start {
-				h.size |= hitInterior
-				bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: flags != 0})
-			}
-			if len(bb.hits) == cap(bb.hits) {
-				// Doubled by hand: append grows a slice of a
-				// hundred thousand by a quarter, and copies it
-				// over and over.
-				bb.hits = append(make([]hit, 0, max(2*cap(bb.hits), 1024)), bb.hits...)
-			}
-			bb.hits = append(bb.hits, h)
+		num, start, size, ok := bb.f.find(v)
+		if !ok {
+			continue
 		}
-	})
+		h := hit{start: start, num: num, size: uint32(min(size, hitSize)) | flags}
+		if v != start {
+			h.size |= hitInterior
+			bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: flags != 0})
+		}
+		if len(bb.hits) == cap(bb.hits) {
+			// Doubled by hand: append grows a slice of a
+			// hundred thousand by a quarter, and copies it
+			// over and over.
+			bb.hits = append(make([]hit, 0, max(2*cap(bb.hits), 1024)), bb.hits...)
+		}
+		bb.hits = append(bb.hits, h)
+	}
 }
 
 // blockBatch is blocks (in increasing order of address, not overlapping)
@@ -703,13 +760,13 @@ func (bb *blockBatch) readCache(addr, n uint64) bool {
 }
 
 // plan joins bb's blocks into ranges to read: those less than rangeGap
-// apart, as long as the bytes between blocks read stay within a window.
+// apart, as long as the bytes between blocks read stay within gapBudget.
 func (bb *blockBatch) plan() {
 	bb.los, bb.his, bb.sizes = bb.los[:0], bb.his[:0], bb.sizes[:0]
 	var gaps uint64
 	for _, b := range bb.items {
 		end := b.addr + b.size&^7
-		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap && gaps <= scanWindow {
+		if n := len(bb.los); n > 0 && b.addr <= bb.his[n-1]+rangeGap && gaps <= gapBudget {
 			if b.addr > bb.his[n-1] {
 				gaps += b.addr - bb.his[n-1]
 			}

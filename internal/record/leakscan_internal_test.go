@@ -99,3 +99,57 @@ func TestEndedDuringScanOnItsWayOut(t *testing.T) {
 	}
 	t.Logf("%d reads failed before the process was a zombie", failed)
 }
+
+// TestPlanJoinsADenseBatch plans a batch of batchBlocks small blocks of a
+// dense heap, each followed by a freed one, as bigheap's: its blocks are
+// read as a few ranges, not a range each once the bytes between them
+// pass a window, and those ranges hold each block and stay within the
+// batch's blocks and gapBudget.
+func TestPlanJoinsADenseBatch(t *testing.T) {
+	bb := &blockBatch{}
+	addr, bytes := uint64(0x10000), uint64(0)
+	for k := range batchBlocks {
+		size := 16 + uint64(k*5%7)*8
+		bb.items = append(bb.items, scanItem{addr: addr, size: size})
+		bytes += size
+		addr += 2 * ((size + 8 + 15) &^ 15) // its chunk, and a freed one
+	}
+	bb.plan()
+	if len(bb.los) > 2 {
+		t.Errorf("%d blocks of %d bytes in all, spread over %d bytes: %d ranges, want at most 2", len(bb.items), bytes, addr-0x10000, len(bb.los))
+	}
+	var total uint64
+	for i := range bb.los {
+		total += bb.sizes[i]
+		if bb.his[i]-bb.los[i] != bb.sizes[i] || i > 0 && bb.los[i] <= bb.his[i-1] {
+			t.Fatalf("range %d: [%#x, %#x) of %d bytes, after one ending at %#x", i, bb.los[i], bb.his[i], bb.sizes[i], bb.his[max(i-1, 0)])
+		}
+	}
+	if total > bytes+gapBudget+rangeGap {
+		t.Errorf("the ranges hold %d bytes, more than the blocks' %d and the gap budget", total, bytes)
+	}
+	for _, b := range bb.items {
+		i, _ := slices.BinarySearch(bb.his, b.addr+1)
+		if i == len(bb.los) || b.addr < bb.los[i] || b.addr+b.size&^7 > bb.his[i] {
+			t.Fatalf("block at %#x of %d bytes in no range", b.addr, b.size)
+		}
+	}
+}
+
+// TestSortByAddress sorts items in increasing, decreasing and mixed order
+// of address, and one or none.
+func TestSortByAddress(t *testing.T) {
+	for _, addrs := range [][]uint64{nil, {8}, {8, 16, 32}, {32, 16, 8}, {16, 8, 32, 24}, {8, 24, 16}} {
+		items := make([]scanItem, len(addrs))
+		for i, a := range addrs {
+			items[i] = scanItem{addr: a, size: a / 8}
+		}
+		sortByAddress(items)
+		want := slices.Sorted(slices.Values(addrs))
+		for i, it := range items {
+			if it.addr != want[i] || it.size != it.addr/8 {
+				t.Fatalf("%v sorted: %+v", addrs, items)
+			}
+		}
+	}
+}
