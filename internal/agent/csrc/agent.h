@@ -75,8 +75,15 @@ struct mt_new_frame {
 
 /* Per-thread state, allocated from the arena on a thread's first event. */
 struct mt_thread {
-	uint32_t gen;      /* process generation it was set up in */
-	uint32_t busy;     /* inside the agent: nested allocator calls pass through */
+	/* gen and busy side by side, so that mt_enter asks both, and the
+	 * process's state, in one compare (see mt_process.enter_key). */
+	union {
+		struct {
+			uint32_t gen;  /* process generation it was set up in */
+			uint32_t busy; /* inside the agent: nested allocator calls pass through */
+		};
+		uint64_t gen_busy;
+	};
 	uint32_t internal; /* the agent itself is calling libc, which may allocate */
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
@@ -150,6 +157,11 @@ struct mt_thread {
 struct mt_process {
 	int state; /* MT_STATE_* */
 	uint32_t gen;
+	/* What a thread's gen_busy holds when mt_enter may take the fast
+	 * path: gen, not busy, while the state is active; while it is not,
+	 * MT_ENTER_NONE, which no thread's holds (busy is 0 or 1). Set with
+	 * state (mt_set_state). */
+	uint64_t enter_key;
 	pid_t pid;
 	struct mt_header *hdr;
 	uint8_t *region;
@@ -171,6 +183,7 @@ struct mt_process {
 	int prefetchw;     /* the CPU has PREFETCHW (see mt_put) */
 };
 #define MT_SEQ_SHARED ((uintptr_t)1)
+#define MT_ENTER_NONE (~(uint64_t)0)
 
 enum { MT_STATE_UNINIT, MT_STATE_ACTIVE, MT_STATE_OFF };
 
@@ -327,6 +340,16 @@ MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *
 	return 1;
 }
 
+/* mt_listed_unchanged is mt_outer_unchanged(t, t->listed): the frames
+ * it checks are all listed. */
+MT_HOT int mt_listed_unchanged(const struct mt_thread *t)
+{
+	for (const struct mt_check *c = t->check, *end = c + t->nwords; c < end; c++)
+		if (*c->at != c->v)
+			return 0;
+	return 1;
+}
+
 /* mt_list lists the words of t's frames from t->listed up to f in
  * t->check, as many as fit. */
 MT_HIDDEN void mt_list(struct mt_thread *t, const struct mt_frame *f);
@@ -337,8 +360,10 @@ MT_HIDDEN void mt_list(struct mt_thread *t, const struct mt_frame *f);
 MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 {
 	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
-	/* The stack in use: from the base to the caller's stack pointer. */
-	t->stack_use = sp > t->stack_lo && sp <= t->stack_hi ? t->stack_hi - sp : 0;
+	/* The stack in use: from the base to the caller's stack pointer, if
+	 * that is in (stack_lo, stack_hi]; one unsigned compare asks both. */
+	uintptr_t use = t->stack_hi - sp;
+	t->stack_use = use < t->stack_hi - t->stack_lo ? use : 0;
 	/* A heap event publishes the thread's calls of a window that has
 	 * ended, so that they come before it in the trace. */
 	if (MT_UNLIKELY(t->calls_n != 0))
@@ -357,9 +382,14 @@ MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
 		 * where they will be checked again, rather than by a walk,
 		 * which on a deep stack that changes at every event would
 		 * list them all for one check. */
-		if (MT_UNLIKELY(t->listed != f))
+		int same;
+		if (MT_LIKELY(t->listed == f)) {
+			same = mt_listed_unchanged(t);
+		} else {
 			mt_list(t, f);
-		if (MT_LIKELY(mt_outer_unchanged(t, f))) {
+			same = mt_outer_unchanged(t, f);
+		}
+		if (MT_LIKELY(same)) {
 			t->stack_id = f->node;
 			return;
 		}
@@ -461,18 +491,24 @@ MT_HOT struct mt_thread *mt_self(void)
 }
 
 /* mt_enter returns the calling thread's state, marked busy, or NULL when
- * this call must not be recorded (nested in the agent, or not recording). */
+ * this call must not be recorded (nested in the agent, or not recording).
+ * The fast path looks in the cache of mt_self without asking the state
+ * first: the cache is empty until the process is active (and again in a
+ * fork child), and a state found there was attached by this very thread,
+ * after it had seen the process active. Whether it still is, whether the
+ * thread is in this generation and not busy are then one compare. */
 MT_HOT struct mt_thread *mt_enter(void)
 {
-	if (MT_LIKELY(__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)) {
-		struct mt_thread *t = mt_self();
-		if (MT_LIKELY(t != NULL && !t->busy && t->gen == mt_proc.gen &&
-			      !__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
-			t->busy = 1;
-			return t;
-		}
-		return mt_enter_slow(t);
+	uintptr_t tp = mt_thread_pointer();
+	struct mt_thread *t = __atomic_load_n(&mt_self_cache[mt_self_slot(tp)], __ATOMIC_RELAXED);
+	if (MT_LIKELY(t != NULL && __atomic_load_n(&t->tp, __ATOMIC_RELAXED) == tp &&
+		      t->gen_busy == __atomic_load_n(&mt_proc.enter_key, __ATOMIC_RELAXED) &&
+		      !__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
+		t->busy = 1;
+		return t;
 	}
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)
+		return mt_enter_slow(mt_self());
 	return mt_enter_slow(NULL);
 }
 
@@ -514,13 +550,16 @@ MT_HOT uint64_t mt_seq_of(struct mt_thread *t)
  * sequence number, so that a thread waiting for space holds no number
  * back from the recorder, and so that nothing but the record's words is
  * live across the call. */
-MT_HOT int mt_reserve(struct mt_thread *t, unsigned n)
+MT_HOT int mt_reserve(struct mt_thread *t, unsigned n, uint64_t *w)
 {
 	uint64_t bytes = (uint64_t)n * 8;
-	return MT_LIKELY(t->ctl->write + bytes <= t->ring_limit) || mt_emit_wait(t, bytes);
+	/* Only this thread writes it: mt_emit_wait leaves it as it is. */
+	*w = t->ctl->write;
+	return MT_LIKELY(*w + bytes <= t->ring_limit) || mt_emit_wait(t, bytes);
 }
 
-/* mt_put publishes a record of n words, reserved, in the thread's ring.
+/* mt_put publishes a record of n words, reserved at write position w
+ * (mt_reserve), in the thread's ring.
  * The ring is written a word at a time (volatile): the words were just
  * computed one by one, and a copy that loads them back 16 bytes at a time,
  * as the compiler vectorizes it, waits for their stores to reach the cache
@@ -529,10 +568,8 @@ MT_HOT int mt_reserve(struct mt_thread *t, unsigned n)
  * The line a few records ahead is then asked for with the intent to write
  * it: the recorder's core read it last, a ring ago, and the store would
  * otherwise wait for it to be taken from there. */
-MT_HOT void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
+MT_HOT void mt_put(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n)
 {
-	struct mt_slot *ctl = t->ctl;
-	uint64_t w = ctl->write;
 	uint64_t mask = t->ring_mask, at = w / 8 & mask;
 	if (MT_LIKELY(at + n <= mask + 1)) {
 		uint64_t *to = t->ring + at;
@@ -545,7 +582,7 @@ MT_HOT void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
 		for (unsigned i = 0; i < n; i++)
 			ring[(at + i) & mask] = words[i];
 	}
-	__atomic_store_n(&ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
 	if (MT_LIKELY(mt_proc.prefetchw))
 		__asm__ volatile("prefetchw %0" : : "m"(t->ring[(at + n + MT_PREFETCH_WORDS) & mask]));
 }
@@ -553,8 +590,9 @@ MT_HOT void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
 /* mt_emit publishes a record of n words in the thread's ring. */
 MT_HOT void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
-	if (mt_reserve(t, n))
-		mt_put(t, words, n);
+	uint64_t w;
+	if (mt_reserve(t, n, &w))
+		mt_put(t, w, words, n);
 }
 
 #endif

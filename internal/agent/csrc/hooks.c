@@ -105,11 +105,12 @@ static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void 
 static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
 {
 	note_block(p, n);
-	if (!mt_reserve(t, 6))
+	uint64_t w;
+	if (!mt_reserve(t, 6, &w))
 		return;
 	uint64_t rec[6] = {MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
-	mt_put(t, rec, 6);
+	mt_put(t, w, rec, 6);
 }
 
 static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
@@ -118,11 +119,12 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 		emit_free_pointers(t, api, p);
 		return;
 	}
-	if (!mt_reserve(t, 5))
+	uint64_t w;
+	if (!mt_reserve(t, 5, &w))
 		return;
 	uint64_t rec[5] = {MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
 			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, t->stack_use};
-	mt_put(t, rec, 5);
+	mt_put(t, w, rec, 5);
 }
 
 /* ---- never-written memory ----

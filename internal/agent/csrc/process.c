@@ -29,7 +29,7 @@
 
 #include "agent.h"
 
-struct mt_process mt_proc;
+struct mt_process mt_proc = {.enter_key = MT_ENTER_NONE};
 
 static mt_lock_t init_lock;
 static mt_lock_t free_threads_lock;
@@ -299,6 +299,15 @@ static void before_fork(void);
 static void after_fork_parent(void);
 static void after_fork_child(void);
 
+/* set_state sets the process's state, and with it the key of mt_enter's
+ * fast path. */
+static void set_state(int state)
+{
+	__atomic_store_n(&mt_proc.enter_key, state == MT_STATE_ACTIVE ? (uint64_t)mt_proc.gen : MT_ENTER_NONE,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&mt_proc.state, state, __ATOMIC_RELEASE);
+}
+
 /* mt_process_init connects this process. It runs with the caller's busy
  * flag set, so allocations made by libc on its behalf are not recorded. */
 void mt_process_init(int flags, uint64_t fork_token)
@@ -342,7 +351,7 @@ void mt_process_init(int flags, uint64_t fork_token)
 		on_exit(on_exit_handler, NULL);
 		pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	}
-	__atomic_store_n(&mt_proc.state, state, __ATOMIC_RELEASE);
+	set_state(state);
 	mt_unlock(&init_lock);
 }
 
@@ -378,6 +387,7 @@ static void after_fork_child(void)
 {
 	struct mt_thread *t = thread_key_ready ? pthread_getspecific(mt_thread_key) : NULL;
 	uint64_t token = 0;
+	set_state(MT_STATE_UNINIT); /* first: the region below is the parent's */
 	if (t != NULL) {
 		token = t->fork_seq;
 		t->fork_seq = 0;
@@ -393,7 +403,6 @@ static void after_fork_child(void)
 	mt_proc.hdr = NULL;
 	mt_calls_window = 0;
 	mt_proc.gen++;
-	mt_proc.state = MT_STATE_UNINIT;
 	mt_proc.seq_owner = 0; /* the child's first thread to attach is its only one */
 	mt_proc.membarrier_ok = 0;
 	leader_exit_sp = 0; /* the child's main thread is the one that forked */
@@ -582,7 +591,7 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 		}
 		if (__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED)) {
 			/* The recorder asked to stop (it cannot write any more). */
-			__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
+			set_state(MT_STATE_OFF);
 			return NULL;
 		}
 		t->busy = 1;
@@ -608,7 +617,7 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 
 static void disable(void)
 {
-	__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
+	set_state(MT_STATE_OFF);
 	mt_warn("the recorder is gone; recording stopped, the program continues", NULL);
 }
 
