@@ -90,8 +90,10 @@ struct mt_thread {
 	uint32_t depth;    /* frames in the cached stack (see mt_stack_cut) */
 	uint32_t uncounted; /* it was cut, and more frames than depth: their number is not known */
 	/* The cached stack's innermost frame when mt_capture_stack may reuse
-	 * the stack whole from it, else NULL (see mt_capture_walk). */
+	 * the stack whole from it, else NULL (see mt_capture_walk); and the
+	 * stack in use at its stack pointer, which such a reuse takes. */
 	const struct mt_frame *top;
+	uint64_t top_use;
 	/* The first frame of the cached stack whose words are not in check
 	 * (see mt_outer_unchanged), and how many words the frames before it
 	 * read. The innermost frame is never listed: no frame is inside it. */
@@ -354,47 +356,40 @@ MT_HOT int mt_listed_unchanged(const struct mt_thread *t)
  * t->check, as many as fit. */
 MT_HIDDEN void mt_list(struct mt_thread *t, const struct mt_frame *f);
 
+/* mt_stack_use returns the bytes of t's stack in use at stack pointer
+ * sp: from the base to sp, if that is in (stack_lo, stack_hi], else 0
+ * (not known). One unsigned compare asks both. */
+static inline uint64_t mt_stack_use(const struct mt_thread *t, uintptr_t sp)
+{
+	uintptr_t use = t->stack_hi - sp;
+	return use < t->stack_hi - t->stack_lo ? use : 0;
+}
+
+/* mt_capture_slow is mt_capture_stack past its fast path. */
+MT_HIDDEN void mt_capture_slow(struct mt_thread *t, const uintptr_t *frame);
+
 /* mt_capture_stack sets t->stack_id, and t->stack_use, for the allocator
  * call whose hook has frame pointer frame (frame[0]: the caller's rbp,
- * frame[1]: the return address into the caller). */
-MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
+ * frame[1]: the return address into the caller). Most events come from
+ * where the thread's previous one came from: the caller's frame is the
+ * previous stack's innermost (the frame the walk left in t->top), it and
+ * the frames outside it unchanged, and the walk would stop there at once
+ * and reuse the whole stack. That case, with the outer frames' words
+ * already listed and no calls to publish, is checked inline in the hooks;
+ * every other goes out of line (mt_capture_slow) in one call, so that
+ * nothing of the check is live across a call and the hooks keep few
+ * registers to save. */
+MT_HOT void mt_capture_stack(struct mt_thread *t, const uintptr_t *frame)
 {
-	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
-	/* The stack in use: from the base to the caller's stack pointer, if
-	 * that is in (stack_lo, stack_hi]; one unsigned compare asks both. */
-	uintptr_t use = t->stack_hi - sp;
-	t->stack_use = use < t->stack_hi - t->stack_lo ? use : 0;
-	/* A heap event publishes the thread's calls of a window that has
-	 * ended, so that they come before it in the trace. */
-	if (MT_UNLIKELY(t->calls_n != 0))
-		mt_calls_due(t);
-	/* Most events come from where the thread's previous one came from:
-	 * the caller's frame is the previous stack's innermost, it and the
-	 * frames outside it unchanged, and the walk (mt_capture_walk) would
-	 * stop there at once and reuse the whole stack. That case is checked
-	 * here, without the walk's setup and inline in the hooks, from the
-	 * frame the walk left in t->top. */
 	const struct mt_frame *f = t->top;
-	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp)) {
-		/* The frames outside it, listed (up to MT_CHECK_WORDS): the
-		 * check is one loop over the words they read, with no
-		 * question per frame of which it read. They are listed here,
-		 * where they will be checked again, rather than by a walk,
-		 * which on a deep stack that changes at every event would
-		 * list them all for one check. */
-		int same;
-		if (MT_LIKELY(t->listed == f)) {
-			same = mt_listed_unchanged(t);
-		} else {
-			mt_list(t, f);
-			same = mt_outer_unchanged(t, f);
-		}
-		if (MT_LIKELY(same)) {
-			t->stack_id = f->node;
-			return;
-		}
+	if (MT_LIKELY(f != NULL && f == t->listed && t->calls_n == 0 && t->modgen == mt_modgen) &&
+	    f->sp == (uintptr_t)(frame + 2) && f->ra == frame[1] && (!f->bp_used || f->bp == frame[0]) &&
+	    MT_LIKELY(mt_listed_unchanged(t))) {
+		t->stack_id = f->node;
+		t->stack_use = t->top_use;
+		return;
 	}
-	mt_capture_walk(t, pc, sp, bp);
+	mt_capture_slow(t, frame);
 }
 
 /* Small lock for rare paths (module refresh, node inserts). */
@@ -553,38 +548,57 @@ MT_HOT uint64_t mt_seq_of(struct mt_thread *t)
 MT_HOT int mt_reserve(struct mt_thread *t, unsigned n, uint64_t *w)
 {
 	uint64_t bytes = (uint64_t)n * 8;
-	/* Only this thread writes it: mt_emit_wait leaves it as it is. */
+	/* Only this thread writes it. */
 	*w = t->ctl->write;
-	return MT_LIKELY(*w + bytes <= t->ring_limit) || mt_emit_wait(t, bytes);
+	if (MT_LIKELY(*w + bytes <= t->ring_limit))
+		return 1;
+	if (!mt_emit_wait(t, bytes))
+		return 0;
+	*w = t->ctl->write; /* not kept across the call */
+	return 1;
 }
 
 /* mt_put publishes a record of n words, reserved at write position w
- * (mt_reserve), in the thread's ring.
- * The ring is written a word at a time (volatile): the words were just
- * computed one by one, and a copy that loads them back 16 bytes at a time,
- * as the compiler vectorizes it, waits for their stores to reach the cache
- * first; unrolled, the words go from registers straight to the ring.
- *
- * The line a few records ahead is then asked for with the intent to write
- * it: the recorder's core read it last, a ring ago, and the store would
- * otherwise wait for it to be taken from there. */
+ * (mt_reserve), in the thread's ring. The ring is written a word at a
+ * time (volatile): the words were just computed one by one, and a copy
+ * that loads them back 16 bytes at a time, as the compiler vectorizes it,
+ * waits for their stores to reach the cache first; unrolled, the words go
+ * from registers straight to the ring. */
+/* mt_ring_at returns the index in t's ring of write position w. */
+MT_HOT uint64_t mt_ring_at(const struct mt_thread *t, uint64_t w) { return w / 8 & t->ring_mask; }
+
+/* mt_ring_fits reports whether a record of n words at index at ends
+ * before the ring's end. The allocator hooks then write their records
+ * straight into the ring, word by word as each is computed: built in an
+ * array first, the words are all live at once, and the hooks save more
+ * registers to hold them. */
+MT_HOT int mt_ring_fits(const struct mt_thread *t, uint64_t at, unsigned n) { return at + n <= t->ring_mask + 1; }
+
+/* mt_publish hands the recorder the record of n words written at index
+ * at of t's ring, reserved at write position w. The line a few records
+ * ahead is then asked for with the intent to write it: the recorder's
+ * core read it last, a ring ago, and the store would otherwise wait for
+ * it to be taken from there. */
+MT_HOT void mt_publish(struct mt_thread *t, uint64_t w, uint64_t at, unsigned n)
+{
+	__atomic_store_n(&t->ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
+	if (MT_LIKELY(mt_proc.prefetchw))
+		__asm__ volatile("prefetchw %0" : : "m"(t->ring[(at + n + MT_PREFETCH_WORDS) & t->ring_mask]));
+}
+
+MT_HIDDEN void mt_put_wrapped(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n);
 MT_HOT void mt_put(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n)
 {
-	uint64_t mask = t->ring_mask, at = w / 8 & mask;
-	if (MT_LIKELY(at + n <= mask + 1)) {
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, n))) {
 		uint64_t *to = t->ring + at;
 #pragma GCC unroll 16
 		for (unsigned i = 0; i < n; i++)
 			to[i] = words[i];
-	} else {
-		volatile uint64_t *ring = t->ring;
-#pragma GCC unroll 16
-		for (unsigned i = 0; i < n; i++)
-			ring[(at + i) & mask] = words[i];
+		mt_publish(t, w, at, n);
+		return;
 	}
-	__atomic_store_n(&t->ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
-	if (MT_LIKELY(mt_proc.prefetchw))
-		__asm__ volatile("prefetchw %0" : : "m"(t->ring[(at + n + MT_PREFETCH_WORDS) & mask]));
+	mt_put_wrapped(t, w, words, n);
 }
 
 /* mt_emit publishes a record of n words in the thread's ring. */

@@ -108,9 +108,16 @@ static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t
 	uint64_t w;
 	if (!mt_reserve(t, 6, &w))
 		return;
-	uint64_t rec[6] = {MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
-	mt_put(t, w, rec, 6);
+	uint64_t head = MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, 6))) {
+		uint64_t *to = t->ring + at;
+		to[0] = head, to[1] = mt_seq_of(t), to[2] = mt_tsc(), to[3] = (uintptr_t)p, to[4] = n, to[5] = t->stack_use;
+		mt_publish(t, w, at, 6);
+		return;
+	}
+	uint64_t rec[6] = {head, mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
+	mt_put_wrapped(t, w, rec, 6);
 }
 
 static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
@@ -122,9 +129,16 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 	uint64_t w;
 	if (!mt_reserve(t, 5, &w))
 		return;
-	uint64_t rec[5] = {MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, t->stack_use};
-	mt_put(t, w, rec, 5);
+	uint64_t head = MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, 5))) {
+		uint64_t *to = t->ring + at;
+		to[0] = head, to[1] = mt_seq_of(t), to[2] = mt_tsc(), to[3] = (uintptr_t)p, to[4] = t->stack_use;
+		mt_publish(t, w, at, 5);
+		return;
+	}
+	uint64_t rec[5] = {head, mt_seq_of(t), mt_tsc(), (uintptr_t)p, t->stack_use};
+	mt_put_wrapped(t, w, rec, 5);
 }
 
 /* ---- never-written memory ----

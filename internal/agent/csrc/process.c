@@ -674,6 +674,18 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 	return ok;
 }
 
+/* mt_put_wrapped is mt_put for a record that wraps around the ring's
+ * end. Out of line: it is rare, and inline it would take registers that
+ * the hooks would then save on every call. */
+void mt_put_wrapped(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n)
+{
+	uint64_t mask = t->ring_mask, at = mt_ring_at(t, w);
+	volatile uint64_t *ring = t->ring;
+	for (unsigned i = 0; i < n; i++)
+		ring[(at + i) & mask] = words[i];
+	__atomic_store_n(&t->ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
+}
+
 /* mt_emit_wait is mt_reserve when the ring seems full. */
 int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 {
