@@ -229,6 +229,7 @@ struct mt_real {
 };
 extern struct mt_real mt_real MT_HIDDEN;
 MT_HIDDEN void mt_resolve(void);
+MT_HIDDEN void mt_usable_setup(void);
 #define MT_BOOTSTRAP_SIZE (256 << 10)
 extern uint8_t mt_bootstrap[MT_BOOTSTRAP_SIZE] MT_HIDDEN;
 /* mt_in_bootstrap reports whether p is a block of the bootstrap buffer

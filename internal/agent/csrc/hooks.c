@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define FRAME ((uintptr_t *)__builtin_frame_address(0))
+#define PAGE 4096u
 
 static inline void resolved(void)
 {
@@ -53,15 +55,55 @@ static inline void note_block(const void *p, size_t n)
 		;
 }
 
-/* usable_size is malloc_usable_size(p): the program's own once the agent
- * records through the executable's own allocator (entrypatch.c), or 0 if
- * it has none. New blocks are then left as they are, and freed ones send
- * no pointers. */
+/* glibc_chunks says that the blocks are glibc's, whose malloc_usable_size
+ * usable_size may read from their headers (see mt_usable_setup). */
+static int glibc_chunks;
+
+/* usable_size is malloc_usable_size(p), of a block in use: the program's
+ * own once the agent records through the executable's own allocator
+ * (entrypatch.c), or 0 if it has none. New blocks are then left as they
+ * are, and freed ones send no pointers. Of a glibc block not mmapped, it
+ * is read from the chunk's header without the call, which costs more
+ * than the rest of clearing a small block: the word before the block is
+ * the chunk's size with flags in its low three bits, bit 1 saying mmapped;
+ * the block runs to the next chunk's size word, which is its own while it
+ * is in use. */
 static inline size_t usable_size(void *p)
 {
+	if (MT_LIKELY(glibc_chunks)) {
+		size_t h = ((const size_t *)p)[-1];
+		if (MT_LIKELY((h & 2) == 0))
+			return (h & ~(size_t)7) - sizeof h;
+	}
 	if (MT_UNLIKELY(mt_own_usable != NULL))
 		return mt_own_call(mt_own_usable, (uintptr_t)p, 0, 0);
 	return malloc_usable_size(p);
+}
+
+/* mt_usable_setup sets glibc_chunks, as a process starts recording: if
+ * malloc and malloc_usable_size are glibc's (not the program's own, nor
+ * another allocator's or glibc's malloc debugging library's, which puts
+ * its own words around blocks), and usable_size agrees with
+ * malloc_usable_size on blocks of every size up to a few pages: a check
+ * rather than a glibc version, so that a glibc laid out otherwise keeps
+ * the call. It runs with the thread busy (mt_process_init). */
+void mt_usable_setup(void)
+{
+	Dl_info libc, m, u;
+	glibc_chunks = 0;
+	if (mt_own_usable != NULL || !dladdr((void *)gnu_get_libc_version, &libc) || !dladdr((void *)mt_real.malloc, &m) ||
+	    !dladdr((void *)malloc_usable_size, &u) || m.dli_fbase != libc.dli_fbase || u.dli_fbase != libc.dli_fbase)
+		return;
+	for (size_t n = 0; n <= 3 * PAGE; n += n < 256 ? 1 : 61) {
+		void *p = mt_real.malloc(n);
+		if (p == NULL)
+			return;
+		size_t h = ((const size_t *)p)[-1], want = malloc_usable_size(p);
+		mt_real.free(p);
+		if ((h & 2) == 0 && (h & ~(size_t)7) - sizeof h != want)
+			return;
+	}
+	glibc_chunks = 1;
 }
 
 /* emit_free_pointers writes the FREE record of block p, about to be
@@ -164,7 +206,6 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
  * not is fresh, hence zero, or swapped out, and then its stale words stay.
  * The partial pages at a block's ends are cleared: an allocator writes its
  * headers beside its blocks, so they are in memory anyway. */
-#define PAGE 4096u
 
 /* clear_resident clears the pages of [lo, hi), page-aligned, that are in
  * memory. */

@@ -351,6 +351,8 @@ void mt_process_init(int flags, uint64_t fork_token)
 		on_exit(on_exit_handler, NULL);
 		pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	}
+	if (state == MT_STATE_ACTIVE)
+		mt_usable_setup();
 	set_state(state);
 	mt_unlock(&init_lock);
 }
