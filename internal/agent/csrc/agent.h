@@ -107,7 +107,7 @@ struct mt_thread {
 	uint64_t stack_use;  /* bytes of stack in use at the event being recorded; 0 unknown */
 	uint64_t *ring;    /* ring data of its slot */
 	struct mt_slot *ctl;
-	uint64_t ring_mask; /* ring size in words - 1 */
+	uint64_t ring_mask; /* ring size in bytes - 1 */
 	uint64_t ring_limit; /* write position up to which the ring is known free */
 	uint32_t stack_id;  /* the stack of the event being recorded */
 	uint64_t fork_seq;  /* sequence number of a fork in progress, + 1 */
@@ -383,7 +383,9 @@ MT_HIDDEN void mt_capture_slow(struct mt_thread *t, const uintptr_t *frame);
 MT_HOT void mt_capture_stack(struct mt_thread *t, const uintptr_t *frame)
 {
 	const struct mt_frame *f = t->top;
-	if (MT_LIKELY(f != NULL && f == t->listed && t->calls_n == 0 && t->modgen == mt_modgen) &&
+	/* listed is never NULL once the thread is attached: f == t->listed
+	 * says that f is not either. */
+	if (MT_LIKELY(f == t->listed && t->calls_n == 0 && t->modgen == mt_modgen) &&
 	    f->sp == (uintptr_t)(frame + 2) && f->ra == frame[1] && (!f->bp_used || f->bp == frame[0]) &&
 	    MT_LIKELY(mt_listed_unchanged(t))) {
 		t->stack_id = f->node;
@@ -559,40 +561,45 @@ MT_HOT int mt_reserve(struct mt_thread *t, unsigned n, uint64_t *w)
 	return 1;
 }
 
-/* mt_put publishes a record of n words, reserved at write position w
- * (mt_reserve), in the thread's ring. The ring is written a word at a
- * time (volatile): the words were just computed one by one, and a copy
- * that loads them back 16 bytes at a time, as the compiler vectorizes it,
- * waits for their stores to reach the cache first; unrolled, the words go
- * from registers straight to the ring. */
-/* mt_ring_at returns the index in t's ring of write position w. */
-MT_HOT uint64_t mt_ring_at(const struct mt_thread *t, uint64_t w) { return w / 8 & t->ring_mask; }
+/* mt_ring_at returns the byte offset in t's ring of write position w. */
+MT_HOT uint64_t mt_ring_at(const struct mt_thread *t, uint64_t w) { return w & t->ring_mask; }
 
-/* mt_ring_fits reports whether a record of n words at index at ends
- * before the ring's end. The allocator hooks then write their records
- * straight into the ring, word by word as each is computed: built in an
- * array first, the words are all live at once, and the hooks save more
- * registers to hold them. */
-MT_HOT int mt_ring_fits(const struct mt_thread *t, uint64_t at, unsigned n) { return at + n <= t->ring_mask + 1; }
+/* mt_ring_word returns the word at byte offset at of t's ring. */
+MT_HOT uint64_t *mt_ring_word(const struct mt_thread *t, uint64_t at) { return (uint64_t *)((uint8_t *)t->ring + at); }
 
-/* mt_publish hands the recorder the record of n words written at index
- * at of t's ring, reserved at write position w. The line a few records
- * ahead is then asked for with the intent to write it: the recorder's
- * core read it last, a ring ago, and the store would otherwise wait for
- * it to be taken from there. */
+/* mt_ring_fits reports whether a record of n words at byte offset at
+ * ends before the ring's end. The allocator hooks then write their
+ * records straight into the ring, word by word as each is computed: built
+ * in an array first, the words are all live at once, and the hooks save
+ * more registers to hold them. */
+MT_HOT int mt_ring_fits(const struct mt_thread *t, uint64_t at, unsigned n) { return at + (uint64_t)n * 8 <= t->ring_mask + 1; }
+
+/* mt_publish hands the recorder the record of n words written at byte
+ * offset at of t's ring, reserved at write position w. The line a few
+ * records ahead is then asked for with the intent to write it: the
+ * recorder's core read it last, a ring ago, and the store would otherwise
+ * wait for it to be taken from there. */
 MT_HOT void mt_publish(struct mt_thread *t, uint64_t w, uint64_t at, unsigned n)
 {
 	__atomic_store_n(&t->ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
 	if (MT_LIKELY(mt_proc.prefetchw))
-		__asm__ volatile("prefetchw %0" : : "m"(t->ring[(at + n + MT_PREFETCH_WORDS) & t->ring_mask]));
+		__asm__ volatile("prefetchw %0" : : "m"(*mt_ring_word(t, (at + (n + MT_PREFETCH_WORDS) * 8) & t->ring_mask)));
 }
 
+/* mt_put publishes a record of n words, reserved at write position w
+ * (mt_reserve), in the thread's ring. The ring is written a word at a
+ * time: the words were just computed one by one, and a copy that loads
+ * them back 16 bytes at a time, as the compiler vectorizes it, waits for
+ * their stores to reach the cache first; unrolled, the words go from
+ * registers straight to the ring. A record that wraps around the ring's
+ * end is written out of line (mt_put_wrapped): it is rare, and inline it
+ * would take registers that the hooks would then save on every call. */
 MT_HIDDEN void mt_put_wrapped(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n);
 MT_HOT void mt_put(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n)
 {
 	uint64_t at = mt_ring_at(t, w);
 	if (MT_LIKELY(mt_ring_fits(t, at, n))) {
-		uint64_t *to = t->ring + at;
+		uint64_t *to = mt_ring_word(t, at);
 #pragma GCC unroll 16
 		for (unsigned i = 0; i < n; i++)
 			to[i] = words[i];

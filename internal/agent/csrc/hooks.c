@@ -153,7 +153,7 @@ static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t
 	uint64_t head = MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
 	uint64_t at = mt_ring_at(t, w);
 	if (MT_LIKELY(mt_ring_fits(t, at, 6))) {
-		uint64_t *to = t->ring + at;
+		uint64_t *to = mt_ring_word(t, at);
 		to[0] = head, to[1] = mt_seq_of(t), to[2] = mt_tsc(), to[3] = (uintptr_t)p, to[4] = n, to[5] = t->stack_use;
 		mt_publish(t, w, at, 6);
 		return;
@@ -174,7 +174,7 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 	uint64_t head = MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
 	uint64_t at = mt_ring_at(t, w);
 	if (MT_LIKELY(mt_ring_fits(t, at, 5))) {
-		uint64_t *to = t->ring + at;
+		uint64_t *to = mt_ring_word(t, at);
 		to[0] = head, to[1] = mt_seq_of(t), to[2] = mt_tsc(), to[3] = (uintptr_t)p, to[4] = t->stack_use;
 		mt_publish(t, w, at, 5);
 		return;
@@ -294,14 +294,21 @@ static inline __attribute__((always_inline)) void clear_unwritten(void *p, size_
 /* clear_new clears a new block that may hold stale data. */
 static inline __attribute__((always_inline)) void clear_new(void *p) { clear_unwritten(p, 0, usable_size(p)); }
 
-/* An allocation hook: real is the call that allocates; stale says the
- * block may hold stale data (see clear_unwritten). A block the agent does
- * not record is not scanned, and is left as it is. */
-#define ALLOC_HOOK(api, size, real, stale)                        \
+/* An allocation hook: real is the call that allocates, early what
+ * stands for it while the real functions are being looked up; stale says
+ * the block may hold stale data (see clear_unwritten). A block the agent
+ * does not record is not scanned, and is left as it is. Whether the real
+ * functions are looked up is asked only of a call not recorded: setting
+ * the process up looks them up first, so a recording thread has them. */
+#define ALLOC_HOOK(api, size, real, stale, early)                 \
 	do {                                                      \
 		struct mt_thread *t = mt_enter();                 \
-		if (t == NULL)                                    \
+		if (t == NULL) {                                  \
+			resolved();                               \
+			if (MT_UNLIKELY(resolving()))             \
+				return early;                     \
 			return real;                              \
+		}                                                 \
 		mt_capture_stack(t, FRAME);                       \
 		void *p = real;                                   \
 		if (p != NULL) {                                  \
@@ -313,14 +320,15 @@ static inline __attribute__((always_inline)) void clear_new(void *p) { clear_unw
 		return p;                                         \
 	} while (0)
 
-/* A release hook. */
+/* A release hook. A block of the bootstrap buffer is never the real
+ * allocator's; see ALLOC_HOOK for the lookup of the real functions. */
 #define FREE_HOOK(api, ptr)                                       \
 	do {                                                      \
 		if ((ptr) == NULL || mt_in_bootstrap(ptr))        \
 			return;                                   \
-		resolved();                                       \
 		struct mt_thread *t = mt_enter();                 \
 		if (t == NULL) {                                  \
+			resolved();                               \
 			mt_real.free(ptr);                        \
 			return;                                   \
 		}                                                 \
@@ -330,26 +338,22 @@ static inline __attribute__((always_inline)) void clear_new(void *p) { clear_unw
 		mt_leave(t);                                       \
 	} while (0)
 
-EXPORT void *malloc(size_t n)
-{
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(n, 16);
-	ALLOC_HOOK(MT_API_MALLOC, n, mt_real.malloc(n), 1);
-}
+EXPORT void *malloc(size_t n) { ALLOC_HOOK(MT_API_MALLOC, n, mt_real.malloc(n), 1, mt_bootstrap_alloc(n, 16)); }
 
 EXPORT void free(void *p) { FREE_HOOK(MT_API_FREE, p); }
 
+/* calloc_early is calloc while the real functions are being looked up. */
+static void *calloc_early(size_t count, size_t size)
+{
+	size_t n;
+	if (__builtin_mul_overflow(count, size, &n))
+		return NULL;
+	return mt_bootstrap_alloc(n, 16); /* static memory: already zero */
+}
+
 EXPORT void *calloc(size_t count, size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving())) {
-		size_t n;
-		if (__builtin_mul_overflow(count, size, &n))
-			return NULL;
-		return mt_bootstrap_alloc(n, 16); /* static memory: already zero */
-	}
-	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size), 0);
+	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size), 0, calloc_early(count, size));
 }
 
 /* realloc_common is realloc and reallocarray, the size already checked
@@ -460,34 +464,22 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size)
 
 EXPORT void *aligned_alloc(size_t align, size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(size, align);
-	ALLOC_HOOK(MT_API_ALIGNED_ALLOC, size, mt_real.aligned_alloc(align, size), 1);
+	ALLOC_HOOK(MT_API_ALIGNED_ALLOC, size, mt_real.aligned_alloc(align, size), 1, mt_bootstrap_alloc(size, align));
 }
 
 EXPORT void *memalign(size_t align, size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(size, align);
-	ALLOC_HOOK(MT_API_MEMALIGN, size, mt_real.memalign(align, size), 1);
+	ALLOC_HOOK(MT_API_MEMALIGN, size, mt_real.memalign(align, size), 1, mt_bootstrap_alloc(size, align));
 }
 
 EXPORT void *valloc(size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(size, 4096);
-	ALLOC_HOOK(MT_API_VALLOC, size, mt_real.valloc(size), 1);
+	ALLOC_HOOK(MT_API_VALLOC, size, mt_real.valloc(size), 1, mt_bootstrap_alloc(size, 4096));
 }
 
 EXPORT void *pvalloc(size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc((size + 4095) & ~(size_t)4095, 4096);
-	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size), 1);
+	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size), 1, mt_bootstrap_alloc((size + 4095) & ~(size_t)4095, 4096));
 }
 
 /* The hooks by names the program cannot take: entrypatch.c sends the

@@ -471,7 +471,7 @@ static int attach(struct mt_thread *t)
 	uint64_t size = slot == 0 ? hdr->first_ring_size : hdr->ring_size;
 	uint64_t off = slot == 0 ? 0 : hdr->first_ring_size + (uint64_t)(slot - 1) * hdr->ring_size;
 	t->ring = (uint64_t *)(mt_proc.rings + off);
-	t->ring_mask = size / 8 - 1;
+	t->ring_mask = size - 1;
 	t->ring_limit = 0;
 	t->tid = (uint64_t)gettid_raw();
 	t->depth = 0;
@@ -635,7 +635,7 @@ static uint64_t now_ns(void)
 static int wait_for_space(struct mt_thread *t, uint64_t need)
 {
 	struct mt_header *hdr = mt_proc.hdr;
-	uint64_t size = (t->ring_mask + 1) * 8;
+	uint64_t size = t->ring_mask + 1;
 	uint64_t start = now_ns();
 	int ok = 1;
 	__atomic_fetch_add(&hdr->waits, 1, __ATOMIC_RELAXED);
@@ -677,11 +677,10 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 }
 
 /* mt_put_wrapped is mt_put for a record that wraps around the ring's
- * end. Out of line: it is rare, and inline it would take registers that
- * the hooks would then save on every call. */
+ * end. */
 void mt_put_wrapped(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n)
 {
-	uint64_t mask = t->ring_mask, at = mt_ring_at(t, w);
+	uint64_t mask = t->ring_mask / 8, at = mt_ring_at(t, w) / 8;
 	volatile uint64_t *ring = t->ring;
 	for (unsigned i = 0; i < n; i++)
 		ring[(at + i) & mask] = words[i];
@@ -692,7 +691,7 @@ void mt_put_wrapped(struct mt_thread *t, uint64_t w, const uint64_t *words, unsi
 int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 {
 	struct mt_slot *ctl = t->ctl;
-	uint64_t size = (t->ring_mask + 1) * 8;
+	uint64_t size = t->ring_mask + 1;
 	t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + size;
 	if (ctl->write + bytes > t->ring_limit) {
 		if (!wait_for_space(t, bytes)) {
