@@ -245,6 +245,7 @@ MT_HIDDEN size_t mt_bootstrap_size(const void *p);
  * are inline here; what they rarely need stays out of line. */
 extern pthread_key_t mt_thread_key MT_HIDDEN;
 MT_HIDDEN struct mt_thread *mt_enter_slow(struct mt_thread *t);
+MT_HIDDEN struct mt_thread *mt_enter_miss(void);
 MT_HIDDEN int mt_emit_wait(struct mt_thread *t, uint64_t bytes);
 MT_HIDDEN void mt_emit_locked_module_records(void);
 MT_HIDDEN void mt_process_init(int flags, uint64_t fork_token);
@@ -467,9 +468,11 @@ MT_HOT uintptr_t mt_thread_pointer(void)
 	return tp;
 }
 
+/* mt_self_slot hashes a thread pointer: the product's top byte depends on
+ * all of its bits, those of the page and above, where threads' differ. */
 MT_HOT uint32_t mt_self_slot(uintptr_t tp)
 {
-	return (uint32_t)(((tp >> 12) * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
+	return (uint32_t)((tp * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
 }
 
 /* mt_self returns the calling thread's state, NULL if it has none. It
@@ -505,9 +508,7 @@ MT_HOT struct mt_thread *mt_enter(void)
 		t->busy = 1;
 		return t;
 	}
-	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)
-		return mt_enter_slow(mt_self());
-	return mt_enter_slow(NULL);
+	return mt_enter_miss();
 }
 
 MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }

@@ -144,6 +144,19 @@ static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void 
 	mt_emit(t, rec, k);
 }
 
+/* emit_wrapped is the end of emit_alloc and emit_free (an allocation's
+ * record of 6 words, with size n, or a free's of 5) for a record that
+ * wraps around the ring's end: rare, and out of line, so that the hooks
+ * keep no room on the stack for the record. */
+static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t w, uint64_t head, const void *p, size_t n)
+{
+	unsigned k = (unsigned)(head >> 8 & 0xff);
+	uint64_t rec[6] = {head, mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
+	if (k == 5)
+		rec[4] = t->stack_use;
+	mt_put_wrapped(t, w, rec, k);
+}
+
 static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
 {
 	note_block(p, n);
@@ -158,8 +171,7 @@ static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t
 		mt_publish(t, w, at, 6);
 		return;
 	}
-	uint64_t rec[6] = {head, mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
-	mt_put_wrapped(t, w, rec, 6);
+	emit_wrapped(t, w, head, p, n);
 }
 
 static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
@@ -179,8 +191,7 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 		mt_publish(t, w, at, 5);
 		return;
 	}
-	uint64_t rec[5] = {head, mt_seq_of(t), mt_tsc(), (uintptr_t)p, t->stack_use};
-	mt_put_wrapped(t, w, rec, 5);
+	emit_wrapped(t, w, head, p, 0);
 }
 
 /* ---- never-written memory ----

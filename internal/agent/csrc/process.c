@@ -572,8 +572,15 @@ static struct mt_thread *enter_slow(void)
 	return t;
 }
 
-/* mt_enter returns the calling thread's state, marked busy, or NULL when
- * this call must not be recorded (nested in the agent, or not recording). */
+/* mt_enter_miss is mt_enter past its fast path: out of line, so that what
+ * it keeps across its calls takes no register the hooks would save. */
+struct mt_thread *mt_enter_miss(void)
+{
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)
+		return mt_enter_slow(mt_self());
+	return mt_enter_slow(NULL);
+}
+
 /* mt_enter_slow is mt_enter for every case but the common one: a thread
  * with state in a recording process. */
 struct mt_thread *mt_enter_slow(struct mt_thread *t)
