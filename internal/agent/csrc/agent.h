@@ -252,14 +252,16 @@ MT_HIDDEN void mt_process_init(int flags, uint64_t fork_token);
 MT_HIDDEN void mt_record_exit(int status);
 
 /* mt_tsc is the time of an event: the recorder's coarse clock if it keeps
- * one (see mt_header.coarse), else the time-stamp counter. */
-MT_HOT uint64_t mt_tsc(void)
+ * one (see mt_header.coarse), else the time-stamp counter. mt_tsc_of is
+ * mt_tsc given mt_proc.hdr, for the hooks, which hold it in a register
+ * rather than load it again past mt_seq_of's fence. */
+MT_HOT uint64_t mt_tsc_of(struct mt_header *h)
 {
-	struct mt_header *h = mt_proc.hdr;
 	if (MT_LIKELY(h->coarse))
 		return __atomic_load_n(&h->clock, __ATOMIC_RELAXED);
 	return __builtin_ia32_rdtsc();
 }
+MT_HOT uint64_t mt_tsc(void) { return mt_tsc_of(mt_proc.hdr); }
 
 /* modules.c: loaded objects and their unwind tables. */
 struct mt_module {
@@ -516,7 +518,8 @@ MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }
 /* mt_seq takes the next sequence number of the process. */
 static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
 
-/* mt_seq_of is mt_seq for the allocator hooks of thread t. A locked
+/* mt_seq_of is mt_seq for the allocator hooks of thread t, h being
+ * mt_proc.hdr. A locked
  * instruction waits for every store before it to reach the cache, the
  * ring's lines among them, which the recorder's core has just read: it
  * is most of what publishing an event costs the program. While t is the
@@ -527,12 +530,12 @@ static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->se
  * the window below. t then either saw the mark, or had set in_seq before
  * the barrier, so the second thread sees in_seq and waits for t's store
  * to the counter, which comes before in_seq is cleared. */
-MT_HOT uint64_t mt_seq_of(struct mt_thread *t)
+MT_HOT uint64_t mt_seq_of(struct mt_thread *t, struct mt_header *h)
 {
 	__atomic_store_n(&t->in_seq, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (MT_LIKELY(__atomic_load_n(&mt_proc.seq_owner, __ATOMIC_RELAXED) == (uintptr_t)t)) {
-		uint64_t *seq = &mt_proc.hdr->seq, s = __atomic_load_n(seq, __ATOMIC_RELAXED);
+		uint64_t *seq = &h->seq, s = __atomic_load_n(seq, __ATOMIC_RELAXED);
 		__atomic_store_n(seq, s + 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&t->in_seq, 0, __ATOMIC_RELEASE);
 		return s;

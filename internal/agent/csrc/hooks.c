@@ -43,9 +43,9 @@ static inline int resolving(void) { return mt_real.free == NULL; }
  * handed out: a word of a freed block outside them points to no block. */
 static uintptr_t heap_lo = UINTPTR_MAX, heap_hi;
 
-static inline void note_block(const void *p, size_t n)
+static inline void note_block(const struct mt_header *h, const void *p, size_t n)
 {
-	if (MT_LIKELY(!mt_proc.hdr->free_pointers))
+	if (MT_LIKELY(!h->free_pointers))
 		return;
 	uintptr_t a = (uintptr_t)p, end = a + (n > 0 ? n : 1);
 	uintptr_t lo = __atomic_load_n(&heap_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&heap_hi, __ATOMIC_RELAXED);
@@ -151,7 +151,7 @@ static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void 
 static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t w, uint64_t head, const void *p, size_t n)
 {
 	unsigned k = (unsigned)(head >> 8 & 0xff);
-	uint64_t rec[6] = {head, mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
+	uint64_t rec[6] = {head, mt_seq_of(t, mt_proc.hdr), mt_tsc(), (uintptr_t)p, n, t->stack_use};
 	if (k == 5)
 		rec[4] = t->stack_use;
 	mt_put_wrapped(t, w, rec, k);
@@ -159,15 +159,16 @@ static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t
 
 static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
 {
-	note_block(p, n);
+	note_block(mt_proc.hdr, p, n);
 	uint64_t w;
 	if (!mt_reserve(t, 6, &w))
 		return;
+	struct mt_header *h = mt_proc.hdr; /* here: not kept across mt_reserve's call */
 	uint64_t head = MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
 	uint64_t at = mt_ring_at(t, w);
 	if (MT_LIKELY(mt_ring_fits(t, at, 6))) {
 		uint64_t *to = mt_ring_word(t, at);
-		to[0] = head, to[1] = mt_seq_of(t), to[2] = mt_tsc(), to[3] = (uintptr_t)p, to[4] = n, to[5] = t->stack_use;
+		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = mt_tsc_of(h), to[3] = (uintptr_t)p, to[4] = n, to[5] = t->stack_use;
 		mt_publish(t, w, at, 6);
 		return;
 	}
@@ -183,11 +184,12 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 	uint64_t w;
 	if (!mt_reserve(t, 5, &w))
 		return;
+	struct mt_header *h = mt_proc.hdr;
 	uint64_t head = MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
 	uint64_t at = mt_ring_at(t, w);
 	if (MT_LIKELY(mt_ring_fits(t, at, 5))) {
 		uint64_t *to = mt_ring_word(t, at);
-		to[0] = head, to[1] = mt_seq_of(t), to[2] = mt_tsc(), to[3] = (uintptr_t)p, to[4] = t->stack_use;
+		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = mt_tsc_of(h), to[3] = (uintptr_t)p, to[4] = t->stack_use;
 		mt_publish(t, w, at, 5);
 		return;
 	}
@@ -302,8 +304,16 @@ static inline __attribute__((always_inline)) void clear_unwritten(void *p, size_
 		clear_pages(a, end);
 }
 
-/* clear_new clears a new block that may hold stale data. */
-static inline __attribute__((always_inline)) void clear_new(void *p) { clear_unwritten(p, 0, usable_size(p)); }
+/* clear_new clears a new block that may hold stale data: a small one
+ * (0 < u <= SMALL_CLEAR) asked with one compare. */
+static inline __attribute__((always_inline)) void clear_new(void *p)
+{
+	size_t u = usable_size(p);
+	if (MT_LIKELY(u - 1 < SMALL_CLEAR))
+		clear_small((uintptr_t)p, u);
+	else
+		clear_unwritten(p, 0, u);
+}
 
 /* An allocation hook: real is the call that allocates, early what
  * stands for it while the real functions are being looked up; stale says
@@ -386,7 +396,7 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		emit_free(t, api, old);
 		return mt_real.realloc(old, 0);
 	}
-	uint64_t released = mt_seq_of(t);
+	uint64_t released = mt_seq_of(t, mt_proc.hdr);
 	/* The allocator reads old's header as much to move or grow it. */
 	size_t kept = usable_size(old);
 	void *p = mt_real.realloc(old, size);
@@ -396,9 +406,9 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		return NULL;
 	}
 	clear_unwritten(p, kept, usable_size(p));
-	note_block(p, size);
+	note_block(mt_proc.hdr, p, size);
 	uint64_t rec[8] = {MT_REC_REALLOC | 8 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   released, mt_seq_of(t), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
+			   released, mt_seq_of(t, mt_proc.hdr), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
 	mt_emit(t, rec, 8);
 	return p;
 }
