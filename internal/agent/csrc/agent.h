@@ -95,10 +95,11 @@ struct mt_thread {
 	const struct mt_frame *top;
 	uint64_t top_use;
 	/* The first frame of the cached stack whose words are not in check
-	 * (see mt_outer_unchanged), and how many words the frames before it
-	 * read. The innermost frame is never listed: no frame is inside it. */
+	 * (see mt_outer_unchanged), and the end of the words the frames
+	 * before it read. The innermost frame is never listed: no frame is
+	 * inside it. */
 	const struct mt_frame *listed;
-	uint32_t nwords;
+	struct mt_check *check_end;
 	uintptr_t tp; /* the thread pointer of the thread it is the state of (see mt_self) */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
@@ -336,7 +337,7 @@ MT_HOT int mt_frame_unchanged(const struct mt_frame *f)
 MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
 {
 	const struct mt_frame *f = t->listed;
-	const struct mt_check *c = t->check, *end = c + (m < f ? m->check : t->nwords);
+	const struct mt_check *c = t->check, *end = m < f ? c + m->check : t->check_end;
 	for (; c < end; c++)
 		if (*c->at != c->v)
 			return 0;
@@ -350,7 +351,7 @@ MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *
  * it checks are all listed. */
 MT_HOT int mt_listed_unchanged(const struct mt_thread *t)
 {
-	for (const struct mt_check *c = t->check, *end = c + t->nwords; c < end; c++)
+	for (const struct mt_check *c = t->check, *end = t->check_end; c < end; c++)
 		if (*c->at != c->v)
 			return 0;
 	return 1;

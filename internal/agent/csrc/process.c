@@ -477,7 +477,7 @@ static int attach(struct mt_thread *t)
 	t->depth = 0;
 	t->top = NULL;
 	t->listed = t->frame; /* no words listed */
-	t->nwords = 0;
+	t->check_end = t->check;
 	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
 	mt_calls_reset(t);
 	t->ctl->tid = (uint32_t)t->tid;

@@ -482,7 +482,7 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
 void mt_list(struct mt_thread *t, const struct mt_frame *to)
 {
 	struct mt_frame *f = (struct mt_frame *)t->listed;
-	struct mt_check *c = t->check + t->nwords;
+	struct mt_check *c = t->check_end;
 	for (; f < to; f++) {
 		if (c + 3 > t->check + MT_CHECK_WORDS)
 			break;
@@ -494,7 +494,7 @@ void mt_list(struct mt_thread *t, const struct mt_frame *to)
 			c->at = (const uintptr_t *)f->cfa_at, c->v = f->sp, c++;
 	}
 	t->listed = f;
-	t->nwords = (uint32_t)(c - t->check);
+	t->check_end = c;
 }
 
 /* unlist says that the words the frames from i inwards read changed. */
@@ -502,7 +502,7 @@ static inline void unlist(struct mt_thread *t, uint32_t i)
 {
 	if (t->listed > &t->frame[i]) {
 		t->listed = &t->frame[i];
-		t->nwords = t->frame[i].check;
+		t->check_end = t->check + t->frame[i].check;
 	}
 }
 
