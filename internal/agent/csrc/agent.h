@@ -290,7 +290,6 @@ MT_HIDDEN void mt_modules_after_fork(void);
 extern uint32_t mt_modgen MT_HIDDEN;
 
 /* unwind.c */
-MT_HIDDEN void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp);
 MT_HIDDEN void mt_unwind_flush(void);
 
 /* stackuse.c: the stack in use, and each thread's high-water mark. */
