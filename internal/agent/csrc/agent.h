@@ -183,7 +183,7 @@ struct mt_process {
 	 * from when a second one attaches (or membarrier is not there). */
 	uintptr_t seq_owner;
 	int membarrier_ok; /* registered for MEMBARRIER_CMD_PRIVATE_EXPEDITED */
-	int prefetchw;     /* the CPU has PREFETCHW (see mt_put) */
+	int prefetchw;     /* the CPU has PREFETCHW (see mt_publish) */
 };
 #define MT_SEQ_SHARED ((uintptr_t)1)
 #define MT_ENTER_NONE (~(uint64_t)0)
@@ -519,12 +519,11 @@ MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }
 static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
 
 /* mt_seq_of is mt_seq for the allocator hooks of thread t, h being
- * mt_proc.hdr. A locked
- * instruction waits for every store before it to reach the cache, the
- * ring's lines among them, which the recorder's core has just read: it
- * is most of what publishing an event costs the program. While t is the
- * only thread of the process with a ring, no other can take a number, and
- * a plain increment does. The thread that attaches second ends that (see
+ * mt_proc.hdr. A locked instruction waits for every store before it to
+ * reach the cache, the ring's lines among them, which the recorder's
+ * core has just read: it is most of what publishing an event costs the
+ * program. While t is the only thread of the process with a ring, no
+ * other can take a number, and a plain increment does. The thread that attaches second ends that (see
  * seq_shared in process.c): it marks the counter shared, makes every
  * thread pass a memory barrier (membarrier), and waits until t is out of
  * the window below. t then either saw the mark, or had set in_seq before
@@ -545,8 +544,9 @@ MT_HOT uint64_t mt_seq_of(struct mt_thread *t, struct mt_header *h)
 }
 
 /* mt_reserve makes sure n words fit in the thread's ring, waiting for
- * the recorder if need be; 0 if they never will (recording stopped: the
- * event is counted as dropped). The recorder's read position is only
+ * the recorder if need be, and sets *w to the write position they go at;
+ * 0 if they never will (recording stopped: the event is counted as
+ * dropped). The recorder's read position is only
  * looked at when the space known to be free runs out: its cache line
  * stays put otherwise. The allocator hooks reserve before they take a
  * sequence number, so that a thread waiting for space holds no number

@@ -144,13 +144,13 @@ static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void 
 	mt_emit(t, rec, k);
 }
 
-/* emit_wrapped is the end of emit_alloc and emit_free (an allocation's
- * record of 6 words, with size n, or a free's of 5) for a record that
- * wraps around the ring's end: rare, and out of line, so that the hooks
- * keep no room on the stack for the record. */
-static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t w, uint64_t head, const void *p, size_t n)
+/* emit_wrapped is the end of emit_alloc and emit_free (k words: an
+ * allocation's record of 6, with size n, or a free's of 5) for a record
+ * that wraps around the ring's end: rare, and out of line, so that the
+ * hooks keep no room on the stack for the record. */
+static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t w, uint64_t head, const void *p, size_t n,
+						   unsigned k)
 {
-	unsigned k = (unsigned)(head >> 8 & 0xff);
 	uint64_t rec[6] = {head, mt_seq_of(t, mt_proc.hdr), mt_tsc(), (uintptr_t)p, n, t->stack_use};
 	if (k == 5)
 		rec[4] = t->stack_use;
@@ -172,7 +172,7 @@ static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t
 		mt_publish(t, w, at, 6);
 		return;
 	}
-	emit_wrapped(t, w, head, p, n);
+	emit_wrapped(t, w, head, p, n, 6);
 }
 
 static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
@@ -193,7 +193,7 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 		mt_publish(t, w, at, 5);
 		return;
 	}
-	emit_wrapped(t, w, head, p, 0);
+	emit_wrapped(t, w, head, p, 0, 5);
 }
 
 /* ---- never-written memory ----
