@@ -75,21 +75,31 @@ struct mt_new_frame {
 
 /* Per-thread state, allocated from the arena on a thread's first event. */
 struct mt_thread {
-	uint32_t gen;      /* process generation it was set up in */
-	uint32_t busy;     /* inside the agent: nested allocator calls pass through */
+	/* gen and busy side by side, so that mt_enter asks both, and the
+	 * process's state, in one compare (see mt_process.enter_key). */
+	union {
+		struct {
+			uint32_t gen;  /* process generation it was set up in */
+			uint32_t busy; /* inside the agent: nested allocator calls pass through */
+		};
+		uint64_t gen_busy;
+	};
 	uint32_t internal; /* the agent itself is calling libc, which may allocate */
 	uint32_t slot;     /* index of its ring slot */
 	uint32_t modgen;   /* module generation of the cached stack */
 	uint32_t depth;    /* frames in the cached stack (see mt_stack_cut) */
 	uint32_t uncounted; /* it was cut, and more frames than depth: their number is not known */
 	/* The cached stack's innermost frame when mt_capture_stack may reuse
-	 * the stack whole from it, else NULL (see mt_capture_walk). */
+	 * the stack whole from it, else NULL (see mt_capture_walk); and the
+	 * stack in use at its stack pointer, which such a reuse takes. */
 	const struct mt_frame *top;
+	uint64_t top_use;
 	/* The first frame of the cached stack whose words are not in check
-	 * (see mt_outer_unchanged), and how many words the frames before it
-	 * read. The innermost frame is never listed: no frame is inside it. */
+	 * (see mt_outer_unchanged), and the end of the words the frames
+	 * before it read. The innermost frame is never listed: no frame is
+	 * inside it. */
 	const struct mt_frame *listed;
-	uint32_t nwords;
+	struct mt_check *check_end;
 	uintptr_t tp; /* the thread pointer of the thread it is the state of (see mt_self) */
 	uint64_t tid;
 	uintptr_t stack_lo, stack_hi; /* bounds of the thread's stack; stack_hi is its base */
@@ -98,7 +108,7 @@ struct mt_thread {
 	uint64_t stack_use;  /* bytes of stack in use at the event being recorded; 0 unknown */
 	uint64_t *ring;    /* ring data of its slot */
 	struct mt_slot *ctl;
-	uint64_t ring_mask; /* ring size in words - 1 */
+	uint64_t ring_mask; /* ring size in bytes - 1 */
 	uint64_t ring_limit; /* write position up to which the ring is known free */
 	uint32_t stack_id;  /* the stack of the event being recorded */
 	uint64_t fork_seq;  /* sequence number of a fork in progress, + 1 */
@@ -150,6 +160,11 @@ struct mt_thread {
 struct mt_process {
 	int state; /* MT_STATE_* */
 	uint32_t gen;
+	/* What a thread's gen_busy holds when mt_enter may take the fast
+	 * path: gen, not busy, while the state is active; while it is not,
+	 * MT_ENTER_NONE, which no thread's holds (busy is 0 or 1). Set with
+	 * state (mt_set_state). */
+	uint64_t enter_key;
 	pid_t pid;
 	struct mt_header *hdr;
 	uint8_t *region;
@@ -168,9 +183,10 @@ struct mt_process {
 	 * from when a second one attaches (or membarrier is not there). */
 	uintptr_t seq_owner;
 	int membarrier_ok; /* registered for MEMBARRIER_CMD_PRIVATE_EXPEDITED */
-	int prefetchw;     /* the CPU has PREFETCHW (see mt_put) */
+	int prefetchw;     /* the CPU has PREFETCHW (see mt_publish) */
 };
 #define MT_SEQ_SHARED ((uintptr_t)1)
+#define MT_ENTER_NONE (~(uint64_t)0)
 
 enum { MT_STATE_UNINIT, MT_STATE_ACTIVE, MT_STATE_OFF };
 
@@ -214,6 +230,7 @@ struct mt_real {
 };
 extern struct mt_real mt_real MT_HIDDEN;
 MT_HIDDEN void mt_resolve(void);
+MT_HIDDEN void mt_usable_setup(void);
 #define MT_BOOTSTRAP_SIZE (256 << 10)
 extern uint8_t mt_bootstrap[MT_BOOTSTRAP_SIZE] MT_HIDDEN;
 /* mt_in_bootstrap reports whether p is a block of the bootstrap buffer
@@ -229,20 +246,23 @@ MT_HIDDEN size_t mt_bootstrap_size(const void *p);
  * are inline here; what they rarely need stays out of line. */
 extern pthread_key_t mt_thread_key MT_HIDDEN;
 MT_HIDDEN struct mt_thread *mt_enter_slow(struct mt_thread *t);
+MT_HIDDEN struct mt_thread *mt_enter_miss(void);
 MT_HIDDEN int mt_emit_wait(struct mt_thread *t, uint64_t bytes);
 MT_HIDDEN void mt_emit_locked_module_records(void);
 MT_HIDDEN void mt_process_init(int flags, uint64_t fork_token);
 MT_HIDDEN void mt_record_exit(int status);
 
 /* mt_tsc is the time of an event: the recorder's coarse clock if it keeps
- * one (see mt_header.coarse), else the time-stamp counter. */
-MT_HOT uint64_t mt_tsc(void)
+ * one (see mt_header.coarse), else the time-stamp counter. mt_tsc_of is
+ * mt_tsc given mt_proc.hdr, for the hooks, which hold it in a register
+ * rather than load it again past mt_seq_of's fence. */
+MT_HOT uint64_t mt_tsc_of(struct mt_header *h)
 {
-	struct mt_header *h = mt_proc.hdr;
 	if (MT_LIKELY(h->coarse))
 		return __atomic_load_n(&h->clock, __ATOMIC_RELAXED);
 	return __builtin_ia32_rdtsc();
 }
+MT_HOT uint64_t mt_tsc(void) { return mt_tsc_of(mt_proc.hdr); }
 
 /* modules.c: loaded objects and their unwind tables. */
 struct mt_module {
@@ -270,7 +290,6 @@ MT_HIDDEN void mt_modules_after_fork(void);
 extern uint32_t mt_modgen MT_HIDDEN;
 
 /* unwind.c */
-MT_HIDDEN void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp);
 MT_HIDDEN void mt_unwind_flush(void);
 
 /* stackuse.c: the stack in use, and each thread's high-water mark. */
@@ -317,7 +336,7 @@ MT_HOT int mt_frame_unchanged(const struct mt_frame *f)
 MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *m)
 {
 	const struct mt_frame *f = t->listed;
-	const struct mt_check *c = t->check, *end = c + (m < f ? m->check : t->nwords);
+	const struct mt_check *c = t->check, *end = m < f ? c + m->check : t->check_end;
 	for (; c < end; c++)
 		if (*c->at != c->v)
 			return 0;
@@ -327,44 +346,56 @@ MT_HOT int mt_outer_unchanged(const struct mt_thread *t, const struct mt_frame *
 	return 1;
 }
 
+/* mt_listed_unchanged is mt_outer_unchanged(t, t->listed): the frames
+ * it checks are all listed. */
+MT_HOT int mt_listed_unchanged(const struct mt_thread *t)
+{
+	for (const struct mt_check *c = t->check, *end = t->check_end; c < end; c++)
+		if (*c->at != c->v)
+			return 0;
+	return 1;
+}
+
 /* mt_list lists the words of t's frames from t->listed up to f in
  * t->check, as many as fit. */
 MT_HIDDEN void mt_list(struct mt_thread *t, const struct mt_frame *f);
 
+/* mt_stack_use returns the bytes of t's stack in use at stack pointer
+ * sp: from the base to sp, if that is in (stack_lo, stack_hi], else 0
+ * (not known). One unsigned compare asks both. */
+static inline uint64_t mt_stack_use(const struct mt_thread *t, uintptr_t sp)
+{
+	uintptr_t use = t->stack_hi - sp;
+	return use < t->stack_hi - t->stack_lo ? use : 0;
+}
+
+/* mt_capture_slow is mt_capture_stack past its fast path. */
+MT_HIDDEN void mt_capture_slow(struct mt_thread *t, const uintptr_t *frame);
+
 /* mt_capture_stack sets t->stack_id, and t->stack_use, for the allocator
  * call whose hook has frame pointer frame (frame[0]: the caller's rbp,
- * frame[1]: the return address into the caller). */
-MT_HOT void mt_capture_stack(struct mt_thread *t, uintptr_t *frame)
+ * frame[1]: the return address into the caller). Most events come from
+ * where the thread's previous one came from: the caller's frame is the
+ * previous stack's innermost (the frame the walk left in t->top), it and
+ * the frames outside it unchanged, and the walk would stop there at once
+ * and reuse the whole stack. That case, with the outer frames' words
+ * already listed and no calls to publish, is checked inline in the hooks;
+ * every other goes out of line (mt_capture_slow) in one call, so that
+ * nothing of the check is live across a call and the hooks keep few
+ * registers to save. */
+MT_HOT void mt_capture_stack(struct mt_thread *t, const uintptr_t *frame)
 {
-	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
-	/* The stack in use: from the base to the caller's stack pointer. */
-	t->stack_use = sp > t->stack_lo && sp <= t->stack_hi ? t->stack_hi - sp : 0;
-	/* A heap event publishes the thread's calls of a window that has
-	 * ended, so that they come before it in the trace. */
-	if (MT_UNLIKELY(t->calls_n != 0))
-		mt_calls_due(t);
-	/* Most events come from where the thread's previous one came from:
-	 * the caller's frame is the previous stack's innermost, it and the
-	 * frames outside it unchanged, and the walk (mt_capture_walk) would
-	 * stop there at once and reuse the whole stack. That case is checked
-	 * here, without the walk's setup and inline in the hooks, from the
-	 * frame the walk left in t->top. */
 	const struct mt_frame *f = t->top;
-	if (MT_LIKELY(f != NULL && t->modgen == mt_modgen) && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp)) {
-		/* The frames outside it, listed (up to MT_CHECK_WORDS): the
-		 * check is one loop over the words they read, with no
-		 * question per frame of which it read. They are listed here,
-		 * where they will be checked again, rather than by a walk,
-		 * which on a deep stack that changes at every event would
-		 * list them all for one check. */
-		if (MT_UNLIKELY(t->listed != f))
-			mt_list(t, f);
-		if (MT_LIKELY(mt_outer_unchanged(t, f))) {
-			t->stack_id = f->node;
-			return;
-		}
+	/* listed is never NULL once the thread is attached: f == t->listed
+	 * says that f is not either. */
+	if (MT_LIKELY(f == t->listed && t->calls_n == 0 && t->modgen == mt_modgen) &&
+	    f->sp == (uintptr_t)(frame + 2) && f->ra == frame[1] && (!f->bp_used || f->bp == frame[0]) &&
+	    MT_LIKELY(mt_listed_unchanged(t))) {
+		t->stack_id = f->node;
+		t->stack_use = t->top_use;
+		return;
 	}
-	mt_capture_walk(t, pc, sp, bp);
+	mt_capture_slow(t, frame);
 }
 
 /* Small lock for rare paths (module refresh, node inserts). */
@@ -439,9 +470,11 @@ MT_HOT uintptr_t mt_thread_pointer(void)
 	return tp;
 }
 
+/* mt_self_slot hashes a thread pointer: the product's top byte depends on
+ * all of its bits, those of the page and above, where threads' differ. */
 MT_HOT uint32_t mt_self_slot(uintptr_t tp)
 {
-	return (uint32_t)(((tp >> 12) * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
+	return (uint32_t)((tp * 0x9e3779b97f4a7c15ULL) >> 56) % MT_SELF_CACHE;
 }
 
 /* mt_self returns the calling thread's state, NULL if it has none. It
@@ -461,19 +494,23 @@ MT_HOT struct mt_thread *mt_self(void)
 }
 
 /* mt_enter returns the calling thread's state, marked busy, or NULL when
- * this call must not be recorded (nested in the agent, or not recording). */
+ * this call must not be recorded (nested in the agent, or not recording).
+ * The fast path looks in the cache of mt_self without asking the state
+ * first: the cache is empty until the process is active (and again in a
+ * fork child), and a state found there was attached by this very thread,
+ * after it had seen the process active. Whether it still is, whether the
+ * thread is in this generation and not busy are then one compare. */
 MT_HOT struct mt_thread *mt_enter(void)
 {
-	if (MT_LIKELY(__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)) {
-		struct mt_thread *t = mt_self();
-		if (MT_LIKELY(t != NULL && !t->busy && t->gen == mt_proc.gen &&
-			      !__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
-			t->busy = 1;
-			return t;
-		}
-		return mt_enter_slow(t);
+	uintptr_t tp = mt_thread_pointer();
+	struct mt_thread *t = __atomic_load_n(&mt_self_cache[mt_self_slot(tp)], __ATOMIC_RELAXED);
+	if (MT_LIKELY(t != NULL && __atomic_load_n(&t->tp, __ATOMIC_RELAXED) == tp &&
+		      t->gen_busy == __atomic_load_n(&mt_proc.enter_key, __ATOMIC_RELAXED) &&
+		      !__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED))) {
+		t->busy = 1;
+		return t;
 	}
-	return mt_enter_slow(NULL);
+	return mt_enter_miss();
 }
 
 MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }
@@ -481,23 +518,23 @@ MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }
 /* mt_seq takes the next sequence number of the process. */
 static inline uint64_t mt_seq(void) { return __atomic_fetch_add(&mt_proc.hdr->seq, 1, __ATOMIC_SEQ_CST); }
 
-/* mt_seq_of is mt_seq for the allocator hooks of thread t. A locked
- * instruction waits for every store before it to reach the cache, the
- * ring's lines among them, which the recorder's core has just read: it
- * is most of what publishing an event costs the program. While t is the
- * only thread of the process with a ring, no other can take a number, and
- * a plain increment does. The thread that attaches second ends that (see
+/* mt_seq_of is mt_seq for the allocator hooks of thread t, h being
+ * mt_proc.hdr. A locked instruction waits for every store before it to
+ * reach the cache, the ring's lines among them, which the recorder's
+ * core has just read: it is most of what publishing an event costs the
+ * program. While t is the only thread of the process with a ring, no
+ * other can take a number, and a plain increment does. The thread that attaches second ends that (see
  * seq_shared in process.c): it marks the counter shared, makes every
  * thread pass a memory barrier (membarrier), and waits until t is out of
  * the window below. t then either saw the mark, or had set in_seq before
  * the barrier, so the second thread sees in_seq and waits for t's store
  * to the counter, which comes before in_seq is cleared. */
-MT_HOT uint64_t mt_seq_of(struct mt_thread *t)
+MT_HOT uint64_t mt_seq_of(struct mt_thread *t, struct mt_header *h)
 {
 	__atomic_store_n(&t->in_seq, 1, __ATOMIC_RELAXED);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (MT_LIKELY(__atomic_load_n(&mt_proc.seq_owner, __ATOMIC_RELAXED) == (uintptr_t)t)) {
-		uint64_t *seq = &mt_proc.hdr->seq, s = __atomic_load_n(seq, __ATOMIC_RELAXED);
+		uint64_t *seq = &h->seq, s = __atomic_load_n(seq, __ATOMIC_RELAXED);
 		__atomic_store_n(seq, s + 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&t->in_seq, 0, __ATOMIC_RELEASE);
 		return s;
@@ -507,54 +544,81 @@ MT_HOT uint64_t mt_seq_of(struct mt_thread *t)
 }
 
 /* mt_reserve makes sure n words fit in the thread's ring, waiting for
- * the recorder if need be; 0 if they never will (recording stopped: the
- * event is counted as dropped). The recorder's read position is only
+ * the recorder if need be, and sets *w to the write position they go at;
+ * 0 if they never will (recording stopped: the event is counted as
+ * dropped). The recorder's read position is only
  * looked at when the space known to be free runs out: its cache line
  * stays put otherwise. The allocator hooks reserve before they take a
  * sequence number, so that a thread waiting for space holds no number
  * back from the recorder, and so that nothing but the record's words is
  * live across the call. */
-MT_HOT int mt_reserve(struct mt_thread *t, unsigned n)
+MT_HOT int mt_reserve(struct mt_thread *t, unsigned n, uint64_t *w)
 {
 	uint64_t bytes = (uint64_t)n * 8;
-	return MT_LIKELY(t->ctl->write + bytes <= t->ring_limit) || mt_emit_wait(t, bytes);
+	/* Only this thread writes it. */
+	*w = t->ctl->write;
+	if (MT_LIKELY(*w + bytes <= t->ring_limit))
+		return 1;
+	if (!mt_emit_wait(t, bytes))
+		return 0;
+	*w = t->ctl->write; /* not kept across the call */
+	return 1;
 }
 
-/* mt_put publishes a record of n words, reserved, in the thread's ring.
- * The ring is written a word at a time (volatile): the words were just
- * computed one by one, and a copy that loads them back 16 bytes at a time,
- * as the compiler vectorizes it, waits for their stores to reach the cache
- * first; unrolled, the words go from registers straight to the ring.
- *
- * The line a few records ahead is then asked for with the intent to write
- * it: the recorder's core read it last, a ring ago, and the store would
- * otherwise wait for it to be taken from there. */
-MT_HOT void mt_put(struct mt_thread *t, const uint64_t *words, unsigned n)
+/* mt_ring_at returns the byte offset in t's ring of write position w. */
+MT_HOT uint64_t mt_ring_at(const struct mt_thread *t, uint64_t w) { return w & t->ring_mask; }
+
+/* mt_ring_word returns the word at byte offset at of t's ring. */
+MT_HOT uint64_t *mt_ring_word(const struct mt_thread *t, uint64_t at) { return (uint64_t *)((uint8_t *)t->ring + at); }
+
+/* mt_ring_fits reports whether a record of n words at byte offset at
+ * ends before the ring's end. The allocator hooks then write their
+ * records straight into the ring, word by word as each is computed: built
+ * in an array first, the words are all live at once, and the hooks save
+ * more registers to hold them. */
+MT_HOT int mt_ring_fits(const struct mt_thread *t, uint64_t at, unsigned n) { return at + (uint64_t)n * 8 <= t->ring_mask + 1; }
+
+/* mt_publish hands the recorder the record of n words written at byte
+ * offset at of t's ring, reserved at write position w. The line a few
+ * records ahead is then asked for with the intent to write it: the
+ * recorder's core read it last, a ring ago, and the store would otherwise
+ * wait for it to be taken from there. */
+MT_HOT void mt_publish(struct mt_thread *t, uint64_t w, uint64_t at, unsigned n)
 {
-	struct mt_slot *ctl = t->ctl;
-	uint64_t w = ctl->write;
-	uint64_t mask = t->ring_mask, at = w / 8 & mask;
-	if (MT_LIKELY(at + n <= mask + 1)) {
-		uint64_t *to = t->ring + at;
+	__atomic_store_n(&t->ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
+	if (MT_LIKELY(mt_proc.prefetchw))
+		__asm__ volatile("prefetchw %0" : : "m"(*mt_ring_word(t, (at + (n + MT_PREFETCH_WORDS) * 8) & t->ring_mask)));
+}
+
+/* mt_put publishes a record of n words, reserved at write position w
+ * (mt_reserve), in the thread's ring. The ring is written a word at a
+ * time: the words were just computed one by one, and a copy that loads
+ * them back 16 bytes at a time, as the compiler vectorizes it, waits for
+ * their stores to reach the cache first; unrolled, the words go from
+ * registers straight to the ring. A record that wraps around the ring's
+ * end is written out of line (mt_put_wrapped): it is rare, and inline it
+ * would take registers that the hooks would then save on every call. */
+MT_HIDDEN void mt_put_wrapped(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n);
+MT_HOT void mt_put(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n)
+{
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, n))) {
+		uint64_t *to = mt_ring_word(t, at);
 #pragma GCC unroll 16
 		for (unsigned i = 0; i < n; i++)
 			to[i] = words[i];
-	} else {
-		volatile uint64_t *ring = t->ring;
-#pragma GCC unroll 16
-		for (unsigned i = 0; i < n; i++)
-			ring[(at + i) & mask] = words[i];
+		mt_publish(t, w, at, n);
+		return;
 	}
-	__atomic_store_n(&ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
-	if (MT_LIKELY(mt_proc.prefetchw))
-		__asm__ volatile("prefetchw %0" : : "m"(t->ring[(at + n + MT_PREFETCH_WORDS) & mask]));
+	mt_put_wrapped(t, w, words, n);
 }
 
 /* mt_emit publishes a record of n words in the thread's ring. */
 MT_HOT void mt_emit(struct mt_thread *t, const uint64_t *words, unsigned n)
 {
-	if (mt_reserve(t, n))
-		mt_put(t, words, n);
+	uint64_t w;
+	if (mt_reserve(t, n, &w))
+		mt_put(t, w, words, n);
 }
 
 #endif

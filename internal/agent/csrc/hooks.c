@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define FRAME ((uintptr_t *)__builtin_frame_address(0))
+#define PAGE 4096u
 
 static inline void resolved(void)
 {
@@ -41,9 +43,9 @@ static inline int resolving(void) { return mt_real.free == NULL; }
  * handed out: a word of a freed block outside them points to no block. */
 static uintptr_t heap_lo = UINTPTR_MAX, heap_hi;
 
-static inline void note_block(const void *p, size_t n)
+static inline void note_block(const struct mt_header *h, const void *p, size_t n)
 {
-	if (MT_LIKELY(!mt_proc.hdr->free_pointers))
+	if (MT_LIKELY(!h->free_pointers))
 		return;
 	uintptr_t a = (uintptr_t)p, end = a + (n > 0 ? n : 1);
 	uintptr_t lo = __atomic_load_n(&heap_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&heap_hi, __ATOMIC_RELAXED);
@@ -53,15 +55,55 @@ static inline void note_block(const void *p, size_t n)
 		;
 }
 
-/* usable_size is malloc_usable_size(p): the program's own once the agent
- * records through the executable's own allocator (entrypatch.c), or 0 if
- * it has none. New blocks are then left as they are, and freed ones send
- * no pointers. */
+/* glibc_chunks says that the blocks are glibc's, whose malloc_usable_size
+ * usable_size may read from their headers (see mt_usable_setup). */
+static int glibc_chunks;
+
+/* usable_size is malloc_usable_size(p), of a block in use: the program's
+ * own once the agent records through the executable's own allocator
+ * (entrypatch.c), or 0 if it has none. New blocks are then left as they
+ * are, and freed ones send no pointers. Of a glibc block not mmapped, it
+ * is read from the chunk's header without the call, which costs more
+ * than the rest of clearing a small block: the word before the block is
+ * the chunk's size with flags in its low three bits, bit 1 saying mmapped;
+ * the block runs to the next chunk's size word, which is its own while it
+ * is in use. */
 static inline size_t usable_size(void *p)
 {
+	if (MT_LIKELY(glibc_chunks)) {
+		size_t h = ((const size_t *)p)[-1];
+		if (MT_LIKELY((h & 2) == 0))
+			return (h & ~(size_t)7) - sizeof h;
+	}
 	if (MT_UNLIKELY(mt_own_usable != NULL))
 		return mt_own_call(mt_own_usable, (uintptr_t)p, 0, 0);
 	return malloc_usable_size(p);
+}
+
+/* mt_usable_setup sets glibc_chunks, as a process starts recording: if
+ * malloc and malloc_usable_size are glibc's (not the program's own, nor
+ * another allocator's or glibc's malloc debugging library's, which puts
+ * its own words around blocks), and usable_size agrees with
+ * malloc_usable_size on blocks of every size up to a few pages: a check
+ * rather than a glibc version, so that a glibc laid out otherwise keeps
+ * the call. It runs with the thread busy (mt_process_init). */
+void mt_usable_setup(void)
+{
+	Dl_info libc, m, u;
+	glibc_chunks = 0;
+	if (mt_own_usable != NULL || !dladdr((void *)gnu_get_libc_version, &libc) || !dladdr((void *)mt_real.malloc, &m) ||
+	    !dladdr((void *)malloc_usable_size, &u) || m.dli_fbase != libc.dli_fbase || u.dli_fbase != libc.dli_fbase)
+		return;
+	for (size_t n = 0; n <= 3 * PAGE; n += n < 256 ? 1 : 61) {
+		void *p = mt_real.malloc(n);
+		if (p == NULL)
+			return;
+		size_t h = ((const size_t *)p)[-1], want = malloc_usable_size(p);
+		mt_real.free(p);
+		if ((h & 2) == 0 && (h & ~(size_t)7) - sizeof h != want)
+			return;
+	}
+	glibc_chunks = 1;
 }
 
 /* emit_free_pointers writes the FREE record of block p, about to be
@@ -102,14 +144,35 @@ static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void 
 	mt_emit(t, rec, k);
 }
 
+/* emit_wrapped is the end of emit_alloc and emit_free (k words: an
+ * allocation's record of 6, with size n, or a free's of 5) for a record
+ * that wraps around the ring's end: rare, and out of line, so that the
+ * hooks keep no room on the stack for the record. */
+static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t w, uint64_t head, const void *p, size_t n,
+						   unsigned k)
+{
+	uint64_t rec[6] = {head, mt_seq_of(t, mt_proc.hdr), mt_tsc(), (uintptr_t)p, n, t->stack_use};
+	if (k == 5)
+		rec[4] = t->stack_use;
+	mt_put_wrapped(t, w, rec, k);
+}
+
 static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
 {
-	note_block(p, n);
-	if (!mt_reserve(t, 6))
+	note_block(mt_proc.hdr, p, n);
+	uint64_t w;
+	if (!mt_reserve(t, 6, &w))
 		return;
-	uint64_t rec[6] = {MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, n, t->stack_use};
-	mt_put(t, rec, 6);
+	struct mt_header *h = mt_proc.hdr; /* here: not kept across mt_reserve's call */
+	uint64_t head = MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, 6))) {
+		uint64_t *to = mt_ring_word(t, at);
+		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = mt_tsc_of(h), to[3] = (uintptr_t)p, to[4] = n, to[5] = t->stack_use;
+		mt_publish(t, w, at, 6);
+		return;
+	}
+	emit_wrapped(t, w, head, p, n, 6);
 }
 
 static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
@@ -118,11 +181,19 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 		emit_free_pointers(t, api, p);
 		return;
 	}
-	if (!mt_reserve(t, 5))
+	uint64_t w;
+	if (!mt_reserve(t, 5, &w))
 		return;
-	uint64_t rec[5] = {MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   mt_seq_of(t), mt_tsc(), (uintptr_t)p, t->stack_use};
-	mt_put(t, rec, 5);
+	struct mt_header *h = mt_proc.hdr;
+	uint64_t head = MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, 5))) {
+		uint64_t *to = mt_ring_word(t, at);
+		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = mt_tsc_of(h), to[3] = (uintptr_t)p, to[4] = t->stack_use;
+		mt_publish(t, w, at, 5);
+		return;
+	}
+	emit_wrapped(t, w, head, p, 0, 5);
 }
 
 /* ---- never-written memory ----
@@ -148,7 +219,6 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
  * not is fresh, hence zero, or swapped out, and then its stale words stay.
  * The partial pages at a block's ends are cleared: an allocator writes its
  * headers beside its blocks, so they are in memory anyway. */
-#define PAGE 4096u
 
 /* clear_resident clears the pages of [lo, hi), page-aligned, that are in
  * memory. */
@@ -234,17 +304,32 @@ static inline __attribute__((always_inline)) void clear_unwritten(void *p, size_
 		clear_pages(a, end);
 }
 
-/* clear_new clears a new block that may hold stale data. */
-static inline __attribute__((always_inline)) void clear_new(void *p) { clear_unwritten(p, 0, usable_size(p)); }
+/* clear_new clears a new block that may hold stale data: a small one
+ * (0 < u <= SMALL_CLEAR) asked with one compare. */
+static inline __attribute__((always_inline)) void clear_new(void *p)
+{
+	size_t u = usable_size(p);
+	if (MT_LIKELY(u - 1 < SMALL_CLEAR))
+		clear_small((uintptr_t)p, u);
+	else
+		clear_unwritten(p, 0, u);
+}
 
-/* An allocation hook: real is the call that allocates; stale says the
- * block may hold stale data (see clear_unwritten). A block the agent does
- * not record is not scanned, and is left as it is. */
-#define ALLOC_HOOK(api, size, real, stale)                        \
+/* An allocation hook: real is the call that allocates, early what
+ * stands for it while the real functions are being looked up; stale says
+ * the block may hold stale data (see clear_unwritten). A block the agent
+ * does not record is not scanned, and is left as it is. Whether the real
+ * functions are looked up is asked only of a call not recorded: setting
+ * the process up looks them up first, so a recording thread has them. */
+#define ALLOC_HOOK(api, size, real, stale, early)                 \
 	do {                                                      \
 		struct mt_thread *t = mt_enter();                 \
-		if (t == NULL)                                    \
+		if (t == NULL) {                                  \
+			resolved();                               \
+			if (MT_UNLIKELY(resolving()))             \
+				return early;                     \
 			return real;                              \
+		}                                                 \
 		mt_capture_stack(t, FRAME);                       \
 		void *p = real;                                   \
 		if (p != NULL) {                                  \
@@ -256,14 +341,15 @@ static inline __attribute__((always_inline)) void clear_new(void *p) { clear_unw
 		return p;                                         \
 	} while (0)
 
-/* A release hook. */
+/* A release hook. A block of the bootstrap buffer is never the real
+ * allocator's; see ALLOC_HOOK for the lookup of the real functions. */
 #define FREE_HOOK(api, ptr)                                       \
 	do {                                                      \
 		if ((ptr) == NULL || mt_in_bootstrap(ptr))        \
 			return;                                   \
-		resolved();                                       \
 		struct mt_thread *t = mt_enter();                 \
 		if (t == NULL) {                                  \
+			resolved();                               \
 			mt_real.free(ptr);                        \
 			return;                                   \
 		}                                                 \
@@ -273,26 +359,22 @@ static inline __attribute__((always_inline)) void clear_new(void *p) { clear_unw
 		mt_leave(t);                                       \
 	} while (0)
 
-EXPORT void *malloc(size_t n)
-{
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(n, 16);
-	ALLOC_HOOK(MT_API_MALLOC, n, mt_real.malloc(n), 1);
-}
+EXPORT void *malloc(size_t n) { ALLOC_HOOK(MT_API_MALLOC, n, mt_real.malloc(n), 1, mt_bootstrap_alloc(n, 16)); }
 
 EXPORT void free(void *p) { FREE_HOOK(MT_API_FREE, p); }
 
+/* calloc_early is calloc while the real functions are being looked up. */
+static void *calloc_early(size_t count, size_t size)
+{
+	size_t n;
+	if (__builtin_mul_overflow(count, size, &n))
+		return NULL;
+	return mt_bootstrap_alloc(n, 16); /* static memory: already zero */
+}
+
 EXPORT void *calloc(size_t count, size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving())) {
-		size_t n;
-		if (__builtin_mul_overflow(count, size, &n))
-			return NULL;
-		return mt_bootstrap_alloc(n, 16); /* static memory: already zero */
-	}
-	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size), 0);
+	ALLOC_HOOK(MT_API_CALLOC, count * size, mt_real.calloc(count, size), 0, calloc_early(count, size));
 }
 
 /* realloc_common is realloc and reallocarray, the size already checked
@@ -314,7 +396,7 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		emit_free(t, api, old);
 		return mt_real.realloc(old, 0);
 	}
-	uint64_t released = mt_seq_of(t);
+	uint64_t released = mt_seq_of(t, mt_proc.hdr);
 	/* The allocator reads old's header as much to move or grow it. */
 	size_t kept = usable_size(old);
 	void *p = mt_real.realloc(old, size);
@@ -324,9 +406,9 @@ static void *realloc_common(struct mt_thread *t, enum mt_api api, void *old, siz
 		return NULL;
 	}
 	clear_unwritten(p, kept, usable_size(p));
-	note_block(p, size);
+	note_block(mt_proc.hdr, p, size);
 	uint64_t rec[8] = {MT_REC_REALLOC | 8 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT,
-			   released, mt_seq_of(t), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
+			   released, mt_seq_of(t, mt_proc.hdr), mt_tsc(), (uintptr_t)old, (uintptr_t)p, size, t->stack_use};
 	mt_emit(t, rec, 8);
 	return p;
 }
@@ -403,34 +485,22 @@ EXPORT int posix_memalign(void **out, size_t align, size_t size)
 
 EXPORT void *aligned_alloc(size_t align, size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(size, align);
-	ALLOC_HOOK(MT_API_ALIGNED_ALLOC, size, mt_real.aligned_alloc(align, size), 1);
+	ALLOC_HOOK(MT_API_ALIGNED_ALLOC, size, mt_real.aligned_alloc(align, size), 1, mt_bootstrap_alloc(size, align));
 }
 
 EXPORT void *memalign(size_t align, size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(size, align);
-	ALLOC_HOOK(MT_API_MEMALIGN, size, mt_real.memalign(align, size), 1);
+	ALLOC_HOOK(MT_API_MEMALIGN, size, mt_real.memalign(align, size), 1, mt_bootstrap_alloc(size, align));
 }
 
 EXPORT void *valloc(size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc(size, 4096);
-	ALLOC_HOOK(MT_API_VALLOC, size, mt_real.valloc(size), 1);
+	ALLOC_HOOK(MT_API_VALLOC, size, mt_real.valloc(size), 1, mt_bootstrap_alloc(size, 4096));
 }
 
 EXPORT void *pvalloc(size_t size)
 {
-	resolved();
-	if (MT_UNLIKELY(resolving()))
-		return mt_bootstrap_alloc((size + 4095) & ~(size_t)4095, 4096);
-	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size), 1);
+	ALLOC_HOOK(MT_API_PVALLOC, size, mt_real.pvalloc(size), 1, mt_bootstrap_alloc((size + 4095) & ~(size_t)4095, 4096));
 }
 
 /* The hooks by names the program cannot take: entrypatch.c sends the

@@ -29,7 +29,7 @@
 
 #include "agent.h"
 
-struct mt_process mt_proc;
+struct mt_process mt_proc = {.enter_key = MT_ENTER_NONE};
 
 static mt_lock_t init_lock;
 static mt_lock_t free_threads_lock;
@@ -299,6 +299,15 @@ static void before_fork(void);
 static void after_fork_parent(void);
 static void after_fork_child(void);
 
+/* set_state sets the process's state, and with it the key of mt_enter's
+ * fast path. */
+static void set_state(int state)
+{
+	__atomic_store_n(&mt_proc.enter_key, state == MT_STATE_ACTIVE ? (uint64_t)mt_proc.gen : MT_ENTER_NONE,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&mt_proc.state, state, __ATOMIC_RELEASE);
+}
+
 /* mt_process_init connects this process. It runs with the caller's busy
  * flag set, so allocations made by libc on its behalf are not recorded. */
 void mt_process_init(int flags, uint64_t fork_token)
@@ -342,7 +351,9 @@ void mt_process_init(int flags, uint64_t fork_token)
 		on_exit(on_exit_handler, NULL);
 		pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 	}
-	__atomic_store_n(&mt_proc.state, state, __ATOMIC_RELEASE);
+	if (state == MT_STATE_ACTIVE)
+		mt_usable_setup();
+	set_state(state);
 	mt_unlock(&init_lock);
 }
 
@@ -378,6 +389,7 @@ static void after_fork_child(void)
 {
 	struct mt_thread *t = thread_key_ready ? pthread_getspecific(mt_thread_key) : NULL;
 	uint64_t token = 0;
+	set_state(MT_STATE_UNINIT); /* first: the region below is the parent's */
 	if (t != NULL) {
 		token = t->fork_seq;
 		t->fork_seq = 0;
@@ -393,7 +405,6 @@ static void after_fork_child(void)
 	mt_proc.hdr = NULL;
 	mt_calls_window = 0;
 	mt_proc.gen++;
-	mt_proc.state = MT_STATE_UNINIT;
 	mt_proc.seq_owner = 0; /* the child's first thread to attach is its only one */
 	mt_proc.membarrier_ok = 0;
 	leader_exit_sp = 0; /* the child's main thread is the one that forked */
@@ -460,13 +471,13 @@ static int attach(struct mt_thread *t)
 	uint64_t size = slot == 0 ? hdr->first_ring_size : hdr->ring_size;
 	uint64_t off = slot == 0 ? 0 : hdr->first_ring_size + (uint64_t)(slot - 1) * hdr->ring_size;
 	t->ring = (uint64_t *)(mt_proc.rings + off);
-	t->ring_mask = size / 8 - 1;
+	t->ring_mask = size - 1;
 	t->ring_limit = 0;
 	t->tid = (uint64_t)gettid_raw();
 	t->depth = 0;
 	t->top = NULL;
 	t->listed = t->frame; /* no words listed */
-	t->nwords = 0;
+	t->check_end = t->check;
 	memset(t->recent, 0, sizeof t->recent); /* node ids of another process */
 	mt_calls_reset(t);
 	t->ctl->tid = (uint32_t)t->tid;
@@ -561,8 +572,15 @@ static struct mt_thread *enter_slow(void)
 	return t;
 }
 
-/* mt_enter returns the calling thread's state, marked busy, or NULL when
- * this call must not be recorded (nested in the agent, or not recording). */
+/* mt_enter_miss is mt_enter past its fast path: out of line, so that what
+ * it keeps across its calls takes no register the hooks would save. */
+struct mt_thread *mt_enter_miss(void)
+{
+	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)
+		return mt_enter_slow(mt_self());
+	return mt_enter_slow(NULL);
+}
+
 /* mt_enter_slow is mt_enter for every case but the common one: a thread
  * with state in a recording process. */
 struct mt_thread *mt_enter_slow(struct mt_thread *t)
@@ -582,7 +600,7 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 		}
 		if (__atomic_load_n(&mt_proc.hdr->disabled, __ATOMIC_RELAXED)) {
 			/* The recorder asked to stop (it cannot write any more). */
-			__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
+			set_state(MT_STATE_OFF);
 			return NULL;
 		}
 		t->busy = 1;
@@ -608,7 +626,7 @@ struct mt_thread *mt_enter_slow(struct mt_thread *t)
 
 static void disable(void)
 {
-	__atomic_store_n(&mt_proc.state, MT_STATE_OFF, __ATOMIC_RELEASE);
+	set_state(MT_STATE_OFF);
 	mt_warn("the recorder is gone; recording stopped, the program continues", NULL);
 }
 
@@ -624,7 +642,7 @@ static uint64_t now_ns(void)
 static int wait_for_space(struct mt_thread *t, uint64_t need)
 {
 	struct mt_header *hdr = mt_proc.hdr;
-	uint64_t size = (t->ring_mask + 1) * 8;
+	uint64_t size = t->ring_mask + 1;
 	uint64_t start = now_ns();
 	int ok = 1;
 	__atomic_fetch_add(&hdr->waits, 1, __ATOMIC_RELAXED);
@@ -665,11 +683,22 @@ static int wait_for_space(struct mt_thread *t, uint64_t need)
 	return ok;
 }
 
+/* mt_put_wrapped is mt_put for a record that wraps around the ring's
+ * end. */
+void mt_put_wrapped(struct mt_thread *t, uint64_t w, const uint64_t *words, unsigned n)
+{
+	uint64_t mask = t->ring_mask / 8, at = mt_ring_at(t, w) / 8;
+	volatile uint64_t *ring = t->ring;
+	for (unsigned i = 0; i < n; i++)
+		ring[(at + i) & mask] = words[i];
+	__atomic_store_n(&t->ctl->write, w + (uint64_t)n * 8, __ATOMIC_RELEASE);
+}
+
 /* mt_emit_wait is mt_reserve when the ring seems full. */
 int mt_emit_wait(struct mt_thread *t, uint64_t bytes)
 {
 	struct mt_slot *ctl = t->ctl;
-	uint64_t size = (t->ring_mask + 1) * 8;
+	uint64_t size = t->ring_mask + 1;
 	t->ring_limit = __atomic_load_n(&ctl->read, __ATOMIC_ACQUIRE) + size;
 	if (ctl->write + bytes > t->ring_limit) {
 		if (!wait_for_space(t, bytes)) {

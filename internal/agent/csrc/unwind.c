@@ -482,7 +482,7 @@ static inline int step(uint64_t r, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, 
 void mt_list(struct mt_thread *t, const struct mt_frame *to)
 {
 	struct mt_frame *f = (struct mt_frame *)t->listed;
-	struct mt_check *c = t->check + t->nwords;
+	struct mt_check *c = t->check_end;
 	for (; f < to; f++) {
 		if (c + 3 > t->check + MT_CHECK_WORDS)
 			break;
@@ -494,7 +494,7 @@ void mt_list(struct mt_thread *t, const struct mt_frame *to)
 			c->at = (const uintptr_t *)f->cfa_at, c->v = f->sp, c++;
 	}
 	t->listed = f;
-	t->nwords = (uint32_t)(c - t->check);
+	t->check_end = c;
 }
 
 /* unlist says that the words the frames from i inwards read changed. */
@@ -502,7 +502,7 @@ static inline void unlist(struct mt_thread *t, uint32_t i)
 {
 	if (t->listed > &t->frame[i]) {
 		t->listed = &t->frame[i];
-		t->nwords = t->frame[i].check;
+		t->check_end = t->check + t->frame[i].check;
 	}
 }
 
@@ -573,7 +573,7 @@ static int capture_sibling(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uint
  *     them over the previous stack's inner frames: it is kept outermost
  *     first so that the reused part never moves.
  */
-void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
+static void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t bp)
 {
 	if (capture_sibling(t, pc, sp, bp))
 		return;
@@ -666,4 +666,31 @@ void mt_capture_walk(struct mt_thread *t, uintptr_t pc, uintptr_t sp, uintptr_t 
 	 * The frame's cfa_at and bp_slot are 0 (its CFA and rbp come from
 	 * registers), as such a reuse leaves them. */
 	t->top = depth > 0 && !uncounted && max > 0 && !mt_proc.hdr->full_unwind ? &t->frame[depth - 1] : NULL;
+	if (t->top != NULL)
+		t->top_use = mt_stack_use(t, t->top->sp);
+}
+
+void mt_capture_slow(struct mt_thread *t, const uintptr_t *frame)
+{
+	uintptr_t pc = frame[1], sp = (uintptr_t)(frame + 2), bp = frame[0];
+	t->stack_use = mt_stack_use(t, sp);
+	/* A heap event publishes the thread's calls of a window that has
+	 * ended, so that they come before it in the trace. */
+	if (MT_UNLIKELY(t->calls_n != 0))
+		mt_calls_due(t);
+	/* The fast path's case, but for the words of the outer frames: they
+	 * are listed here, where they will be checked again, rather than by
+	 * a walk, which on a deep stack that changes at every event would
+	 * list them all for one check. Up to MT_CHECK_WORDS: the frames
+	 * beyond are checked one by one. */
+	const struct mt_frame *f = t->top;
+	if (f != NULL && t->modgen == mt_modgen && f->sp == sp && f->ra == pc && (!f->bp_used || f->bp == bp)) {
+		if (t->listed != f)
+			mt_list(t, f);
+		if (mt_outer_unchanged(t, f)) {
+			t->stack_id = f->node;
+			return;
+		}
+	}
+	mt_capture_walk(t, pc, sp, bp);
 }
