@@ -191,9 +191,13 @@ func (w *Writer) Events(es []Event) error {
 			}
 		}
 		if w.freshRun {
-			// A fresh block is most often followed by more: the
-			// allocator is carving a heap that grows.
+			// A fresh block followed by another allocation is most
+			// often followed by more: the allocator is carving a heap
+			// that grows.
 			w.freshRun = false
+			if i+1 == len(es) || es[i+1].Kind != KindAlloc {
+				continue
+			}
 			if n := w.freshAllocs(es[i+1:]); n > 0 {
 				i += n
 				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
