@@ -69,6 +69,12 @@ type Writer struct {
 	stackUse           stackUsePredictor
 	coded              recordState // for StackNode and Symbol records
 
+	// freshRun is set when appendAddrFast codes an allocation as a step
+	// from fresh memory: only then does Events try freshAllocs on the
+	// events after it, so that a program whose allocations reuse freed
+	// blocks does not pay for a try at each.
+	freshRun bool
+
 	floorTime  uint64 // wire time of the latest event; no event goes below it
 	lastTime   uint64 // latest time in ns of any record, for End
 	events     uint64
@@ -128,7 +134,7 @@ func (w *Writer) Events(es []Event) error {
 			return err
 		}
 	}
-	for i := range es {
+	for i := 0; i < len(es); i++ {
 		e := &es[i]
 		// One branch for the three checks of badEvent: KindAlloc to
 		// KindRealloc are the events, and the API and the stack in use
@@ -182,6 +188,23 @@ func (w *Writer) Events(es []Event) error {
 		if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 			if err := w.endBlock(); err != nil {
 				return err
+			}
+		}
+		if w.freshRun {
+			// A fresh block followed by another allocation is most
+			// often followed by more: the allocator is carving a heap
+			// that grows.
+			w.freshRun = false
+			if i+1 == len(es) || es[i+1].Kind != KindAlloc {
+				continue
+			}
+			if n := w.freshAllocs(es[i+1:]); n > 0 {
+				i += n
+				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
+					if err := w.endBlock(); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}
@@ -373,6 +396,7 @@ func (w *Writer) appendAddrFast(h *heapState, ti uint32, addr, size uint64) bool
 	} else if v, ok := stepValue(addr - t.next); ok {
 		code = addrStep + 2*v
 		t.fresh(addr, size)
+		w.freshRun = true
 	} else {
 		return false
 	}
@@ -383,6 +407,84 @@ func (w *Writer) appendAddrFast(h *heapState, ti uint32, addr, size uint64) bool
 	*slot = h.allocate(ti, addr, c)
 	w.put(streamAddr, code)
 	return true
+}
+
+// freshAllocs encodes the allocations at the start of es that appendAddrFast
+// would code as steps from fresh memory, of the block's current thread and
+// time, as Events would one by one, up to the first other event, the
+// first allocation for which allocate would make room, or the event at
+// which the block's size is to be checked, and returns how many it
+// encoded. Allocators carve most blocks of a growing heap one after the
+// other: a loop over them alone keeps the state it moves in registers,
+// as the decoder's freshAllocs does.
+func (w *Writer) freshAllocs(es []Event) int {
+	if len(es) == 0 || es[0].Kind != KindAlloc || !w.haveContext {
+		return 0
+	}
+	// Where allocations reuse freed blocks, the first is seldom fresh:
+	// look at its slot before anything else.
+	h := w.heap
+	table := &h.liveAddrs
+	key, idx := table.cacheKey[0], table.cacheIdx[0]
+	if first := es[0].Addr; first>>pageBits+1 != key || key == 0 ||
+		table.pages[idx].nums[(first>>alignBits)&(pageSlots-1)] != 0 {
+		return 0
+	}
+	page := &table.pages[idx]
+	ti := w.ti
+	t := &h.threads[ti]
+	es = es[:min(len(es), h.allocateRoom(t), max(1, w.checkAt-len(w.s[streamOps])))]
+	process, thread, timeEnd, lastFreed := w.process, w.thread, w.timeEnd, h.lastFreed
+	serial, at, next, prevStack := h.serial, h.recentAt, t.next, w.prevStack
+	listOf := t.listOf
+	k := 0
+	for ; k < len(es); k++ {
+		e := &es[k]
+		addr, size := e.Addr, e.Size
+		if e.Kind != KindAlloc || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 ||
+			e.Process != process || e.Thread != thread || e.Time >= timeEnd ||
+			addr&(addrAlign-1) != 0 || addr>>pageBits+1 != key || addr == lastFreed {
+			break
+		}
+		slot := &page.nums[(addr>>alignBits)&(pageSlots-1)]
+		if *slot != 0 {
+			break // live or listed: appendAddr's
+		}
+		c := sizeClass(size)
+		if listOf != nil && c != 0 && listOf[c] != 0 && t.lists[listOf[c]-1].atTop(addr) {
+			break
+		}
+		v, ok := stepValue(addr - next)
+		if !ok {
+			break
+		}
+		next = addr + chunkSize(size)
+		serial++
+		num := h.number(handle{addr: addr, thread: ti, class: c}, serial)
+		at = (at + 1) % recentDepth
+		h.recent[at] = num
+		q := len(t.queue)
+		t.queue = t.queue[:q+1]
+		t.queue[q] = queued{num: num, serial: serial}
+		*slot = num
+		table.pageLive[idx]++
+
+		w.s[streamOps] = append(w.s[streamOps], opByte(KindAlloc, e.API))
+		w.put(streamSize, size)
+		w.put(streamAddr, addrStep+2*v)
+		w.put(streamStack, zigzag(int64(e.Stack-prevStack)))
+		prevStack = e.Stack
+		if w.stackUse.repeats(process, e.Stack, e.StackInUse) {
+			w.put(streamStackUse, 0)
+		} else {
+			w.put(streamStackUse, w.stackUse.code(process, e.Stack, e.StackInUse))
+		}
+	}
+	h.serial, h.recentAt, t.next, w.prevStack = serial, at, next, prevStack
+	table.used += k
+	w.run += uint64(k)
+	w.events += uint64(k)
+	return k
 }
 
 // appendRef encodes the address of a block being released by thread ti:

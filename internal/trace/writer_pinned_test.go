@@ -3,6 +3,7 @@ package trace
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"math/rand/v2"
 	"testing"
 )
@@ -106,5 +107,44 @@ func TestWriterOutputPinned(t *testing.T) {
 				t.Errorf("the trace's SHA-256 is %s, want %s", got, c.want)
 			}
 		})
+		// The recorder writes runs of events at once, and Events codes
+		// runs of fresh allocations in a loop of their own: in runs of
+		// any length, the bytes are the same.
+		t.Run(c.name+"/runs", func(t *testing.T) {
+			h := sha256.New()
+			writeEventRunsTo(t, h, info, c.blockSize, c.gen)
+			if got := hex.EncodeToString(h.Sum(nil)); got != c.want {
+				t.Errorf("the trace's SHA-256 is %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+// writeEventRunsTo is writeEventsTo with the events written by Events in
+// runs of 1 to 300 of them.
+func writeEventRunsTo(tb testing.TB, out io.Writer, info Info, blockSize int, gen func(func(*Event))) {
+	w, err := NewWriter(out, info)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w.Uncompressed, w.BlockSize = true, blockSize
+	rng := rand.New(rand.NewPCG(9, 10))
+	var run []Event
+	flush := func() {
+		if err := w.Events(run); err != nil {
+			tb.Fatal(err)
+		}
+		run = run[:0]
+	}
+	want := 1 + rng.IntN(300)
+	gen(func(e *Event) {
+		if run = append(run, *e); len(run) == want {
+			flush()
+			want = 1 + rng.IntN(300)
+		}
+	})
+	flush()
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
 	}
 }
