@@ -245,8 +245,8 @@ MT_HIDDEN size_t mt_bootstrap_size(const void *p);
 /* process.c: connecting to the recorder, threads, rings. The hot paths
  * are inline here; what they rarely need stays out of line. */
 extern pthread_key_t mt_thread_key MT_HIDDEN;
-MT_HIDDEN struct mt_thread *mt_enter_slow(struct mt_thread *t);
-MT_HIDDEN struct mt_thread *mt_enter_miss(void);
+MT_HIDDEN struct mt_thread *mt_enter_slow(struct mt_thread *t, const void *hook_frame);
+MT_HIDDEN struct mt_thread *mt_enter_miss(const void *hook_frame);
 MT_HIDDEN int mt_emit_wait(struct mt_thread *t, uint64_t bytes);
 MT_HIDDEN void mt_emit_locked_module_records(void);
 MT_HIDDEN void mt_process_init(int flags, uint64_t fork_token);
@@ -435,7 +435,7 @@ MT_HIDDEN int mt_entry_patched(void);
  * libc's would read a header that the program's blocks do not have. */
 extern void *mt_own_usable MT_HIDDEN;
 MT_HIDDEN uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t a1, uintptr_t a2);
-MT_HIDDEN int mt_own_abandoned(struct mt_thread *t);
+MT_HIDDEN int mt_own_abandoned(struct mt_thread *t, const void *hook_frame);
 /* The hooks of the program's own operators, each calling the function of
  * its slot, recorded as the slot's API: as many as there are operator
  * deletes (12; 8 news), for an allocator such as jemalloc defines each at
@@ -510,7 +510,9 @@ MT_HOT struct mt_thread *mt_enter(void)
 		t->busy = 1;
 		return t;
 	}
-	return mt_enter_miss();
+	/* Inlined in a hook, the frame address is the hook's own: a thread
+	 * found busy needs it (see mt_own_abandoned). */
+	return mt_enter_miss(__builtin_frame_address(0));
 }
 
 MT_HOT void mt_leave(struct mt_thread *t) { t->busy = 0; }

@@ -364,15 +364,23 @@ __attribute__((noinline)) uintptr_t mt_own_call(void *f, uintptr_t a0, uintptr_t
 	return r;
 }
 
-/* mt_own_abandoned reports whether thread t, found busy, was left so by
- * an exception thrown through a call to the program's function; it then
- * clears the thread's state as the hook would have. */
-int mt_own_abandoned(struct mt_thread *t)
+/* mt_own_abandoned reports whether thread t, found busy by the hook of
+ * frame hook_frame, was left so by an exception thrown through a call to
+ * the program's function; it then clears the thread's state as the hook
+ * would have. A hook nested in the call runs below the call's frame. One
+ * called after the throw, from the frame that caught it or one above, is
+ * above it: the frames of the abandoned call were below the catcher's.
+ * Only a hook called from deeper down after the catch is below it too,
+ * and then the return address in the call's slot tells, unless the
+ * frames since left that word as it was. (The frame of a function called
+ * from the hook would not do: the hooks keep small frames, and below
+ * them the abandoned call's words are often still there.) */
+int mt_own_abandoned(struct mt_thread *t, const void *hook_frame)
 {
 	uintptr_t *slot = t->own_slot;
 	if (slot == NULL)
 		return 0;
-	if ((uintptr_t)__builtin_frame_address(0) < (uintptr_t)slot && *slot == t->own_ret)
+	if ((uintptr_t)hook_frame < (uintptr_t)slot && *slot == t->own_ret)
 		return 0;
 	t->own_slot = NULL;
 	t->own_ret = 0;

@@ -574,23 +574,23 @@ static struct mt_thread *enter_slow(void)
 
 /* mt_enter_miss is mt_enter past its fast path: out of line, so that what
  * it keeps across its calls takes no register the hooks would save. */
-struct mt_thread *mt_enter_miss(void)
+struct mt_thread *mt_enter_miss(const void *hook_frame)
 {
 	if (__atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE) == MT_STATE_ACTIVE)
-		return mt_enter_slow(mt_self());
-	return mt_enter_slow(NULL);
+		return mt_enter_slow(mt_self(), hook_frame);
+	return mt_enter_slow(NULL, hook_frame);
 }
 
 /* mt_enter_slow is mt_enter for every case but the common one: a thread
  * with state in a recording process. */
-struct mt_thread *mt_enter_slow(struct mt_thread *t)
+struct mt_thread *mt_enter_slow(struct mt_thread *t, const void *hook_frame)
 {
 	int state = __atomic_load_n(&mt_proc.state, __ATOMIC_ACQUIRE);
 	if (state == MT_STATE_OFF)
 		return NULL;
 	if (state == MT_STATE_ACTIVE && t != NULL) {
 		/* Busy, stopped, or set up in the parent of a fork. */
-		if (t->busy && !mt_own_abandoned(t)) {
+		if (t->busy && !mt_own_abandoned(t, hook_frame)) {
 			/* Unless the agent itself caused it, this is a signal
 			 * handler that interrupted the agent: the event cannot
 			 * be recorded, but it is counted. */
