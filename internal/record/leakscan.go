@@ -635,16 +635,24 @@ func (bb *blockBatch) collect() {
 	}
 	// As each does, without a call through a func value for each of
 	// the millions of small blocks of a big heap.
-	r, off := 0, uint64(0) // the range of block k, and where it starts in buf
+	r, off := 0, uint64(0)
 	for k, b := range bb.items {
-		for b.addr > bb.his[r] {
-			off += bb.sizes[r]
-			r++
-		}
-		at := off + b.addr - bb.los[r]
-		bb.collectWords(k, bb.buf[at:at+b.size&^7])
+		bb.collectWords(k, bb.inBuf(b, &r, &off))
 	}
 	bb.err = nil
+}
+
+// inBuf returns the whole words of block b, of a batch read in one call,
+// from bb.buf. r is the range of the block before b (0 for the first),
+// which starts at off in buf: blocks are in increasing order of address,
+// so inBuf moves r and off on to b's range.
+func (bb *blockBatch) inBuf(b scanItem, r *int, off *uint64) []byte {
+	for b.addr > bb.his[*r] {
+		*off += bb.sizes[*r]
+		*r++
+	}
+	at := *off + b.addr - bb.los[*r]
+	return bb.buf[at : at+b.size&^7]
 }
 
 // collectWords looks up the whole words of b, the memory of bb's block k.
@@ -790,14 +798,9 @@ func (bb *blockBatch) read() {
 // cannot be read.
 func (bb *blockBatch) each(f func(k int, b []byte)) error {
 	if bb.ok {
-		r, off := 0, uint64(0) // the range of block k, and where it starts in buf
+		r, off := 0, uint64(0)
 		for k, b := range bb.items {
-			for b.addr > bb.his[r] {
-				off += bb.sizes[r]
-				r++
-			}
-			at := off + b.addr - bb.los[r]
-			f(k, bb.buf[at:at+b.size&^7])
+			f(k, bb.inBuf(b, &r, &off))
 		}
 		return nil
 	}

@@ -163,7 +163,7 @@ struct mt_process {
 	/* What a thread's gen_busy holds when mt_enter may take the fast
 	 * path: gen, not busy, while the state is active; while it is not,
 	 * MT_ENTER_NONE, which no thread's holds (busy is 0 or 1). Set with
-	 * state (mt_set_state). */
+	 * state (set_state in process.c). */
 	uint64_t enter_key;
 	pid_t pid;
 	struct mt_header *hdr;
