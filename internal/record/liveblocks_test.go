@@ -121,7 +121,7 @@ func TestBlockTableModel(t *testing.T) {
 			}
 			old, had := tb.put(a, size)
 			if wantOld, wantHad := want[a]; had != (wantHad || false) || had && old != wantOld {
-				t.Fatalf("step %d: put(%#x) found %d, %v; want %d, %v", step, a, old, had, wantOld, wantHad)
+				t.Fatalf("step %d: putChecked(t, %#x) found %d, %v; want %d, %v", step, a, old, had, wantOld, wantHad)
 			}
 			want[a] = size
 		case 3:
@@ -168,10 +168,6 @@ func TestBlockTableDeadPlaces(t *testing.T) {
 	const base = 0x10000
 	var tb blockTable
 	want := map[uint64]uint64{}
-	put := func(tb *blockTable, want map[uint64]uint64, a, size uint64) {
-		t.Helper()
-		putChecked(t, tb, want, a, size)
-	}
 	remove := func(tb *blockTable, want map[uint64]uint64, a uint64) {
 		t.Helper()
 		if size, had := tb.remove(a); size != want[a] || had != (want[a] != 0) {
@@ -204,9 +200,9 @@ func TestBlockTableDeadPlaces(t *testing.T) {
 		})
 	}
 	for i := range uint64(100) {
-		put(&tb, want, base+16*i, 1+i%16)
+		putChecked(t, &tb, want, base+16*i, 1+i%16)
 	}
-	put(&tb, want, base+16*99, 70000) // in the big map
+	putChecked(t, &tb, want, base+16*99, 70000) // in the big map
 	pg, _ := tb.findPage(base >> tablePageBits)
 	for i := uint64(10); i < 42; i += 2 {
 		remove(&tb, want, base+16*i)
@@ -218,9 +214,9 @@ func TestBlockTableDeadPlaces(t *testing.T) {
 	if _, had := tb.remove(base + 16*12); had {
 		t.Fatalf("a block removed twice")
 	}
-	put(&tb, want, base+16*12, 7)     // back in its place
-	put(&tb, want, base+16*20+8, 3)   // between dead places
-	put(&tb, want, base+16*99, 80000) // back, big again
+	putChecked(t, &tb, want, base+16*12, 7)     // back in its place
+	putChecked(t, &tb, want, base+16*20+8, 3)   // between dead places
+	putChecked(t, &tb, want, base+16*99, 80000) // back, big again
 	if pg.dead != 15 || len(pg.sizes) != 101 {
 		t.Fatalf("after putting back: %d dead places of %d", pg.dead, len(pg.sizes))
 	}
@@ -229,8 +225,8 @@ func TestBlockTableDeadPlaces(t *testing.T) {
 	child := tb.clone()
 	childWant := maps.Clone(want)
 	remove(child, childWant, base+16*1)
-	put(child, childWant, base+16*14, 5)
-	put(&tb, want, base+16*16, 9)
+	putChecked(t, child, childWant, base+16*14, 5)
+	putChecked(t, &tb, want, base+16*16, 9)
 	check(child, childWant, "child")
 
 	for _, a := range slices.Sorted(maps.Keys(want)) {
@@ -259,10 +255,6 @@ func TestBlockTableCarved(t *testing.T) {
 	const base = 0x5555_0000_0000
 	var tb blockTable
 	want := map[uint64]uint64{}
-	put := func(tb *blockTable, want map[uint64]uint64, a, size uint64) {
-		t.Helper()
-		putChecked(t, tb, want, a, size)
-	}
 	check := func(tb *blockTable, want map[uint64]uint64, end uint64, what string) {
 		t.Helper()
 		if tb.len() != len(want) {
@@ -307,7 +299,7 @@ func TestBlockTableCarved(t *testing.T) {
 		switch k := r.Intn(20); {
 		case k == 0 && len(freed) > 0: // a freed block handed out again
 			j := r.Intn(len(freed))
-			put(&tb, want, freed[j], uint64(1+r.Intn(40)))
+			putChecked(t, &tb, want, freed[j], uint64(1+r.Intn(40)))
 			freed = slices.Delete(freed, j, j+1)
 		case k == 1 && len(want) > 0: // a free
 			for a := range want {
@@ -317,20 +309,20 @@ func TestBlockTableCarved(t *testing.T) {
 		case k == 2 && latest != 0: // the latest block carved, freed and handed out again
 			if want[latest] != 0 {
 				free(latest)
-				put(&tb, want, latest, 8)
+				putChecked(t, &tb, want, latest, 8)
 				freed = freed[:len(freed)-1]
 			}
 		case k == 3: // blocks in the middle of a page, not carved
 			a := start + uint64(r.Intn(int(next[arena]-start)+1))&^15
 			for _, a := range []uint64{a, a + 8, a + 16, a + 32} {
 				if want[a] == 0 && want[a-8] == 0 && !slices.Contains(freed, a) && a+8 < next[arena] {
-					put(&tb, want, a, 8)
+					putChecked(t, &tb, want, a, 8)
 				}
 			}
 		default: // carved after the latest block
 			size := 16 + uint64(i%7)*8
 			latest = next[arena]
-			put(&tb, want, latest, size)
+			putChecked(t, &tb, want, latest, size)
 			next[arena] += (size + 8 + 15) &^ 15
 		}
 	}
@@ -347,17 +339,17 @@ func TestBlockTableCarved(t *testing.T) {
 		}
 	}
 	for a := last; a < next0; a += 32 {
-		put(&tb, want, a, 20)
+		putChecked(t, &tb, want, a, 20)
 	}
 	check(&tb, want, next0, "page made again")
 
 	child := tb.clone()
 	childWant := maps.Clone(want)
 	for a := next0; a < next0+pageSize; a += 48 {
-		put(child, childWant, a, 40)
+		putChecked(t, child, childWant, a, 40)
 	}
 	for a := last; a < next0; a += 32 {
-		put(child, childWant, a, 24) // a shared page's blocks, replaced
+		putChecked(t, child, childWant, a, 24) // a shared page's blocks, replaced
 	}
 	check(child, childWant, next0+pageSize, "child")
 	check(&tb, want, next0+pageSize, "parent")
@@ -451,7 +443,7 @@ func BenchmarkLiveSetEvents(b *testing.B) {
 func putChecked(t *testing.T, tb *blockTable, want map[uint64]uint64, a, size uint64) {
 	t.Helper()
 	if old, had := tb.put(a, size); had != (want[a] != 0) || old != want[a] {
-		t.Fatalf("put(%#x) found %d, %v; want %d", a, old, had, want[a])
+		t.Fatalf("putChecked(t, %#x) found %d, %v; want %d", a, old, had, want[a])
 	}
 	want[a] = size
 }
