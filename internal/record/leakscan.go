@@ -439,16 +439,18 @@ func (m *marker) startBatch() *blockBatch {
 	}
 	bb.items = bb.items[:0]
 	var bytes uint64
-	for len(m.stack) > 0 && len(bb.items) < batchBlocks && bytes < scanWindow && m.graph != nil {
-		e := m.stack[len(m.stack)-1]
-		m.stack = m.stack[:len(m.stack)-1]
-		if m.graph.has(e.num) {
-			m.follow(e.num) // which pushes
-			continue
+	if m.graph != nil {
+		// One block at a time: following the sweep's graph pushes.
+		for len(m.stack) > 0 && len(bb.items) < batchBlocks && bytes < scanWindow {
+			e := m.stack[len(m.stack)-1]
+			m.stack = m.stack[:len(m.stack)-1]
+			if m.graph.has(e.num) {
+				m.follow(e.num)
+				continue
+			}
+			bytes += m.take(bb, e)
 		}
-		bytes += m.take(bb, e)
-	}
-	if m.graph == nil {
+	} else {
 		// The blocks at the top of the stack, taken in the order they
 		// were pushed: a root or a block of pointers often holds them
 		// in increasing order of address, and those need no sort.
