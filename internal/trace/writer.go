@@ -74,6 +74,9 @@ type Writer struct {
 	// events after it, so that a program whose allocations reuse freed
 	// blocks does not pay for a try at each.
 	freshRun bool
+	// escapedFree is set when appendRef codes a free as an escape: only
+	// then does Events try escapedFrees on the events after it.
+	escapedFree bool
 
 	floorTime  uint64 // wire time of the latest event; no event goes below it
 	lastTime   uint64 // latest time in ns of any record, for End
@@ -199,6 +202,22 @@ func (w *Writer) Events(es []Event) error {
 				continue
 			}
 			if n := w.freshAllocs(es[i+1:]); n > 0 {
+				i += n
+				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
+					if err := w.endBlock(); err != nil {
+						return err
+					}
+				}
+			}
+		} else if w.escapedFree {
+			// A free of a block the Writer does not know followed by
+			// another free is most often followed by more: the program
+			// frees a heap built blocks of the trace before.
+			w.escapedFree = false
+			if i+1 == len(es) || es[i+1].Kind != KindFree {
+				continue
+			}
+			if n := w.escapedFrees(es[i+1:]); n > 0 {
 				i += n
 				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 					if err := w.endBlock(); err != nil {
@@ -487,6 +506,64 @@ func (w *Writer) freshAllocs(es []Event) int {
 	return k
 }
 
+// escapedFrees encodes the frees at the start of es that appendRef would
+// code as escapes (of blocks the address table does not hold), of the
+// block's current thread and time, as Events would one by one, up to the
+// first other event or the event at which the block's size is to be
+// checked, and returns how many it encoded. A program that frees a heap
+// it built long before frees blocks of earlier trace blocks, one after
+// the other: a loop over them alone keeps what it moves in registers,
+// and looks up no page the table was found not to have, as it adds none.
+func (w *Writer) escapedFrees(es []Event) int {
+	if len(es) == 0 || !w.haveContext {
+		return 0
+	}
+	h := w.heap
+	table := &h.liveAddrs
+	es = es[:min(len(es), max(1, w.checkAt-len(w.s[streamOps])))]
+	process, thread, timeEnd := w.process, w.thread, w.timeEnd
+	prevRaw, prevStack := w.prevRaw, w.prevStack
+	absent := uint64(0) // page number + 1 of a page the table has no block in, 0 if none
+	k := 0
+	for ; k < len(es); k++ {
+		e := &es[k]
+		addr := e.Addr
+		if e.Kind != KindFree || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 ||
+			e.Process != process || e.Thread != thread || e.Time >= timeEnd {
+			break
+		}
+		if table.used != 0 && addr>>pageBits+1 != absent {
+			if addr&(addrAlign-1) != 0 {
+				break // release looks it up among the odd ones
+			}
+			slot, _ := table.slotOf(addr)
+			if slot == nil {
+				absent = addr>>pageBits + 1
+			} else if holdsLive(slot) {
+				break // a block of this trace block: its handle names it
+			}
+		}
+		w.s[streamOps] = append(w.s[streamOps], opByte(KindFree, e.API))
+		w.put(streamRef, refEscape)
+		w.put(streamRawAddr, zigzag(int64(addr-prevRaw)))
+		prevRaw = addr
+		w.put(streamStack, zigzag(int64(e.Stack-prevStack)))
+		prevStack = e.Stack
+		if w.stackUse.repeats(process, e.Stack, e.StackInUse) {
+			w.put(streamStackUse, 0)
+		} else {
+			w.put(streamStackUse, w.stackUse.code(process, e.Stack, e.StackInUse))
+		}
+	}
+	if k > 0 {
+		h.lastFreed = prevRaw
+	}
+	w.prevRaw, w.prevStack = prevRaw, prevStack
+	w.run += uint64(k)
+	w.events += uint64(k)
+	return k
+}
+
 // appendRef encodes the address of a block being released by thread ti:
 // by the block's handle if it was allocated in this block, else in the
 // raw stream.
@@ -496,6 +573,7 @@ func (w *Writer) appendRef(h *heapState, ti uint32, addr uint64) {
 		w.put(streamRef, refEscape)
 		w.appendRawAddr(addr)
 		h.lastFreed = addr
+		w.escapedFree = true
 		return
 	}
 	hd := h.handles[num]
