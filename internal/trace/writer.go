@@ -512,27 +512,27 @@ func (w *Writer) freshAllocs(es []Event) int {
 // first other event or the event at which the block's size is to be
 // checked, and returns how many it encoded. A program that frees a heap
 // it built long before frees blocks of earlier trace blocks, one after
-// the other: a loop over them alone keeps what it moves in registers,
-// and looks up no page the table was found not to have, as it adds none.
+// the other. Their codes depend on nothing the Writer's tables hold, so
+// it finds how many there are first, looking up no page the table was
+// found not to have (it adds none), and then appends their codes a
+// stream at a time: a loop that appends to one stream keeps it in
+// registers.
 func (w *Writer) escapedFrees(es []Event) int {
 	if len(es) == 0 || !w.haveContext {
 		return 0
 	}
-	h := w.heap
-	table := &h.liveAddrs
+	table := &w.heap.liveAddrs
 	es = es[:min(len(es), max(1, w.checkAt-len(w.s[streamOps])))]
 	process, thread, timeEnd := w.process, w.thread, w.timeEnd
-	prevRaw, prevStack := w.prevRaw, w.prevStack
 	absent := uint64(0) // page number + 1 of a page the table has no block in, 0 if none
-	k := 0
-	for ; k < len(es); k++ {
-		e := &es[k]
-		addr := e.Addr
+	n := 0
+	for ; n < len(es); n++ {
+		e := &es[n]
 		if e.Kind != KindFree || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 ||
 			e.Process != process || e.Thread != thread || e.Time >= timeEnd {
 			break
 		}
-		if table.used != 0 && addr>>pageBits+1 != absent {
+		if addr := e.Addr; table.used != 0 && addr>>pageBits+1 != absent {
 			if addr&(addrAlign-1) != 0 {
 				break // release looks it up among the odd ones
 			}
@@ -543,25 +543,73 @@ func (w *Writer) escapedFrees(es []Event) int {
 				break // a block of this trace block: its handle names it
 			}
 		}
-		w.s[streamOps] = append(w.s[streamOps], opByte(KindFree, e.API))
-		w.put(streamRef, refEscape)
-		w.put(streamRawAddr, zigzag(int64(addr-prevRaw)))
-		prevRaw = addr
-		w.put(streamStack, zigzag(int64(e.Stack-prevStack)))
-		prevStack = e.Stack
-		if w.stackUse.repeats(process, e.Stack, e.StackInUse) {
-			w.put(streamStackUse, 0)
-		} else {
-			w.put(streamStackUse, w.stackUse.code(process, e.Stack, e.StackInUse))
+	}
+	if n == 0 {
+		return 0
+	}
+	es = es[:n]
+
+	ops, refs := w.s[streamOps], w.s[streamRef]
+	for i := range es {
+		ops = append(ops, opByte(KindFree, es[i].API))
+		refs = append(refs, refEscape)
+	}
+	w.s[streamOps], w.s[streamRef] = ops, refs
+
+	raw, tails := w.s[streamRawAddr], w.s[tailOf(streamRawAddr)]
+	prev := w.prevRaw
+	for i := range es {
+		v := zigzag(int64(es[i].Addr - prev))
+		prev = es[i].Addr
+		switch {
+		case v < 0x80:
+			raw = append(raw, byte(v))
+		case v < 1<<14: // put's and putLong's coding
+			raw = append(raw, byte(v)|0x80)
+			tails = append(tails, byte(v>>7))
+		default:
+			raw = append(raw, byte(v)|0x80)
+			tails = binary.AppendUvarint(tails, v>>7)
 		}
 	}
-	if k > 0 {
-		h.lastFreed = prevRaw
+	w.s[streamRawAddr], w.s[tailOf(streamRawAddr)] = raw, tails
+	w.prevRaw, w.heap.lastFreed = prev, prev
+
+	stacks := w.s[streamStack]
+	prev = w.prevStack
+	for i := range es {
+		v := zigzag(int64(es[i].Stack - prev))
+		prev = es[i].Stack
+		if v >= 0x80 {
+			w.s[streamStack] = stacks
+			w.putLong(streamStack, v)
+			stacks = w.s[streamStack]
+			continue
+		}
+		stacks = append(stacks, byte(v))
 	}
-	w.prevRaw, w.prevStack = prevRaw, prevStack
-	w.run += uint64(k)
-	w.events += uint64(k)
-	return k
+	w.s[streamStack], w.prevStack = stacks, prev
+
+	uses := w.s[streamStackUse]
+	for i := range es {
+		e := &es[i]
+		v := uint64(0)
+		if !w.stackUse.repeats(process, e.Stack, e.StackInUse) {
+			v = w.stackUse.code(process, e.Stack, e.StackInUse)
+		}
+		if v >= 0x80 {
+			w.s[streamStackUse] = uses
+			w.putLong(streamStackUse, v)
+			uses = w.s[streamStackUse]
+			continue
+		}
+		uses = append(uses, byte(v))
+	}
+	w.s[streamStackUse] = uses
+
+	w.run += uint64(n)
+	w.events += uint64(n)
+	return n
 }
 
 // appendRef encodes the address of a block being released by thread ti:
