@@ -17,13 +17,22 @@ import (
 // fill a quarter of a 1 MiB ring, as a program allocating flat out does
 // between two drains. The agent's side (writing the records) is not
 // timed. "live" keeps the live set too, as memtrail run does by default
-// (the leak scan at exit).
+// (the leak scan at exit). "old" frees, rather than every other block of
+// the batch, every other block of the batch allocated oldFrees-1 batches
+// before, in an earlier block of the trace: bigheap's frees, which the
+// Writer codes as raw addresses.
 func BenchmarkDrain(b *testing.B) {
-	b.Run("trace", func(b *testing.B) { benchmarkDrain(b, false) })
-	b.Run("live", func(b *testing.B) { benchmarkDrain(b, true) })
+	b.Run("trace", func(b *testing.B) { benchmarkDrain(b, false, false) })
+	b.Run("live", func(b *testing.B) { benchmarkDrain(b, true, false) })
+	b.Run("old", func(b *testing.B) { benchmarkDrain(b, true, true) })
 }
 
-func benchmarkDrain(b *testing.B, keepLive bool) {
+// oldFrees is how many batches the benchmark keeps the addresses of: the
+// "old" one frees those of the oldest, more events back than a block of
+// the trace holds (maxBlockEvents).
+const oldFrees = 64
+
+func benchmarkDrain(b *testing.B, keepLive, old bool) {
 	rec, err := newRecorder(Options{Output: filepath.Join(b.TempDir(), "bench.mtr"), Args: []string{"bench"}, Log: io.Discard,
 		TimeUnit: DefaultTimeUnit, MaxFrames: 8, RingSize: 1 << 20, Threads: 2})
 	if err != nil {
@@ -54,8 +63,8 @@ func benchmarkDrain(b *testing.B, keepLive bool) {
 		seq++
 	}
 	addr := uint64(0x10000000)
-	const batch = 4096 // allocations; with their frees, a quarter of the ring
-	live := make([]uint64, 0, batch)
+	const batch = 4096     // allocations; with their frees, a quarter of the ring
+	var batches [][]uint64 // the addresses allocated by each batch, oldFrees of them
 	publish := func() {
 		*r.u64(r.slotOff(0) + slotWrite) = write * 8
 		*r.u64(hdrSeq) = seq
@@ -74,18 +83,30 @@ func benchmarkDrain(b *testing.B, keepLive bool) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		tsc++ // a new coarse clock value for each batch
-		live = live[:0]
+		live := make([]uint64, 0, batch)
+		if len(batches) == oldFrees {
+			live = batches[0][:0]
+			batches = batches[1:]
+		}
 		for k := uint64(0); k < batch; k++ {
 			size := 16 + (k*5)%7*8
 			put(recAlloc|6<<8|1<<apiShift, seq, tsc, addr, size, 0)
 			live = append(live, addr)
 			addr += (size + 8 + 15) &^ 15 // glibc's chunks: 8 bytes of header, 16-byte aligned
 		}
-		for k := 0; k < len(live); k += 2 {
-			put(recFree|5<<8|5<<apiShift, seq, tsc, live[k], 0)
+		batches = append(batches, live)
+		freed := live
+		if old {
+			freed = nil
+			if len(batches) == oldFrees {
+				freed = batches[0]
+			}
+		}
+		for k := 0; k < len(freed); k += 2 {
+			put(recFree|5<<8|5<<apiShift, seq, tsc, freed[k], 0)
 		}
 		publish()
-		events += batch + batch/2
+		events += batch + len(freed)/2
 		b.StartTimer()
 		cpu -= threadCPU()
 		p.drain(rec, false)

@@ -74,6 +74,9 @@ type Writer struct {
 	// events after it, so that a program whose allocations reuse freed
 	// blocks does not pay for a try at each.
 	freshRun bool
+	// escapedFree is set when appendRef codes a free as an escape: only
+	// then does Events try escapedFrees on the events after it.
+	escapedFree bool
 
 	floorTime  uint64 // wire time of the latest event; no event goes below it
 	lastTime   uint64 // latest time in ns of any record, for End
@@ -199,6 +202,22 @@ func (w *Writer) Events(es []Event) error {
 				continue
 			}
 			if n := w.freshAllocs(es[i+1:]); n > 0 {
+				i += n
+				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
+					if err := w.endBlock(); err != nil {
+						return err
+					}
+				}
+			}
+		} else if w.escapedFree {
+			// A free of a block the Writer does not know followed by
+			// another free is most often followed by more: the program
+			// frees a heap built blocks of the trace before.
+			w.escapedFree = false
+			if i+1 == len(es) || es[i+1].Kind != KindFree {
+				continue
+			}
+			if n := w.escapedFrees(es[i+1:]); n > 0 {
 				i += n
 				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 					if err := w.endBlock(); err != nil {
@@ -487,6 +506,112 @@ func (w *Writer) freshAllocs(es []Event) int {
 	return k
 }
 
+// escapedFrees encodes the frees at the start of es that appendRef would
+// code as escapes (of blocks the address table does not hold), of the
+// block's current thread and time, as Events would one by one, up to the
+// first other event or the event at which the block's size is to be
+// checked, and returns how many it encoded. A program that frees a heap
+// it built long before frees blocks of earlier trace blocks, one after
+// the other. Their codes depend on nothing the Writer's tables hold, so
+// it finds how many there are first, looking up no page the table was
+// found not to have (it adds none), and then appends their codes a
+// stream at a time: a loop that appends to one stream keeps it in
+// registers.
+func (w *Writer) escapedFrees(es []Event) int {
+	if len(es) == 0 || !w.haveContext {
+		return 0
+	}
+	table := &w.heap.liveAddrs
+	es = es[:min(len(es), max(1, w.checkAt-len(w.s[streamOps])))]
+	process, thread, timeEnd := w.process, w.thread, w.timeEnd
+	absent := uint64(0) // page number + 1 of a page the table has no block in, 0 if none
+	n := 0
+	for ; n < len(es); n++ {
+		e := &es[n]
+		if e.Kind != KindFree || uint64(e.API)&^apiMask|e.StackInUse&^MaxStackInUse != 0 ||
+			e.Process != process || e.Thread != thread || e.Time >= timeEnd {
+			break
+		}
+		if addr := e.Addr; table.used != 0 && addr>>pageBits+1 != absent {
+			if addr&(addrAlign-1) != 0 {
+				break // release looks it up among the odd ones
+			}
+			slot, _ := table.slotOf(addr)
+			if slot == nil {
+				absent = addr>>pageBits + 1
+			} else if holdsLive(slot) {
+				break // a block of this trace block: its handle names it
+			}
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	es = es[:n]
+
+	ops, refs := w.s[streamOps], w.s[streamRef]
+	for i := range es {
+		ops = append(ops, opByte(KindFree, es[i].API))
+		refs = append(refs, refEscape)
+	}
+	w.s[streamOps], w.s[streamRef] = ops, refs
+
+	raw, tails := w.s[streamRawAddr], w.s[tailOf(streamRawAddr)]
+	prev := w.prevRaw
+	for i := range es {
+		v := zigzag(int64(es[i].Addr - prev))
+		prev = es[i].Addr
+		switch {
+		case v < 0x80:
+			raw = append(raw, byte(v))
+		case v < 1<<14: // put's and putLong's coding
+			raw = append(raw, byte(v)|0x80)
+			tails = append(tails, byte(v>>7))
+		default:
+			raw = append(raw, byte(v)|0x80)
+			tails = binary.AppendUvarint(tails, v>>7)
+		}
+	}
+	w.s[streamRawAddr], w.s[tailOf(streamRawAddr)] = raw, tails
+	w.prevRaw, w.heap.lastFreed = prev, prev
+
+	stacks := w.s[streamStack]
+	prev = w.prevStack
+	for i := range es {
+		v := zigzag(int64(es[i].Stack - prev))
+		prev = es[i].Stack
+		if v >= 0x80 {
+			w.s[streamStack] = stacks
+			w.putLong(streamStack, v)
+			stacks = w.s[streamStack]
+			continue
+		}
+		stacks = append(stacks, byte(v))
+	}
+	w.s[streamStack], w.prevStack = stacks, prev
+
+	uses := w.s[streamStackUse]
+	for i := range es {
+		e := &es[i]
+		v := uint64(0)
+		if !w.stackUse.repeats(process, e.Stack, e.StackInUse) {
+			v = w.stackUse.code(process, e.Stack, e.StackInUse)
+		}
+		if v >= 0x80 {
+			w.s[streamStackUse] = uses
+			w.putLong(streamStackUse, v)
+			uses = w.s[streamStackUse]
+			continue
+		}
+		uses = append(uses, byte(v))
+	}
+	w.s[streamStackUse] = uses
+
+	w.run += uint64(n)
+	w.events += uint64(n)
+	return n
+}
+
 // appendRef encodes the address of a block being released by thread ti:
 // by the block's handle if it was allocated in this block, else in the
 // raw stream.
@@ -496,6 +621,7 @@ func (w *Writer) appendRef(h *heapState, ti uint32, addr uint64) {
 		w.put(streamRef, refEscape)
 		w.appendRawAddr(addr)
 		h.lastFreed = addr
+		w.escapedFree = true
 		return
 	}
 	hd := h.handles[num]

@@ -73,6 +73,70 @@ func mixedEvents(n int, emit func(*Event)) {
 	}
 }
 
+// oldFreesEvents calls emit with n events of a program that frees, in
+// runs, blocks it allocated long before (in earlier blocks of a trace of
+// small blocks) among others: blocks just allocated, addresses never
+// allocated, in pages with blocks or not, 16-byte aligned and not, with
+// the thread, the time, the stack and the stack in use changing now and
+// then in a run; and now and then allocates the block freed last again.
+func oldFreesEvents(n int, emit func(*Event)) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	var live []uint64 // in the order allocated
+	next := uint64(0x7f00_0000_1000)
+	e := Event{Process: 1, Thread: 1}
+	for emitted := 0; emitted < n; {
+		e.Kind, e.API = KindAlloc, APIMalloc
+		if e.Addr != 0 && rng.IntN(3) == 0 { // the block freed last, given out again
+			e.Size = 16
+			live = append(live, e.Addr)
+			emit(&e)
+			emitted++
+		}
+		for range 1 + rng.IntN(400) {
+			e.Size = 16 + uint64(rng.IntN(200))
+			e.Addr = next
+			if rng.IntN(13) == 0 {
+				e.Addr += 8
+			}
+			next += chunkSize(e.Size) + 16
+			live = append(live, e.Addr)
+			emit(&e)
+			emitted++
+		}
+		e.Kind, e.API = KindFree, APIFree
+		for range 1 + rng.IntN(300) {
+			if len(live) == 0 {
+				break
+			}
+			switch r := rng.IntN(100); {
+			case r < 3:
+				e.Thread = 1 + uint64(rng.IntN(3))
+			case r < 6:
+				e.Time += uint64(rng.IntN(5000))
+			case r < 9: // stacks near one another and far apart
+				e.Stack = uint64(rng.IntN(5)) << (10 * rng.IntN(2))
+			case r < 11:
+				e.StackInUse = uint64(rng.IntN(4)) * 16
+			}
+			switch r := rng.IntN(100); {
+			case r < 8: // just allocated: the Writer's table holds it
+				i := len(live) - 1 - rng.IntN(min(len(live), 20))
+				e.Addr = live[i]
+				live = append(live[:i], live[i+1:]...)
+			case r < 12: // never allocated, near the blocks just allocated
+				e.Addr = next - uint64(rng.IntN(64))*16
+			case r < 14:
+				e.Addr = 0x10_0000_0000 + uint64(rng.IntN(1<<20))*16
+			default: // the oldest
+				e.Addr = live[0]
+				live = live[1:]
+			}
+			emit(&e)
+			emitted++
+		}
+	}
+}
+
 // TestWriterOutputPinned writes event sequences of every kind the
 // recorder meets and compares a hash of the trace with the one the
 // Writer gave when it was last meant to change. The Writer is tuned for
@@ -99,6 +163,7 @@ func TestWriterOutputPinned(t *testing.T) {
 		{"bench", 256 << 10, slice(benchEvents(200_000)), "9efbe9a749bea9af43cc2de0bfa745111ad4c155c963cc619d3d654efd654818"},
 		{"threads", 128 << 10, slice(threadsEvents(8, 1024, 512, 200_000)), "350c91a1db88b1a7ac9f2ee309891f5cf81141fbc8eef2abec47e029cb8e16eb"},
 		{"mixed", 32 << 10, func(emit func(*Event)) { mixedEvents(200_000, emit) }, "f9684280d11cded4358ff1a349f4552e5d4fa8e33d4ad76652584192253b6568"},
+		{"oldfrees", 8 << 10, func(emit func(*Event)) { oldFreesEvents(200_000, emit) }, "a2afb2f9e802105ace796a196947df5828953a91136d99d434f2a069fe6eb12c"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := sha256.New()
@@ -108,8 +173,9 @@ func TestWriterOutputPinned(t *testing.T) {
 			}
 		})
 		// The recorder writes runs of events at once, and Events codes
-		// runs of fresh allocations in a loop of their own: in runs of
-		// any length, the bytes are the same.
+		// runs of fresh allocations and of frees of blocks it does not
+		// know in loops of their own: in runs of any length, the bytes
+		// are the same.
 		t.Run(c.name+"/runs", func(t *testing.T) {
 			h := sha256.New()
 			writeEventRunsTo(t, h, info, c.blockSize, c.gen)
