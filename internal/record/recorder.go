@@ -334,7 +334,7 @@ func newRecorder(opts Options) (*Recorder, error) {
 	r.srv, err = listen(cfg, r.coarse)
 	if err == nil {
 		host, _ := os.Hostname()
-		r.clock = clock{start: time.Now(), tscStart: rdtsc(), nsPerTick: rate}
+		r.clock = newClock(rate)
 		r.w, err = trace.NewWriter(out, trace.Info{StartUnixNano: r.clock.start.UnixNano(), TimeUnit: uint64(opts.TimeUnit),
 			Hostname: host, Recorder: opts.Version, MaxFrames: uint64(opts.MaxFrames), Command: opts.Args})
 		if err != nil {
@@ -452,6 +452,7 @@ func (r *Recorder) loop(signals <-chan os.Signal) {
 			}
 		}
 		now := time.Now()
+		r.clock.refine(now)
 		for _, p := range r.procs {
 			if !p.held && p.ready(now) && p.drain(r, false) > 0 {
 				busy = true
