@@ -969,13 +969,12 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 				defer wg.Done()
 				for _, p := range pages {
 					pg, base := t.at(p), ix.base[p]
-					if !allReachable(state[base:int(base)+len(pg.sizes)], pg.sizes) {
+					bytes, ok := reachableBytes(state[base:int(base)+len(pg.sizes)], pg.sizes)
+					if !ok {
 						pt.others = append(pt.others, p)
 						continue
 					}
-					for _, size := range pg.sizes {
-						pt.bytes += uint64(size)
-					}
+					pt.bytes += bytes
 					pt.blocks += uint64(len(pg.sizes))
 				}
 			}(&parts[i])
@@ -1056,15 +1055,31 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 	return res, nil
 }
 
-// allReachable reports whether the blocks of states are all reachable and
-// of sizes below bigBlock (so sizes holds them).
-func allReachable(states []uint8, sizes []uint16) bool {
-	for r, st := range states {
-		if st != reachable || sizes[r] == bigBlock {
-			return false
+// reachableBytes returns the bytes of the blocks of a page, their states
+// and sizes, and true, if they are all reachable and of sizes below
+// bigBlock (so sizes holds them). The states are compared eight at a
+// time: on a big heap most pages hold only reachable blocks.
+func reachableBytes(states []uint8, sizes []uint16) (uint64, bool) {
+	const all = reachable * 0x0101010101010101
+	for len(states) >= 8 {
+		if binary.LittleEndian.Uint64(states) != all {
+			return 0, false
+		}
+		states = states[8:]
+	}
+	for _, st := range states {
+		if st != reachable {
+			return 0, false
 		}
 	}
-	return true
+	var bytes uint64
+	for _, size := range sizes {
+		if size == bigBlock {
+			return 0, false
+		}
+		bytes += uint64(size)
+	}
+	return bytes, true
 }
 
 // finalLeader follows the leaders of block i to the definitely lost one,

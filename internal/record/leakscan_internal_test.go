@@ -229,3 +229,34 @@ func TestFill(t *testing.T) {
 		}
 	}
 }
+
+// TestReachableBytes sums pages of blocks all reachable, and refuses
+// those with a block of any other state, in the words of eight states
+// compared at once or after them, or a size in big.
+func TestReachableBytes(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 21} {
+		states, sizes := make([]uint8, n), make([]uint16, n)
+		var want uint64
+		for r := range n {
+			states[r], sizes[r] = reachable, uint16(16+8*r)
+			want += uint64(sizes[r])
+		}
+		if got, ok := reachableBytes(states, sizes); !ok || got != want {
+			t.Fatalf("%d blocks all reachable: %d bytes, %v; want %d", n, got, ok, want)
+		}
+		for r := range n {
+			for _, st := range []uint8{unreached, indirect, possible} {
+				states[r] = st
+				if _, ok := reachableBytes(states, sizes); ok {
+					t.Fatalf("%d blocks, block %d in state %d: taken for all reachable", n, r, st)
+				}
+			}
+			states[r] = reachable
+			sizes[r] = bigBlock
+			if _, ok := reachableBytes(states, sizes); ok {
+				t.Fatalf("%d blocks, block %d of a size in big: taken for all reachable", n, r)
+			}
+			sizes[r] = uint16(16 + 8*r)
+		}
+	}
+}
