@@ -465,12 +465,10 @@ func (m *marker) startBatch() *blockBatch {
 		// appended to, a check less for each of a big heap's blocks.
 		items, i := slices.Grow(bb.items[:0], n)[:n], 0
 		for _, e := range m.stack[from:] {
-			if e.size > scanWindow {
-				m.big = append(m.big, e.addr)
-				continue
+			if it, ok := m.item(e); ok {
+				items[i] = it
+				i++
 			}
-			items[i] = scanItem{addr: e.addr, size: uint64(e.size), definite: m.state[e.num] != possible}
-			i++
 		}
 		bb.items = items
 		m.stack = m.stack[:from]
@@ -520,13 +518,22 @@ func (m *marker) startBatch() *blockBatch {
 // take adds block e, off the stack, to bb, or to m.big if it is bigger
 // than a window, and returns the bytes it added to bb.
 func (m *marker) take(bb *blockBatch, e stackEntry) uint64 {
-	size := uint64(e.size)
-	if size > scanWindow {
-		m.big = append(m.big, e.addr)
+	it, ok := m.item(e)
+	if !ok {
 		return 0
 	}
-	bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
-	return size
+	bb.items = append(bb.items, it)
+	return it.size
+}
+
+// item returns block e, off the stack, as an item of a batch, or false
+// if it is bigger than a window: then it is m.big's.
+func (m *marker) item(e stackEntry) (scanItem, bool) {
+	if uint64(e.size) > scanWindow {
+		m.big = append(m.big, e.addr)
+		return scanItem{}, false
+	}
+	return scanItem{addr: e.addr, size: uint64(e.size), definite: m.state[e.num] != possible}, true
 }
 
 // launch has work, reading about bytes, done for bb on a goroutine of
@@ -678,9 +685,9 @@ func (bb *blockBatch) inBuf(b scanItem, r *int, off *uint64) []byte {
 
 // collectWords looks up the words of a block of bb, from a root or a
 // reachable block if definite; the index's blocks lie in [lo, lo+span).
-// Small enough to be inlined in collect's
-// loop over the blocks: most words of a heap's blocks point nowhere near
-// it, and only those that might are handed to collectWord.
+// Small enough to be inlined in collect's loop over the blocks: most
+// words of a heap's blocks point nowhere near it, and only those that
+// might are handed to collectWord.
 func (bb *blockBatch) collectWords(words []uint64, lo, span uint64, definite bool) {
 	for _, v := range words {
 		if v-lo < span {
