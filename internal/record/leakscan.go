@@ -461,9 +461,16 @@ func (m *marker) startBatch() *blockBatch {
 				n, bytes = n+1, bytes+size
 			}
 		}
+		// n of them are taken: items is filled in place rather than
+		// appended to, a check less for each of a big heap's blocks.
+		items, i := slices.Grow(bb.items[:0], n)[:n], 0
 		for _, e := range m.stack[from:] {
-			m.take(bb, e)
+			if it, ok := m.item(e); ok {
+				items[i] = it
+				i++
+			}
 		}
+		bb.items = items
 		m.stack = m.stack[:from]
 	}
 	if len(bb.items) == 0 {
@@ -511,13 +518,22 @@ func (m *marker) startBatch() *blockBatch {
 // take adds block e, off the stack, to bb, or to m.big if it is bigger
 // than a window, and returns the bytes it added to bb.
 func (m *marker) take(bb *blockBatch, e stackEntry) uint64 {
-	size := uint64(e.size)
-	if size > scanWindow {
-		m.big = append(m.big, e.addr)
+	it, ok := m.item(e)
+	if !ok {
 		return 0
 	}
-	bb.items = append(bb.items, scanItem{addr: e.addr, size: size, definite: m.state[e.num] != possible})
-	return size
+	bb.items = append(bb.items, it)
+	return it.size
+}
+
+// item returns block e, off the stack, as an item of a batch, or false
+// if it is bigger than a window: then it is m.big's.
+func (m *marker) item(e stackEntry) (scanItem, bool) {
+	if uint64(e.size) > scanWindow {
+		m.big = append(m.big, e.addr)
+		return scanItem{}, false
+	}
+	return scanItem{addr: e.addr, size: uint64(e.size), definite: m.state[e.num] != possible}, true
 }
 
 // launch has work, reading about bytes, done for bb on a goroutine of
@@ -631,17 +647,27 @@ const (
 // on the goroutine that read them, with bb's own finder.
 func (bb *blockBatch) collect() {
 	bb.hits, bb.inner = bb.hits[:0], bb.inner[:0]
+	lo, span := bb.f.ix.lo, bb.f.ix.hi-bb.f.ix.lo
 	if !bb.ok {
-		bb.err = bb.each(func(k int, b []byte) { bb.collectWords(k, b) })
+		bb.err = bb.each(func(k int, b []byte) { bb.collectWords(asWords(b), lo, span, bb.items[k].definite) })
 		return
 	}
 	// As each does, without a call through a func value for each of
 	// the millions of small blocks of a big heap.
 	r, off := 0, uint64(0)
-	for k, b := range bb.items {
-		bb.collectWords(k, bb.inBuf(b, &r, &off))
+	for _, b := range bb.items {
+		bb.collectWords(asWords(bb.inBuf(b, &r, &off)), lo, span, b.definite)
 	}
 	bb.err = nil
+}
+
+// asWords returns the whole words of b, which x86 and arm64 load at any
+// address.
+func asWords(b []byte) []uint64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
 }
 
 // inBuf returns the whole words of block b, of a batch read in one call,
@@ -657,39 +683,53 @@ func (bb *blockBatch) inBuf(b scanItem, r *int, off *uint64) []byte {
 	return bb.buf[at : at+b.size&^7]
 }
 
-// collectWords looks up the whole words of b, the memory of bb's block k.
-func (bb *blockBatch) collectWords(k int, b []byte) {
-	if len(b) < 8 {
-		return
+// collectWords looks up the words of a block of bb, from a root or a
+// reachable block if definite; the index's blocks lie in [lo, lo+span).
+// Small enough to be inlined in collect's loop over the blocks: most
+// words of a heap's blocks point nowhere near it, and only those that
+// might are handed to collectWord.
+func (bb *blockBatch) collectWords(words []uint64, lo, span uint64, definite bool) {
+	for _, v := range words {
+		if v-lo < span {
+			bb.collectWord(v, definite)
+		}
 	}
+}
+
+// collectWord looks up v, a word of a block of bb within the index's
+// bounds.
+func (bb *blockBatch) collectWord(v uint64, definite bool) {
+	f := &bb.f
 	flags := uint32(0)
-	if bb.items[k].definite {
+	if definite {
 		flags = hitDefinite
 	}
-	lo, span := bb.f.ix.lo, bb.f.ix.hi-bb.f.ix.lo
-	// b is read a word at a time (x86 and arm64 load words at any
-	// address), without a bounds check for each.
-	for _, v := range unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8) {
-		if v-lo >= span {
-			continue
-		}
-		num, start, size, ok := bb.f.find(v)
+	var h hit
+	// Most words that point into the heap point at the start of a block
+	// in the page found last (a block of pointers to blocks carved one
+	// after the other): that case is answered here, as find would.
+	// With odd blocks, find looks at those first.
+	if s := slotIn(v); v>>tablePageBits+1 == f.lastKey && v&(1<<tableSlotBits-1) == 0 && f.lastPage.starts[s/64]&(1<<(s%64)) != 0 && len(f.ix.odd) == 0 {
+		r := f.lastPage.rank(s)
+		size := f.ix.t.sizeAt(f.lastPage, r, v)
+		h = hit{start: v, num: f.lastBase + uint32(r), size: uint32(min(size, hitSize)) | flags}
+	} else {
+		num, start, size, ok := f.find(v)
 		if !ok {
-			continue
+			return
 		}
-		h := hit{start: start, num: num, size: uint32(min(size, hitSize)) | flags}
+		h = hit{start: start, num: num, size: uint32(min(size, hitSize)) | flags}
 		if v != start {
 			h.size |= hitInterior
-			bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: flags != 0})
+			bb.inner = append(bb.inner, innerPtr{v: v, start: start, size: size, num: num, definite: definite})
 		}
-		if len(bb.hits) == cap(bb.hits) {
-			// Doubled by hand: append grows a slice of a
-			// hundred thousand by a quarter, and copies it
-			// over and over.
-			bb.hits = append(make([]hit, 0, max(2*cap(bb.hits), 1024)), bb.hits...)
-		}
-		bb.hits = append(bb.hits, h)
 	}
+	if len(bb.hits) == cap(bb.hits) {
+		// Doubled by hand: append grows a slice of a hundred thousand
+		// by a quarter, and copies it over and over.
+		bb.hits = append(make([]hit, 0, max(2*cap(bb.hits), 1024)), bb.hits...)
+	}
+	bb.hits = append(bb.hits, h)
 }
 
 // blockBatch is blocks (in increasing order of address, not overlapping)
@@ -881,10 +921,22 @@ func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 	for i := range m.windows {
 		m.windows[i].mem, m.windows[i].f.ix = &processMemory{pid: pid}, ix
 	}
-	for i := range m.state {
-		m.state[i] = unreached
-	}
+	fill(m.state, unreached)
 	return m
+}
+
+// fill sets every byte of s to v, copying what is set so far onto the
+// rest: the scan's state has a byte for each of millions of blocks, and a
+// loop a byte at a time, on the scan's own goroutine, holds the program
+// for longer.
+func fill(s []uint8, v uint8) {
+	if len(s) == 0 {
+		return
+	}
+	s[0] = v
+	for n := 1; n < len(s); n *= 2 {
+		copy(s[n:], s[:n])
+	}
 }
 
 // classify groups the lost blocks (step 4 of scanMemory) and counts the
@@ -924,13 +976,12 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 				defer wg.Done()
 				for _, p := range pages {
 					pg, base := t.at(p), ix.base[p]
-					if !allReachable(state[base:int(base)+len(pg.sizes)], pg.sizes) {
+					bytes, ok := reachableBytes(state[base:int(base)+len(pg.sizes)], pg.sizes)
+					if !ok {
 						pt.others = append(pt.others, p)
 						continue
 					}
-					for _, size := range pg.sizes {
-						pt.bytes += uint64(size)
-					}
+					pt.bytes += bytes
 					pt.blocks += uint64(len(pg.sizes))
 				}
 			}(&parts[i])
@@ -1011,15 +1062,31 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 	return res, nil
 }
 
-// allReachable reports whether the blocks of states are all reachable and
-// of sizes below bigBlock (so sizes holds them).
-func allReachable(states []uint8, sizes []uint16) bool {
-	for r, st := range states {
-		if st != reachable || sizes[r] == bigBlock {
-			return false
+// reachableBytes returns the bytes of the blocks of a page, their states
+// and sizes, and true, if they are all reachable and of sizes below
+// bigBlock (so sizes holds them). The states are compared eight at a
+// time: on a big heap most pages hold only reachable blocks.
+func reachableBytes(states []uint8, sizes []uint16) (uint64, bool) {
+	const all = reachable * 0x0101010101010101
+	for len(states) >= 8 {
+		if binary.LittleEndian.Uint64(states) != all {
+			return 0, false
+		}
+		states = states[8:]
+	}
+	for _, st := range states {
+		if st != reachable {
+			return 0, false
 		}
 	}
-	return true
+	var bytes uint64
+	for _, size := range sizes {
+		if size == bigBlock {
+			return 0, false
+		}
+		bytes += uint64(size)
+	}
+	return bytes, true
 }
 
 // finalLeader follows the leaders of block i to the definitely lost one,

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bufio"
+	"encoding/binary"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -150,6 +151,112 @@ func TestSortByAddress(t *testing.T) {
 			if it.addr != want[i] || it.size != it.addr/8 {
 				t.Fatalf("%v sorted: %+v", addrs, items)
 			}
+		}
+	}
+}
+
+// TestCollectAsFind looks up words that point at blocks' starts (the
+// first of a page, the last, one after another), into their interiors,
+// at the chunk header at a block's end, past blocks and outside the heap,
+// through collect, and compares its hits with what find answers for each
+// word: with and without blocks at odd addresses, which find looks at
+// first (one of them over another block's start).
+func TestCollectAsFind(t *testing.T) {
+	for _, withOdd := range []bool{false, true} {
+		live := newLiveSet(false)
+		var starts []uint64
+		for i := range 3000 {
+			a := uint64(0x10000 + i*48)
+			live.add(a, 16+uint64(i%5)*8)
+			starts = append(starts, a)
+		}
+		live.add(0x100000, 3*pageSize) // bigger than a page
+		live.add(0x200000, 100000)     // bigger than a page's sizes hold
+		live.add(0x300000, 0)          // only its start points at it
+		if withOdd {
+			live.add(0x180003, 5)
+			// Over another block's start: find answers the odd one.
+			live.add(starts[100]-5, 32)
+		}
+		ix := newBlockIndex(&live.blocks)
+		words := []uint64{0, 8, ix.lo - 8, ix.hi, ix.hi + 4096, 0x100000, 0x100008, 0x102ff8, 0x103000, 0x200000, 0x200000 + 99992, 0x300000, 0x300008, 0x180003, 0x180006, 0x180010}
+		for i, a := range starts {
+			words = append(words, a, a+8, a+16+uint64(i%5)*8-8, a+40)
+		}
+		buf := make([]byte, 8*len(words))
+		for i, w := range words {
+			binary.LittleEndian.PutUint64(buf[8*i:], w)
+		}
+		at := uint64(0x7000000)
+		bb := &blockBatch{
+			items: []scanItem{{addr: at, size: uint64(len(buf)), definite: true}},
+			los:   []uint64{at}, his: []uint64{at + uint64(len(buf))}, sizes: []uint64{uint64(len(buf))},
+			buf: buf, ok: true,
+		}
+		bb.f.ix = ix
+		bb.collect()
+		var want []hit
+		var wantInner []innerPtr
+		for _, v := range words {
+			num, start, size, ok := ix.find(v)
+			if !ok {
+				continue
+			}
+			h := hit{start: start, num: num, size: uint32(min(size, hitSize)) | hitDefinite}
+			if v != start {
+				h.size |= hitInterior
+				wantInner = append(wantInner, innerPtr{v: v, start: start, size: size, num: num, definite: true})
+			}
+			want = append(want, h)
+		}
+		if bb.err != nil || !slices.Equal(bb.hits, want) || !slices.Equal(bb.inner, wantInner) {
+			t.Fatalf("odd block %v: %d hits, %d interior, error %v; find answers %d hits, %d interior", withOdd, len(bb.hits), len(bb.inner), bb.err, len(want), len(wantInner))
+		}
+		if len(wantInner) == 0 || len(want) < 2*len(starts) {
+			t.Fatalf("odd block %v: only %d hits, %d interior: the test misses cases", withOdd, len(want), len(wantInner))
+		}
+	}
+}
+
+// TestFill fills slices of lengths around the powers of two that fill
+// copies in.
+func TestFill(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 1000, 1 << 16, 1<<16 + 1} {
+		s := make([]uint8, n+1)
+		fill(s[:n], 7)
+		if i := slices.IndexFunc(s[:n], func(b uint8) bool { return b != 7 }); i >= 0 || s[n] != 0 {
+			t.Fatalf("fill of %d bytes: byte %d not set, or the one after it (%d) set", n, i, s[n])
+		}
+	}
+}
+
+// TestReachableBytes sums pages of blocks all reachable, and refuses
+// those with a block of any other state, in the words of eight states
+// compared at once or after them, or a size in big.
+func TestReachableBytes(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 21} {
+		states, sizes := make([]uint8, n), make([]uint16, n)
+		var want uint64
+		for r := range n {
+			states[r], sizes[r] = reachable, uint16(16+8*r)
+			want += uint64(sizes[r])
+		}
+		if got, ok := reachableBytes(states, sizes); !ok || got != want {
+			t.Fatalf("%d blocks all reachable: %d bytes, %v; want %d", n, got, ok, want)
+		}
+		for r := range n {
+			for _, st := range []uint8{unreached, indirect, possible} {
+				states[r] = st
+				if _, ok := reachableBytes(states, sizes); ok {
+					t.Fatalf("%d blocks, block %d in state %d: taken for all reachable", n, r, st)
+				}
+			}
+			states[r] = reachable
+			sizes[r] = bigBlock
+			if _, ok := reachableBytes(states, sizes); ok {
+				t.Fatalf("%d blocks, block %d of a size in big: taken for all reachable", n, r)
+			}
+			sizes[r] = uint16(16 + 8*r)
 		}
 	}
 }
