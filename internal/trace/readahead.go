@@ -54,6 +54,9 @@ type readAhead struct {
 	// that no two wait on each other; the Reader holds one but while it
 	// waits for a batch (await).
 	tokens chan struct{}
+	// owed is how many tokens the decoding goroutines owe the Reader:
+	// 1 at most, while it goes on without one (see await).
+	owed atomic.Int32
 }
 
 // blockJob is a block read ahead, and the damage read before it, if any.
@@ -88,7 +91,9 @@ func (p *readAhead) withToken(f func()) bool {
 		return false
 	}
 	f()
-	<-p.tokens
+	if !p.takeOwed() { // else the token is the Reader's now
+		<-p.tokens
+	}
 	return true
 }
 
@@ -117,18 +122,43 @@ func (p *readAhead) stop() {
 
 // await returns what ch, a channel the Reader takes from, brings next,
 // lending the Reader's token to the decoding goroutines while it waits.
-// Taking the token back waits at most for one batch to be decoded: no
-// holder of a token waits for anything.
+//
+// If they hold every token when the Reader takes its own back, it goes on
+// at once all the same, and the next of them to end a batch hands its
+// token to the Reader rather than back (owed): waiting for that batch
+// would leave the Reader, the slower stage, idle, and longer still if
+// the decoding goroutine lost its core to another program.
 func await[T any](p *readAhead, ch <-chan T) (T, bool) {
 	select {
 	case v, ok := <-ch:
 		return v, ok
 	default:
 	}
-	<-p.tokens
+	// A token still owed to the Reader is lent by forgiving it.
+	if !p.takeOwed() {
+		<-p.tokens
+	}
 	v, ok := <-ch
-	p.tokens <- struct{}{}
+	select {
+	case p.tokens <- struct{}{}:
+	default:
+		p.owed.Add(1)
+	}
 	return v, ok
+}
+
+// takeOwed takes one off the tokens owed to the Reader, if any are, and
+// reports whether it did.
+func (p *readAhead) takeOwed() bool {
+	for {
+		n := p.owed.Load()
+		if n == 0 {
+			return false
+		}
+		if p.owed.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 // run reads the blocks of the file one after the other, and starts the
