@@ -54,9 +54,6 @@ type readAhead struct {
 	// that no two wait on each other; the Reader holds one but while it
 	// waits for a batch (await).
 	tokens chan struct{}
-	// owed is how many tokens the decoding goroutines owe the Reader:
-	// 1 at most, while it goes on without one (see await).
-	owed atomic.Int32
 }
 
 // blockJob is a block read ahead, and the damage read before it, if any.
@@ -91,9 +88,7 @@ func (p *readAhead) withToken(f func()) bool {
 		return false
 	}
 	f()
-	if !p.takeOwed() { // else the token is the Reader's now
-		<-p.tokens
-	}
+	<-p.tokens
 	return true
 }
 
@@ -122,43 +117,18 @@ func (p *readAhead) stop() {
 
 // await returns what ch, a channel the Reader takes from, brings next,
 // lending the Reader's token to the decoding goroutines while it waits.
-//
-// If they hold every token when the Reader takes its own back, it goes on
-// at once all the same, and the next of them to end a batch hands its
-// token to the Reader rather than back (owed): waiting for that batch
-// would leave the Reader, the slower stage, idle, and longer still if
-// the decoding goroutine lost its core to another program.
+// Taking the token back waits at most for one batch to be decoded: no
+// holder of a token waits for anything.
 func await[T any](p *readAhead, ch <-chan T) (T, bool) {
 	select {
 	case v, ok := <-ch:
 		return v, ok
 	default:
 	}
-	// A token still owed to the Reader is lent by forgiving it.
-	if !p.takeOwed() {
-		<-p.tokens
-	}
+	<-p.tokens
 	v, ok := <-ch
-	select {
-	case p.tokens <- struct{}{}:
-	default:
-		p.owed.Add(1)
-	}
+	p.tokens <- struct{}{}
 	return v, ok
-}
-
-// takeOwed takes one off the tokens owed to the Reader, if any are, and
-// reports whether it did.
-func (p *readAhead) takeOwed() bool {
-	for {
-		n := p.owed.Load()
-		if n == 0 {
-			return false
-		}
-		if p.owed.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
 }
 
 // run reads the blocks of the file one after the other, and starts the
