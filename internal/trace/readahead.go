@@ -26,10 +26,7 @@ import (
 // more per event than both halves of decoding together. So the decoding
 // goroutines share GOMAXPROCS-1 cores at most (decodeTokens): with more
 // runnable goroutines than cores, Go's scheduler gives the caller no more
-// than the others, and it waited for a core for much of its run. But
-// while the Reader waits for a batch, its core is idle: it lends its
-// token to the decoding goroutines then (await), so that the two halves
-// of a block decode at once, and takes it back once the batch has come.
+// than the others, and it waited for a core for much of its run.
 //
 // Memory stays bounded: at most maxBlocks blocks are read and not yet
 // taken to their end by the Reader (the slots), and each half of a block's
@@ -48,11 +45,10 @@ type readAhead struct {
 	unitHint atomic.Uint64 // see blockDecoder.unit
 	ended    atomic.Bool   // a block held End: what follows does not count
 	buffers  chan []byte   // spare buffers for decoded streams
-	// tokens holds a token for each core the decoding goroutines and
-	// the Reader may use at once. A decoding goroutine holds one only
-	// while it decodes a batch, never while it waits on a channel, so
-	// that no two wait on each other; the Reader holds one but while it
-	// waits for a batch (await).
+	// tokens holds a token for each core the decoding goroutines may
+	// use at once. A goroutine holds one only while it decodes a batch,
+	// never while it waits on a channel, so that no two wait on each
+	// other.
 	tokens chan struct{}
 }
 
@@ -74,9 +70,8 @@ const batchesAhead = 8
 // Reader's caller, not decoding, is what takes the time.
 func maxBlocks() int { return max(2, min(4, runtime.GOMAXPROCS(0)/2+1)) }
 
-// decodeTokens returns how many goroutines may decode batches at once
-// while the Reader's caller works: every core but the one it needs, and
-// at least one.
+// decodeTokens returns how many goroutines may decode batches at once:
+// every core but the one the Reader's caller needs, and at least one.
 func decodeTokens() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // withToken runs f while it holds a token, and reports false, without
@@ -102,9 +97,8 @@ func newReadAhead(src *source, sound uint32, unit uint64) *readAhead {
 		slots:   make(chan struct{}, n),
 		done:    make(chan struct{}),
 		buffers: make(chan []byte, n),
-		tokens:  make(chan struct{}, decodeTokens()+1),
+		tokens:  make(chan struct{}, decodeTokens()),
 	}
-	p.tokens <- struct{}{} // the Reader's
 	p.unitHint.Store(unit)
 	go p.run(sound)
 	return p
@@ -113,22 +107,6 @@ func newReadAhead(src *source, sound uint32, unit uint64) *readAhead {
 // stop stops the goroutines, which drop what they hold.
 func (p *readAhead) stop() {
 	p.stopOnce.Do(func() { close(p.done) })
-}
-
-// await returns what ch, a channel the Reader takes from, brings next,
-// lending the Reader's token to the decoding goroutines while it waits.
-// Taking the token back waits at most for one batch to be decoded: no
-// holder of a token waits for anything.
-func await[T any](p *readAhead, ch <-chan T) (T, bool) {
-	select {
-	case v, ok := <-ch:
-		return v, ok
-	default:
-	}
-	<-p.tokens
-	v, ok := <-ch
-	p.tokens <- struct{}{}
-	return v, ok
 }
 
 // run reads the blocks of the file one after the other, and starts the

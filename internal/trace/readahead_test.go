@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // unitTrace is a file whose blocks have their time unit from an Info in
@@ -138,48 +135,5 @@ func TestSetUnitOfCutBatch(t *testing.T) {
 	b.setUnit(10)
 	if b.events[0].Time != 10 || b.events[1].Time != 20 {
 		t.Errorf("times %d and %d, want 10 and 20", b.events[0].Time, b.events[1].Time)
-	}
-}
-
-// TestAwaitLendsToken checks that while the Reader waits for a batch its
-// token goes to the decoding goroutines (with two cores, two of them
-// decode at once then, where one does while the Reader works), and that
-// the Reader has it back once the batch has come.
-func TestAwaitLendsToken(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	p := &readAhead{done: make(chan struct{}), tokens: make(chan struct{}, decodeTokens()+1)}
-	p.tokens <- struct{}{} // the Reader's, as newReadAhead gives it
-	batches := make(chan int)
-	got := make(chan int)
-	go func() {
-		v, _ := await(p, batches)
-		got <- v
-	}()
-	var holding atomic.Int32
-	both, release := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			p.withToken(func() {
-				if holding.Add(1) == 2 {
-					close(both)
-				}
-				<-release
-			})
-		})
-	}
-	select {
-	case <-both:
-	case <-time.After(10 * time.Second):
-		t.Fatal("while the Reader waited, the decoding goroutines did not hold two tokens at once")
-	}
-	close(release)
-	wg.Wait()
-	batches <- 7
-	if v := <-got; v != 7 {
-		t.Fatalf("await returned %d, want 7", v)
-	}
-	if n := len(p.tokens); n != 1 {
-		t.Fatalf("%d tokens held after await, want the Reader's alone", n)
 	}
 }

@@ -184,14 +184,14 @@ func (r *Reader) nextBatch() error {
 	}
 	for {
 		if r.job != nil {
-			if b, ok := await(r.ahead, r.job.batches); ok {
+			if b, ok := <-r.job.batches; ok {
 				r.take(b)
 				return nil
 			}
 			r.ahead.doneWith(r.job)
 			r.job = nil
 		}
-		job, ok := await(r.ahead, r.ahead.blocks)
+		job, ok := <-r.ahead.blocks
 		if !ok {
 			return r.endOfFile()
 		}
