@@ -609,12 +609,12 @@ func (t *heapTable) newRef() uint32 {
 // made ahead, on other goroutines.
 const spareAfter = 8
 
-// sparesAhead is how many chunks are made ahead at once. A goroutine
-// started by the replay waits for a core: the other cores are busy
-// decoding, and it runs on another only when one of them has a gap, which
-// the time the replay takes to fill one chunk seldom holds. With one
-// chunk ahead, the replay waited for it at nearly every grow, and mapped
-// the chunk's pages on its own core after all.
+// sparesAhead is how many chunks are made ahead. A goroutine the replay
+// starts runs on another core only when the decoding there leaves a gap,
+// which the time the replay takes to fill one chunk seldom holds: with
+// several ahead, each has the time of several chunks to find one (else
+// its pages are mapped on the replay's core while the replay waits, as
+// they would be without it).
 const sparesAhead = 4
 
 // grow adds a chunk to the arena. Mapping a chunk's fresh pages is most
