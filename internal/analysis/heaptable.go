@@ -605,14 +605,22 @@ func (t *heapTable) newRef() uint32 {
 	return t.refs - 1
 }
 
-// spareAfter is how many chunks the arena has before the next one is
-// made ahead, on another goroutine.
+// spareAfter is how many chunks the arena has before the next ones are
+// made ahead, on other goroutines.
 const spareAfter = 8
+
+// sparesAhead is how many chunks are made ahead. A goroutine the replay
+// starts runs on another core only when the decoding there leaves a gap,
+// which the time the replay takes to fill one chunk seldom holds: with
+// several ahead, each has the time of several chunks to find one (else
+// its pages are mapped on the replay's core while the replay waits, as
+// they would be without it).
+const sparesAhead = 4
 
 // grow adds a chunk to the arena. Mapping a chunk's fresh pages is most
 // of the cost of a block in a table that keeps growing: once the arena
-// has spareAfter chunks, the next is made while the replay fills this
-// one, on a core the replay leaves to the decoders.
+// has spareAfter chunks, the next ones are made while the replay fills
+// this one, on a core the replay leaves to the decoders.
 func (t *heapTable) grow() {
 	var chunk *arenaChunk
 	if t.spare != nil {
@@ -621,10 +629,15 @@ func (t *heapTable) grow() {
 		chunk = newChunk()
 	}
 	t.arena = append(t.arena, chunk)
-	if len(t.arena) >= spareAfter {
-		if t.spare == nil {
-			t.spare = make(chan *arenaChunk, 1)
-		}
+	if len(t.arena) < spareAfter {
+		return
+	}
+	ahead := 1 // to replace the chunk just taken
+	if t.spare == nil {
+		t.spare = make(chan *arenaChunk, sparesAhead)
+		ahead = sparesAhead
+	}
+	for range ahead {
 		go func(spare chan<- *arenaChunk) { spare <- newChunk() }(t.spare)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/memtrail/memtrail/internal/trace"
 )
@@ -484,4 +485,32 @@ func TestHighTable(t *testing.T) {
 	}
 	check(&c, cwant)
 	check(&h, want)
+}
+
+// TestHeapTableSparesAhead checks that a table growing past spareAfter
+// chunks has sparesAhead chunks made ahead, and again after it takes one.
+func TestHeapTableSparesAhead(t *testing.T) {
+	var h heapTable
+	put := func(n int) {
+		for range n {
+			i := h.refs
+			h.put(0x10000+uint64(i)*32, 0, 1, &block{size: 16})
+		}
+	}
+	ahead := func(when string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(h.spare) < sparesAhead && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if n := len(h.spare); n != sparesAhead || cap(h.spare) != sparesAhead {
+			t.Fatalf("%s: %d chunks made ahead (room for %d), want %d", when, n, cap(h.spare), sparesAhead)
+		}
+	}
+	put(spareAfter << chunkBits)
+	ahead("at spareAfter chunks")
+	put(1 << chunkBits)
+	ahead("a chunk later")
+	if len(h.arena) != spareAfter+1 {
+		t.Fatalf("%d chunks in the arena, want %d", len(h.arena), spareAfter+1)
+	}
 }
