@@ -193,31 +193,27 @@ func (w *Writer) Events(es []Event) error {
 				return err
 			}
 		}
-		if w.freshRun {
+		if w.freshRun || w.escapedFree {
 			// A fresh block followed by another allocation is most
-			// often followed by more: the allocator is carving a heap
-			// that grows.
-			w.freshRun = false
-			if i+1 == len(es) || es[i+1].Kind != KindAlloc {
+			// often followed by more (the allocator is carving a heap
+			// that grows), and a free of a block the Writer does not
+			// know followed by another free by more frees (the program
+			// frees a heap built blocks of the trace before).
+			fresh, next := w.freshRun, KindFree
+			if fresh {
+				next = KindAlloc
+			}
+			w.freshRun, w.escapedFree = false, false
+			if i+1 == len(es) || es[i+1].Kind != next {
 				continue
 			}
-			if n := w.freshAllocs(es[i+1:]); n > 0 {
-				i += n
-				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
-					if err := w.endBlock(); err != nil {
-						return err
-					}
-				}
+			var n int
+			if fresh {
+				n = w.freshAllocs(es[i+1:])
+			} else {
+				n = w.escapedFrees(es[i+1:])
 			}
-		} else if w.escapedFree {
-			// A free of a block the Writer does not know followed by
-			// another free is most often followed by more: the program
-			// frees a heap built blocks of the trace before.
-			w.escapedFree = false
-			if i+1 == len(es) || es[i+1].Kind != KindFree {
-				continue
-			}
-			if n := w.escapedFrees(es[i+1:]); n > 0 {
+			if n > 0 {
 				i += n
 				if len(w.s[streamOps]) >= w.checkAt && w.blockFull() {
 					if err := w.endBlock(); err != nil {
