@@ -999,9 +999,33 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 	// The pointers of lost blocks to lost blocks, by their index in lost.
 	edgeStart := make([]uint32, 0, len(lost)+1)
 	var edges []uint32
+	lostEdges := func(b []byte) {
+		for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
+			if num, start, _, ok := ix.find(wordAt(b, w)); ok && state[num] == unreached {
+				t, _ := slices.BinarySearchFunc(lost, start, func(s scanItem, a uint64) int { return cmp.Compare(s.addr, a) })
+				edges = append(edges, uint32(t))
+			}
+		}
+	}
 	for i := 0; i < len(lost); {
+		if lost[i].size > scanWindow {
+			// A lost block bigger than a window is read a window at a
+			// time, as the mark reads a reachable one: its edges are
+			// those of all its windows.
+			edgeStart = append(edgeStart, uint32(len(edges)))
+			for _, part := range windowsOf(lost[i]) {
+				bb := &blockBatch{items: []scanItem{part}, mem: mem}
+				bb.plan()
+				bb.read()
+				if err := bb.each(func(_ int, b []byte) { lostEdges(b) }); err != nil {
+					return nil, err
+				}
+			}
+			i++
+			continue
+		}
 		j, bytes := i, uint64(0)
-		for j < len(lost) && j-i < batchRanges && (j == i || bytes+lost[j].size <= scanWindow) {
+		for j < len(lost) && j-i < batchRanges && lost[j].size <= scanWindow && bytes+lost[j].size <= scanWindow {
 			bytes += lost[j].size
 			j++
 		}
@@ -1010,12 +1034,7 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 		bb.read()
 		err := bb.each(func(_ int, b []byte) {
 			edgeStart = append(edgeStart, uint32(len(edges)))
-			for w := uint64(0); w+8 <= uint64(len(b)); w += 8 {
-				if num, start, _, ok := ix.find(wordAt(b, w)); ok && state[num] == unreached {
-					t, _ := slices.BinarySearchFunc(lost, start, func(s scanItem, a uint64) int { return cmp.Compare(s.addr, a) })
-					edges = append(edges, uint32(t))
-				}
-			}
+			lostEdges(b)
 		})
 		if err != nil {
 			return nil, err
@@ -1060,6 +1079,17 @@ func classify(ix *blockIndex, state []uint8, mem *processMemory) (*scanResult, e
 		res.lost = append(res.lost, lb)
 	}
 	return res, nil
+}
+
+// windowsOf returns block b in parts of at most a window, in order: the
+// scan reads no more than a window at once, however big a block is.
+// scanWindow is a multiple of 8, so each part's words are the block's.
+func windowsOf(b scanItem) []scanItem {
+	parts := make([]scanItem, 0, (b.size+scanWindow-1)/scanWindow)
+	for off := uint64(0); off < b.size; off += scanWindow {
+		parts = append(parts, scanItem{addr: b.addr + off, size: min(scanWindow, b.size-off), definite: b.definite})
+	}
+	return parts
 }
 
 // reachableBytes returns the bytes of the blocks of a page, their states

@@ -260,3 +260,23 @@ func TestReachableBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsOf checks the parts a block bigger than a window is read in
+// (the classification of lost blocks reads them so): none bigger than a
+// window, in order, covering the block exactly.
+func TestWindowsOf(t *testing.T) {
+	for _, size := range []uint64{1, 8, scanWindow - 1, scanWindow, scanWindow + 1, 3*scanWindow + 20, 5 << 30} {
+		b := scanItem{addr: 0x7f0000001010, size: size, definite: true}
+		parts := windowsOf(b)
+		at := b.addr
+		for i, p := range parts {
+			if p.addr != at || p.size == 0 || p.size > scanWindow || !p.definite {
+				t.Fatalf("size %d: part %d is %+v, want one from %#x of at most %d bytes", size, i, p, at, scanWindow)
+			}
+			at += p.size
+		}
+		if at != b.addr+size {
+			t.Errorf("size %d: parts end at %#x, want %#x", size, at, b.addr+size)
+		}
+	}
+}
