@@ -576,13 +576,7 @@ func (w *Writer) escapedFrees(es []Event) int {
 	for i := range es {
 		v := zigzag(int64(es[i].Stack - prev))
 		prev = es[i].Stack
-		if v >= 0x80 {
-			w.s[streamStack] = stacks
-			w.putLong(streamStack, v)
-			stacks = w.s[streamStack]
-			continue
-		}
-		stacks = append(stacks, byte(v))
+		stacks = w.putHeld(streamStack, stacks, v)
 	}
 	w.s[streamStack], w.prevStack = stacks, prev
 
@@ -593,19 +587,32 @@ func (w *Writer) escapedFrees(es []Event) int {
 		if !w.stackUse.repeats(process, e.Stack, e.StackInUse) {
 			v = w.stackUse.code(process, e.Stack, e.StackInUse)
 		}
-		if v >= 0x80 {
-			w.s[streamStackUse] = uses
-			w.putLong(streamStackUse, v)
-			uses = w.s[streamStackUse]
-			continue
-		}
-		uses = append(uses, byte(v))
+		uses = w.putHeld(streamStackUse, uses, v)
 	}
 	w.s[streamStackUse] = uses
 
 	w.run += uint64(n)
 	w.events += uint64(n)
 	return n
+}
+
+// putHeld is put for a loop that holds stream k's bytes, buf, outside
+// w.s while it appends to them: it returns buf with v's code appended.
+func (w *Writer) putHeld(k int, buf []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(buf, byte(v))
+	}
+	return w.putHeldLong(k, buf, v)
+}
+
+// putHeldLong is putHeld's case of a code of more than a byte, out of
+// line so that putHeld is inlined in the loops.
+//
+//go:noinline
+func (w *Writer) putHeldLong(k int, buf []byte, v uint64) []byte {
+	w.s[k] = buf
+	w.putLong(k, v)
+	return w.s[k]
 }
 
 // appendRef encodes the address of a block being released by thread ti:
