@@ -174,8 +174,8 @@ func (f *finder) findSized(v uint64, sized bool) (num uint32, start, size uint64
 	t, key := ix.t, v>>tablePageBits
 	if pg, base, found := f.page(key); found {
 		// Most pointers found point at a block's start: its slot's bit.
-		if s := slotIn(v); v&(1<<tableSlotBits-1) == 0 && pg.starts[s/64]&(1<<(s%64)) != 0 {
-			r := pg.rank(s)
+		if pg.startsAt(v) {
+			r := pg.rank(slotIn(v))
 			if !sized {
 				return base + uint32(r), v, 0, true
 			}

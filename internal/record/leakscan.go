@@ -709,8 +709,8 @@ func (bb *blockBatch) collectWord(v uint64, definite bool) {
 	// in the page found last (a block of pointers to blocks carved one
 	// after the other): that case is answered here, as find would.
 	// With odd blocks, find looks at those first.
-	if s := slotIn(v); v>>tablePageBits+1 == f.lastKey && v&(1<<tableSlotBits-1) == 0 && f.lastPage.starts[s/64]&(1<<(s%64)) != 0 && len(f.ix.odd) == 0 {
-		r := f.lastPage.rank(s)
+	if v>>tablePageBits+1 == f.lastKey && len(f.ix.odd) == 0 && f.lastPage.startsAt(v) {
+		r := f.lastPage.rank(slotIn(v))
 		size := f.ix.t.sizeAt(f.lastPage, r, v)
 		h = hit{start: v, num: f.lastBase + uint32(r), size: uint32(min(size, hitSize)) | flags}
 	} else {

@@ -204,6 +204,13 @@ func (pg *tablePage) counted(s uint) {
 
 func (pg *tablePage) has(s uint) bool { return pg.starts[s/64]&(1<<(s%64)) != 0 }
 
+// startsAt reports whether a block starts at addr, an address in pg: most
+// pointers the leak scan finds point at a block's start, which the start
+// bit alone answers.
+func (pg *tablePage) startsAt(addr uint64) bool {
+	return addr&(1<<tableSlotBits-1) == 0 && pg.has(slotIn(addr))
+}
+
 // own makes pg's sizes its own, if they may be shared.
 func (pg *tablePage) own() {
 	if pg.shared {
