@@ -57,12 +57,13 @@ const refineAfter = time.Second
 func calibrate() float64 {
 	start, tsc := clockPair()
 	time.Sleep(calibrateFor)
-	return rateSince(start, tsc)
+	now, tscNow := clockPair()
+	return rateBetween(start, tsc, now, tscNow)
 }
 
-// rateSince returns the counter's rate from the pair (start, tsc) to now.
-func rateSince(start time.Time, tsc uint64) float64 {
-	now, tscNow := clockPair()
+// rateBetween returns the counter's rate between two pairs of clock and
+// counter readings.
+func rateBetween(start time.Time, tsc uint64, now time.Time, tscNow uint64) float64 {
 	ticks := tscNow - tsc
 	if tscNow <= tsc {
 		ticks = 1
@@ -101,8 +102,8 @@ func (c *clock) refine(now time.Time) {
 		return
 	}
 	c.refined = true
-	rate := rateSince(c.start, c.tscStart)
-	_, tsc := clockPair()
+	at, tsc := clockPair()
+	rate := rateBetween(c.start, c.tscStart, at, tsc)
 	c.refNS = c.ns(tsc)
 	c.refTSC, c.nsPerTick = tsc, rate
 	c.lastTSC = 0
