@@ -33,6 +33,8 @@ import (
 	"math/bits"
 	"slices"
 	"unsafe"
+
+	"github.com/memtrail/memtrail/internal/pages"
 )
 
 // Map is a map from addresses to values. The zero Map is empty and ready.
@@ -572,7 +574,11 @@ func (x *Map) newPage(key uint64) uint32 {
 	} else {
 		p = x.npages
 		if p>>pageRunBits == uint32(len(x.pages)) {
-			x.pages = append(x.pages, make([]indexPage, 1<<pageRunBits))
+			run := make([]indexPage, 1<<pageRunBits)
+			// A page is read (its starts) before it is written:
+			// mapped ahead, fresh memory is not first the zero page.
+			pages.Prefault(unsafe.Slice((*byte)(unsafe.Pointer(&run[0])), len(run)*int(unsafe.Sizeof(run[0]))))
+			x.pages = append(x.pages, run)
 		}
 		x.npages++
 	}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/memtrail/memtrail/internal/addrmap"
+	"github.com/memtrail/memtrail/internal/pages"
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
@@ -645,7 +646,7 @@ func (t *heapTable) grow() {
 // newChunk returns a chunk of the arena, its pages mapped.
 func newChunk() *arenaChunk {
 	chunk := new(arenaChunk)
-	prefault(unsafe.Slice((*byte)(unsafe.Pointer(chunk)), unsafe.Sizeof(*chunk)))
+	pages.Prefault(pages.Bytes(chunk))
 	return chunk
 }
 
@@ -984,7 +985,11 @@ func (ht *handleTable) lookup(h uint32) (*handleChunk, *handleEntry) {
 func (ht *handleTable) grow(h uint32) (*handleChunk, *handleEntry) {
 	i := int(h >> handleChunkBits)
 	for i >= len(ht.chunks) {
-		ht.chunks = append(ht.chunks, new(handleChunk))
+		c := new(handleChunk)
+		// put reads an entry before it writes it: mapped ahead, a
+		// fresh chunk's pages are not first the zero page.
+		pages.Prefault(pages.Bytes(c))
+		ht.chunks = append(ht.chunks, c)
 	}
 	c := ht.chunks[i]
 	return c, &c.entries[h&(1<<handleChunkBits-1)]

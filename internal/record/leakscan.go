@@ -59,6 +59,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/memtrail/memtrail/internal/pages"
 	"github.com/memtrail/memtrail/internal/trace"
 )
 
@@ -910,7 +911,7 @@ func newMarker(pid int, ix *blockIndex, ms []mapping) *marker {
 	m := &marker{
 		ix:    ix,
 		heur:  &heuristics{mem: &processMemory{pid: pid}, maps: ms, vtables: map[uint64]bool{}},
-		state: hugeSlice[uint8](ix.count(), ix.count()),
+		state: pages.Slice[uint8](ix.count(), ix.count()),
 		pid:   pid,
 	}
 	m.batches, m.read = make([]blockBatch, max(inflightBatches, 1)), make(chan struct{}, 1)
@@ -1132,24 +1133,6 @@ func finalLeader(leader []int32, state []uint8, i int) int {
 		j = next
 	}
 	return l
-}
-
-// hugeSlice returns make([]T, n, c), its memory backed by huge pages where
-// the kernel has them to give: marking reads the scan's arrays by block
-// number, in the order a list was linked, and at a TLB miss a step the
-// arrays of a heap of millions of blocks cost twice as much to read on
-// 4 KiB pages.
-func hugeSlice[T any](n, c int) []T {
-	s := make([]T, n, c)
-	const huge = 2 << 20
-	if size := uintptr(c) * unsafe.Sizeof(*new(T)); size >= 2*huge {
-		start := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-		lo, hi := (start+huge-1)&^(huge-1), (start+size)&^(huge-1)
-		// Advice only: a kernel without huge pages says no, and the
-		// slice works as well.
-		unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_HUGEPAGE)
-	}
-	return s
 }
 
 // wordAt returns the 64-bit word at offset off of b.

@@ -19,6 +19,8 @@ package record
 import (
 	"math"
 	"sort"
+
+	"github.com/memtrail/memtrail/internal/pages"
 )
 
 const (
@@ -81,7 +83,7 @@ func (m *marker) sweep() {
 		}
 	}
 	budget := sweepBudget(ix.count())
-	g := &blockGraph{swept: pending, start: hugeSlice[uint32](ix.n+1, ix.n+1), targets: make([]uint32, 0, min(budget, 1<<16))}
+	g := &blockGraph{swept: pending, start: pages.Slice[uint32](ix.n+1, ix.n+1), targets: make([]uint32, 0, min(budget, 1<<16))}
 	// pending becomes swept as blocks are: a block pending is swept, and
 	// the bit of one not swept is cleared.
 	var (
@@ -128,7 +130,7 @@ func (m *marker) sweep() {
 				}
 				if len(g.targets) == cap(g.targets) {
 					// Grown by hand: append could go past the budget.
-					g.targets = append(hugeSlice[uint32](0, min(2*cap(g.targets), budget)), g.targets...)
+					g.targets = append(pages.Slice[uint32](0, min(2*cap(g.targets), budget)), g.targets...)
 				}
 				if v == start {
 					// Twice the same pointer (a doubly linked
