@@ -577,7 +577,7 @@ func (x *Map) newPage(key uint64) uint32 {
 			run := make([]indexPage, 1<<pageRunBits)
 			// A page is read (its starts) before it is written:
 			// mapped ahead, fresh memory is not first the zero page.
-			pages.Prefault(unsafe.Slice((*byte)(unsafe.Pointer(&run[0])), len(run)*int(unsafe.Sizeof(run[0]))))
+			pages.Prefault(pages.SliceBytes(run))
 			x.pages = append(x.pages, run)
 		}
 		x.npages++

@@ -36,3 +36,9 @@ func Prefault(b []byte) {
 func Bytes[T any](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
 }
+
+// SliceBytes returns the memory of the elements of s as bytes, for
+// Prefault.
+func SliceBytes[T any](s []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), uintptr(len(s))*unsafe.Sizeof(*new(T)))
+}

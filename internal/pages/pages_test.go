@@ -82,3 +82,20 @@ func vmFlags(addr uintptr) (string, error) {
 	}
 	return "", fmt.Errorf("no mapping holds %#x", addr)
 }
+
+// TestSliceBytes checks that SliceBytes covers exactly the elements of a
+// slice, and nothing of an empty one.
+func TestSliceBytes(t *testing.T) {
+	type pair struct{ a, b uint32 }
+	s := make([]pair, 3, 10)
+	b := SliceBytes(s)
+	if len(b) != 3*8 || unsafe.Pointer(&b[0]) != unsafe.Pointer(&s[0]) {
+		t.Fatalf("%d bytes at %p, want 24 at %p", len(b), &b[0], &s[0])
+	}
+	if n := len(SliceBytes([]pair(nil))); n != 0 {
+		t.Fatalf("%d bytes of a nil slice", n)
+	}
+	if n := len(Bytes(&s[1])); n != 8 {
+		t.Fatalf("Bytes: %d bytes of a pair", n)
+	}
+}
