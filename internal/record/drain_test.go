@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/memtrail/memtrail/internal/trace"
@@ -20,8 +21,10 @@ import (
 // the trace holds the events in sequence order and the live set the
 // blocks a map says. Events have call stacks, most of them one seen
 // before, some a new one: its nodes must be in the trace before the
-// event that names it. In rings of 64 KiB, runs are longer than the
-// drain's buffer of events (runEvents).
+// event that names it. Half the allocations and frees after a thread's
+// first are short (ALLOC_SAME, FREE_SAME): their stack in use is that of
+// the thread's latest whole one. In rings of 64 KiB, runs are longer
+// than the drain's buffer of events (runEvents).
 func TestDrainOrder(t *testing.T) {
 	t.Run("small", func(t *testing.T) { testDrainOrder(t, 4096, 48, 400) })
 	t.Run("long", func(t *testing.T) { testDrainOrder(t, 64<<10, 4*runEvents, 30) })
@@ -83,10 +86,22 @@ func testDrainOrder(t *testing.T, ringSize uint64, maxRun, batches int) {
 		thread     uint64
 		addr, size uint64
 		stack      uint64
+		inUse      uint64
 	}
+	// The stack in use of each thread's latest whole allocation or free,
+	// which its short ones repeat; have: it made one.
+	var sameUse [2]uint64
+	var have [2]bool
 	var want []event
 	live := map[uint64]uint64{}
 	rnd := rand.New(rand.NewSource(3))
+	inUse := func(slot int) (uint64, bool) {
+		if have[slot] && rnd.Intn(2) == 0 {
+			return sameUse[slot], true
+		}
+		have[slot], sameUse[slot] = true, uint64(1+rnd.Intn(1000))*16
+		return sameUse[slot], false
+	}
 	next := uint64(0x7000_0000)
 	for batch := range batches {
 		count := [2]int{}
@@ -106,15 +121,25 @@ func testDrainOrder(t *testing.T, ringSize uint64, maxRun, batches int) {
 				put(slot, recSkip|2<<8, seq)
 			case op < 9 || len(live) == 0:
 				size := uint64(16 + rnd.Intn(200))
-				put(slot, recAlloc|6<<8|1<<apiShift|stack<<stackShift, seq, 0, next, size, 0)
-				want = append(want, event{kind: trace.KindAlloc, thread: uint64(slot + 1), addr: next, size: size, stack: stack})
+				use, same := inUse(slot)
+				if same {
+					put(slot, recAllocSame|4<<8|1<<apiShift|stack<<stackShift, seq, next, size)
+				} else {
+					put(slot, recAlloc|6<<8|1<<apiShift|stack<<stackShift, seq, 0, next, size, use)
+				}
+				want = append(want, event{kind: trace.KindAlloc, thread: uint64(slot + 1), addr: next, size: size, stack: stack, inUse: use})
 				live[next] = size
 				next += (size + 31) &^ 15
 			default:
 				addrs := slices.Sorted(maps.Keys(live))
 				a := addrs[rnd.Intn(len(addrs))]
-				put(slot, recFree|5<<8|5<<apiShift|stack<<stackShift, seq, 0, a, 0)
-				want = append(want, event{kind: trace.KindFree, thread: uint64(slot + 1), addr: a, stack: stack})
+				use, same := inUse(slot)
+				if same {
+					put(slot, recFreeSame|3<<8|5<<apiShift|stack<<stackShift, seq, a)
+				} else {
+					put(slot, recFree|5<<8|5<<apiShift|stack<<stackShift, seq, 0, a, use)
+				}
+				want = append(want, event{kind: trace.KindFree, thread: uint64(slot + 1), addr: a, stack: stack, inUse: use})
 				delete(live, a)
 			}
 		}
@@ -170,7 +195,7 @@ func testDrainOrder(t *testing.T, ringSize uint64, maxRun, batches int) {
 			if !nodes[e.Stack] {
 				t.Fatalf("event %d names stack %d before its node", len(got), e.Stack)
 			}
-			ev := event{kind: e.Kind, thread: e.Thread, addr: e.Addr, stack: e.Stack}
+			ev := event{kind: e.Kind, thread: e.Thread, addr: e.Addr, stack: e.Stack, inUse: e.StackInUse}
 			if e.Kind == trace.KindAlloc {
 				ev.size = e.Size
 			}
@@ -183,6 +208,52 @@ func testDrainOrder(t *testing.T, ringSize uint64, maxRun, batches int) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestDrainShortFirst checks that a short allocation or free
+// (ALLOC_SAME, FREE_SAME) with no whole one before it in its ring since
+// its thread's THREAD record, which the agent never writes, is taken for
+// damage, and not for an event of some other time.
+func TestDrainShortFirst(t *testing.T) {
+	for _, short := range [][]uint64{
+		{recAllocSame | 4<<8, 1, 0x7000_0000, 32},
+		{recFreeSame | 3<<8, 1, 0x7000_0000},
+	} {
+		for _, before := range [][]uint64{nil, {recAlloc | 6<<8, 0, 0, 0x6000_0000, 16, 64}} {
+			rec, err := newRecorder(Options{Output: filepath.Join(t.TempDir(), "short.mtr"), Args: []string{"short"}, Log: io.Discard,
+				TimeUnit: DefaultTimeUnit, MaxFrames: 8, RingSize: 4096, Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.symbols = newSymbolTable()
+			r, err := newRegion(regionConfig{slots: 1, firstRing: 4096, ringSize: 4096, nodeCap: 64, maxFrames: 8}, os.Getpid())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newProcess(1, os.Getpid(), r)
+			p.live = newLiveSet(false)
+			*r.u32(r.slotOff(0) + slotState) = slotOwned
+			// A whole allocation before the thread (re)attaches is no
+			// reference for the records after its THREAD record.
+			words := append([]uint64{}, before...)
+			words = append(words, recThread|4<<8, uint64(len(before)/6), 0, 100)
+			seq := uint64(len(before)/6) + 1
+			short[1] = seq
+			words = append(words, short...)
+			ring := r.ring(0)
+			copy(ring, words)
+			*r.u64(r.slotOff(0) + slotWrite) = uint64(len(words)) * 8
+			*r.u64(hdrSeq) = seq + 1
+			p.drain(rec, true)
+			if !strings.Contains(p.damaged, "repeats the time") {
+				t.Errorf("record %#x after %d words: damage %q, want one of a record that repeats the time", short[0]&0xff, len(before), p.damaged)
+			}
+			r.unmap()
+			rec.symbols.close()
+			rec.srv.close()
+			rec.file.Close()
 		}
 	}
 }

@@ -30,6 +30,11 @@ type slotReader struct {
 	scratch []uint64
 	due     uint64 // the sequence number at which head is to be handled
 	parked  bool   // head is a realloc whose release number has passed
+	// sameTsc and sameUse are the time and stack in use of the latest
+	// whole ALLOC or FREE record handled (haveSame: since the slot's
+	// thread attached), which an ALLOC_SAME or FREE_SAME repeats.
+	sameTsc, sameUse uint64
+	haveSame         bool
 
 	// backlog holds records copied out of the ring before their turn came
 	// (see spill), from backlog[bi] on. They come before those still in
@@ -548,19 +553,29 @@ loop:
 		stack := w0 >> stackShift & 0xffffffff
 		var ek trace.Kind
 		var seq, tsc, addr, size, inUse uint64
+		whole := false
 		switch {
-		case kind == recAlloc && words == allocWords:
+		case kind == recAllocSame && words == allocSameWords && s.haveSame:
 			// As an array, the record's words need no check each.
+			r := (*[allocSameWords]uint64)(src[i:])
+			ek, seq, tsc, addr, size, inUse = trace.KindAlloc, r[1], s.sameTsc, r[2], r[3], s.sameUse
+		case kind == recFreeSame && words == freeSameWords && s.haveSame:
+			r := (*[freeSameWords]uint64)(src[i:])
+			ek, seq, tsc, addr, inUse = trace.KindFree, r[1], s.sameTsc, r[2], s.sameUse
+		case kind == recAlloc && words == allocWords:
 			r := (*[allocWords]uint64)(src[i:])
-			ek, seq, tsc, addr, size, inUse = trace.KindAlloc, r[1], r[2], r[3], r[4], r[5]
+			ek, seq, tsc, addr, size, inUse, whole = trace.KindAlloc, r[1], r[2], r[3], r[4], r[5], true
 		case kind == recFree && words == freeWords:
 			r := (*[freeWords]uint64)(src[i:])
-			ek, seq, tsc, addr, inUse = trace.KindFree, r[1], r[2], r[3], r[4]
+			ek, seq, tsc, addr, inUse, whole = trace.KindFree, r[1], r[2], r[3], r[4], true
 		default:
 			break loop
 		}
 		if seq != p.nextSeq {
 			break loop
+		}
+		if whole {
+			s.sameTsc, s.sameUse, s.haveSame = tsc, inUse, true
 		}
 		if stack != written && stack != 0 && !p.nodeWritten(stack) {
 			rec.writeEvents(p, s, buf[:k])
@@ -681,12 +696,20 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	w := s.head
 	var ev *trace.Event
 	switch kind := w[0] & 0xff; {
+	case kind == recAllocSame && len(w) == allocSameWords && len(p.parked) == 0 && s.haveSame:
+		ev = rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), s.sameTsc, w[0]>>stackShift&0xffffffff)
+		ev.Addr, ev.Size, ev.StackInUse = w[2], w[3], stackInUse(s.sameUse)
+	case kind == recFreeSame && len(w) == freeSameWords && len(s.pointers) == 0 && s.haveSame:
+		ev = rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), s.sameTsc, w[0]>>stackShift&0xffffffff)
+		ev.Addr, ev.StackInUse = w[2], stackInUse(s.sameUse)
 	case kind == recAlloc && len(w) >= recordWords[recAlloc] && len(p.parked) == 0:
 		ev = rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
 		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
+		s.sameTsc, s.sameUse, s.haveSame = w[2], w[5], true
 	case kind == recFree && len(w) == recordWords[recFree] && len(s.pointers) == 0:
 		ev = rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
 		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
+		s.sameTsc, s.sameUse, s.haveSame = w[2], w[4], true
 	default:
 		return p.handleOther(rec, s, final)
 	}
@@ -709,17 +732,37 @@ func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 		p.damage(fmt.Sprintf("thread slot %d holds a record of kind %d and %d words, which the agent never writes", s.index, kind, len(w)))
 		return false
 	}
+	if (kind == recAllocSame || kind == recFreeSame) && !s.haveSame {
+		p.damage(fmt.Sprintf("thread slot %d holds a record that repeats the time of an allocation or free before any", s.index))
+		return false
+	}
 	switch kind {
-	case recAlloc:
-		if len(p.parked) > 0 {
-			p.allocated(rec, w[3])
+	case recAlloc, recAllocSame:
+		tsc, addr, size, inUse := s.sameTsc, w[2], w[3], s.sameUse
+		if kind == recAlloc {
+			tsc, addr, size, inUse = w[2], w[3], w[4], w[5]
+			s.sameTsc, s.sameUse, s.haveSame = tsc, inUse, true
 		}
-		ev := rec.newEvent(trace.KindAlloc, api, w[2], p.stack(rec, stack))
-		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
+		if len(p.parked) > 0 {
+			p.allocated(rec, addr)
+		}
+		ev := rec.newEvent(trace.KindAlloc, api, tsc, p.stack(rec, stack))
+		ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
+		rec.event(p, s, ev)
+	case recFreeSame:
+		ev := rec.newEvent(trace.KindFree, api, s.sameTsc, p.stack(rec, stack))
+		ev.Addr, ev.StackInUse = w[2], stackInUse(s.sameUse)
+		if len(s.pointers) > 0 {
+			if p.live != nil && s.pointersOf == ev.Addr {
+				p.live.freeing(trace.LeakOrigin{Parent: ev.Addr, Time: ev.Time, Thread: s.thread, Stack: ev.Stack}, s.pointers)
+			}
+			s.pointers = s.pointers[:0]
+		}
 		rec.event(p, s, ev)
 	case recFree:
 		ev := rec.newEvent(trace.KindFree, api, w[2], p.stack(rec, stack))
 		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
+		s.sameTsc, s.sameUse, s.haveSame = w[2], w[4], true
 		if len(s.pointers) > 0 || len(w) > recordWords[recFree] {
 			if p.live != nil && (len(s.pointers) == 0 || s.pointersOf == ev.Addr) {
 				o := trace.LeakOrigin{Parent: ev.Addr, Time: ev.Time, Thread: s.thread, Stack: ev.Stack}
@@ -773,6 +816,7 @@ func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 			rec.write(rec.w.Thread(trace.Thread{Process: p.id, Index: idx, TID: tid, Time: rec.clock.ns(w[2])}))
 		}
 		s.thread, s.tid = idx, tid
+		s.haveSame = false // a new thread's first allocation or free is whole
 	case recStack:
 		rec.write(rec.w.ThreadStack(trace.ThreadStack{Process: p.id, Index: s.thread, Time: rec.clock.ns(w[2]),
 			HighWater: stackInUse(w[3]), Size: w[4]}))
@@ -851,15 +895,18 @@ func (p *process) reallocated(rec *Recorder, s *slotReader, api trace.API, stack
 const usableSlack = 2 * 4096
 
 const (
-	allocWords = 6
-	freeWords  = 5
+	allocWords     = 6
+	freeWords      = 5
+	allocSameWords = 4
+	freeSameWords  = 3
 )
 
 // recordWords is how many words the agent writes of each kind of record,
 // at least: allocWords and freeWords for the commonest two, as
 // constants for the drain (run).
 var recordWords = [...]int{recAlloc: allocWords, recFree: freeWords, recRealloc: 8, recSkip: 2, recModule: 6, recUnload: 4,
-	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4, recPointers: 3, recSpawn: 5}
+	recThread: 4, recExit: 4, recThreadEnd: 3, recFork: 3, recStack: 5, recCalls: 6, recDeepest: 5, recScan: 4, recPointers: 3, recSpawn: 5,
+	recAllocSame: allocSameWords, recFreeSame: freeSameWords}
 
 // deepest writes a DEEPEST record w of slot s: the call stack of the
 // thread's deepest function entry, with its frames' sizes (two 32-bit

@@ -5,7 +5,7 @@ package record
 
 const (
 	regionMagic     = 0x314d485354544d4d
-	protocolVersion = 9
+	protocolVersion = 10
 	helloMagic      = 0x4f4c4548
 	headerSize      = 4096
 	execStatic      = 2
@@ -36,6 +36,8 @@ const (
 	recScan      = 14
 	recPointers  = 15
 	recSpawn     = 16
+	recAllocSame = 17
+	recFreeSame  = 18
 
 	stackShift = 24
 	apiShift   = 16

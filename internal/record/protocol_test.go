@@ -30,7 +30,7 @@ func TestProtocolMatchesC(t *testing.T) {
 		{"MT_REC_SKIP", recSkip}, {"MT_REC_MODULE", recModule}, {"MT_REC_UNLOAD", recUnload},
 		{"MT_REC_THREAD", recThread}, {"MT_REC_EXIT", recExit}, {"MT_REC_THREAD_END", recThreadEnd},
 		{"MT_REC_FORK", recFork}, {"MT_REC_STACK", recStack},
-		{"MT_REC_CALLS", recCalls}, {"MT_REC_DEEPEST", recDeepest}, {"MT_REC_SCAN", recScan}, {"MT_REC_POINTERS", recPointers}, {"MT_REC_SPAWN", recSpawn}, {"MT_STACK_SHIFT", stackShift}, {"MT_MODULE_CUT", trace.ModuleCut}, {"MT_MAX_FRAMES_LIMIT", MaxFramesLimit}, {"MT_API_SHIFT", apiShift},
+		{"MT_REC_CALLS", recCalls}, {"MT_REC_DEEPEST", recDeepest}, {"MT_REC_SCAN", recScan}, {"MT_REC_POINTERS", recPointers}, {"MT_REC_SPAWN", recSpawn}, {"MT_REC_ALLOC_SAME", recAllocSame}, {"MT_REC_FREE_SAME", recFreeSame}, {"MT_STACK_SHIFT", stackShift}, {"MT_MODULE_CUT", trace.ModuleCut}, {"MT_MAX_FRAMES_LIMIT", MaxFramesLimit}, {"MT_API_SHIFT", apiShift},
 		{"offsetof(struct mt_header, magic)", hdrMagic}, {"offsetof(struct mt_header, version)", hdrVersion},
 		{"offsetof(struct mt_header, nslots)", hdrNslots}, {"offsetof(struct mt_header, region_size)", hdrRegionSize},
 		{"offsetof(struct mt_header, ring_size)", hdrRingSize}, {"offsetof(struct mt_header, rings_offset)", hdrRingsOffset},

@@ -106,6 +106,10 @@ struct mt_thread {
 	uintptr_t paint_lo, paint_hi; /* the part of it painted (stackuse.c) */
 	uint32_t stack_grows; /* the main thread's: its mapping grows down to stack_lo */
 	uint64_t stack_use;  /* bytes of stack in use at the event being recorded; 0 unknown */
+	/* The tsc and stack in use of the latest ALLOC or FREE record in the
+	 * thread's ring (same_tsc ~0 before the first): an allocation or free
+	 * that has both the same is written short (ALLOC_SAME, FREE_SAME). */
+	uint64_t same_tsc, same_use;
 	uint64_t *ring;    /* ring data of its slot */
 	struct mt_slot *ctl;
 	uint64_t ring_mask; /* ring size in bytes - 1 */

@@ -141,22 +141,40 @@ static void emit_free_pointers(struct mt_thread *t, enum mt_api api, const void 
 	rec[2] = mt_tsc();
 	rec[3] = (uintptr_t)p;
 	rec[4] = t->stack_use;
-	mt_emit(t, rec, k);
+	uint64_t at;
+	if (mt_reserve(t, k, &at)) {
+		t->same_tsc = rec[2], t->same_use = rec[4];
+		mt_put(t, at, rec, k);
+	}
 }
 
 /* emit_wrapped is the end of emit_alloc and emit_free (k words: an
- * allocation's record of 6, with size n, or a free's of 5) for a record
- * that wraps around the ring's end: rare, and out of line, so that the
- * hooks keep no room on the stack for the record. */
-static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t w, uint64_t head, const void *p, size_t n,
-						   unsigned k)
+ * allocation's record of 6 or 4 (ALLOC_SAME), with size n, or a free's of
+ * 5 or 3 (FREE_SAME)) for a record that wraps around the ring's end: rare,
+ * and out of line, so that the hooks keep no room on the stack for the
+ * record. */
+static __attribute__((noinline)) void emit_wrapped(struct mt_thread *t, uint64_t w, uint64_t head, uint64_t tsc, const void *p,
+						   size_t n, unsigned k)
 {
-	uint64_t rec[6] = {head, mt_seq_of(t, mt_proc.hdr), mt_tsc(), (uintptr_t)p, n, t->stack_use};
-	if (k == 5)
+	uint64_t rec[6] = {head, mt_seq_of(t, mt_proc.hdr), tsc, (uintptr_t)p, n, t->stack_use};
+	switch (k) {
+	case 5:
 		rec[4] = t->stack_use;
+		break;
+	case 4:
+		rec[2] = (uintptr_t)p, rec[3] = n;
+		break;
+	case 3:
+		rec[2] = (uintptr_t)p;
+		break;
+	}
 	mt_put_wrapped(t, w, rec, k);
 }
 
+/* emit_alloc records an allocation of n bytes at p; emit_free a free of
+ * p. Each reserves room for a whole record, and writes a short one
+ * (ALLOC_SAME, FREE_SAME) when the event's time and stack in use are
+ * those of the thread's latest whole record: in a loop, as most are. */
 static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t, enum mt_api api, const void *p, size_t n)
 {
 	note_block(mt_proc.hdr, p, n);
@@ -164,15 +182,29 @@ static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t
 	if (!mt_reserve(t, 6, &w))
 		return;
 	struct mt_header *h = mt_proc.hdr; /* here: not kept across mt_reserve's call */
-	uint64_t head = MT_REC_ALLOC | 6 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
+	uint64_t tsc = mt_tsc_of(h), use = t->stack_use;
+	uint64_t tail = (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
 	uint64_t at = mt_ring_at(t, w);
+	if (tsc == t->same_tsc && use == t->same_use) {
+		uint64_t head = MT_REC_ALLOC_SAME | 4 << 8 | tail;
+		if (MT_LIKELY(mt_ring_fits(t, at, 4))) {
+			uint64_t *to = mt_ring_word(t, at);
+			to[0] = head, to[1] = mt_seq_of(t, h), to[2] = (uintptr_t)p, to[3] = n;
+			mt_publish(t, w, at, 4);
+			return;
+		}
+		emit_wrapped(t, w, head, tsc, p, n, 4);
+		return;
+	}
+	t->same_tsc = tsc, t->same_use = use;
+	uint64_t head = MT_REC_ALLOC | 6 << 8 | tail;
 	if (MT_LIKELY(mt_ring_fits(t, at, 6))) {
 		uint64_t *to = mt_ring_word(t, at);
-		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = mt_tsc_of(h), to[3] = (uintptr_t)p, to[4] = n, to[5] = t->stack_use;
+		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = tsc, to[3] = (uintptr_t)p, to[4] = n, to[5] = use;
 		mt_publish(t, w, at, 6);
 		return;
 	}
-	emit_wrapped(t, w, head, p, n, 6);
+	emit_wrapped(t, w, head, tsc, p, n, 6);
 }
 
 static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
@@ -185,15 +217,29 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 	if (!mt_reserve(t, 5, &w))
 		return;
 	struct mt_header *h = mt_proc.hdr;
-	uint64_t head = MT_REC_FREE | 5 << 8 | (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
+	uint64_t tsc = mt_tsc_of(h), use = t->stack_use;
+	uint64_t tail = (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
 	uint64_t at = mt_ring_at(t, w);
+	if (tsc == t->same_tsc && use == t->same_use) {
+		uint64_t head = MT_REC_FREE_SAME | 3 << 8 | tail;
+		if (MT_LIKELY(mt_ring_fits(t, at, 3))) {
+			uint64_t *to = mt_ring_word(t, at);
+			to[0] = head, to[1] = mt_seq_of(t, h), to[2] = (uintptr_t)p;
+			mt_publish(t, w, at, 3);
+			return;
+		}
+		emit_wrapped(t, w, head, tsc, p, 0, 3);
+		return;
+	}
+	t->same_tsc = tsc, t->same_use = use;
+	uint64_t head = MT_REC_FREE | 5 << 8 | tail;
 	if (MT_LIKELY(mt_ring_fits(t, at, 5))) {
 		uint64_t *to = mt_ring_word(t, at);
-		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = mt_tsc_of(h), to[3] = (uintptr_t)p, to[4] = t->stack_use;
+		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = tsc, to[3] = (uintptr_t)p, to[4] = use;
 		mt_publish(t, w, at, 5);
 		return;
 	}
-	emit_wrapped(t, w, head, p, 0, 5);
+	emit_wrapped(t, w, head, tsc, p, 0, 5);
 }
 
 /* ---- never-written memory ----

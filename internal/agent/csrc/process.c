@@ -467,6 +467,7 @@ static int attach(struct mt_thread *t)
 	}
 	t->gen = mt_proc.gen;
 	t->slot = slot;
+	t->same_tsc = ~(uint64_t)0; /* the ring's first allocation or free is written whole */
 	t->ctl = &mt_proc.slots[slot];
 	uint64_t size = slot == 0 ? hdr->first_ring_size : hdr->ring_size;
 	uint64_t off = slot == 0 ? 0 : hdr->first_ring_size + (uint64_t)(slot - 1) * hdr->ring_size;

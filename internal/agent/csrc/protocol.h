@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MT_REGION_MAGIC 0x314d485354544d4dULL /* "MMTTSHM1" */
-#define MT_PROTOCOL_VERSION 9
+#define MT_PROTOCOL_VERSION 10
 #define MT_HELLO_MAGIC 0x4f4c4548u /* "HELO" */
 #define MT_HEADER_SIZE 4096
 #define MT_EXEC_STATIC 2
@@ -50,6 +50,14 @@
  *   FREE     w0: api<<16 | stack<<24   w1 seq  w2 tsc  w3 addr  w4 stack in use
  *            then, with mt_header.free_pointers, the words of the block
  *            that may point to a block, as in POINTERS
+ *   ALLOC_SAME  w0: api<<16 | stack<<24   w1 seq  w2 addr  w3 size
+ *   FREE_SAME   w0: api<<16 | stack<<24   w1 seq  w2 addr
+ *            an ALLOC or a FREE whose tsc and stack in use are those of
+ *            the latest ALLOC or FREE record of the same ring (of any
+ *            length; never one of these two): a thread in a loop of
+ *            allocations writes a third less to its ring. The first
+ *            allocation or free a thread records in a ring is a whole
+ *            ALLOC or FREE.
  *   REALLOC  w0: api<<16 | stack<<24   w1 seq of the release of the old block
  *            w2 seq of the new block   w3 tsc  w4 old addr  w5 new addr  w6 size
  *            w7 stack in use
@@ -126,6 +134,8 @@
 #define MT_REC_SCAN 14
 #define MT_REC_POINTERS 15
 #define MT_REC_SPAWN 16
+#define MT_REC_ALLOC_SAME 17
+#define MT_REC_FREE_SAME 18
 
 #define MT_STACK_SHIFT 24
 #define MT_API_SHIFT 16
