@@ -48,6 +48,9 @@ func TestSlice(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		return
 	}
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage"); err != nil {
+		t.Skipf("a kernel without transparent huge pages refuses the advice: %v", err)
+	}
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
 	mid := (start + Huge - 1) &^ (Huge - 1) // inside the advised span
 	flags, err := vmFlags(mid)
