@@ -21,8 +21,11 @@ int main(int argc, char **argv)
 	if (strcmp(how, "kill") == 0)
 		raise(SIGKILL);
 	if (strcmp(how, "invalidfree") == 0) {
-		int local;
-		free(&local); /* glibc aborts: free(): invalid pointer */
+		/* A pointer into a live block, off its alignment: glibc's
+		 * first check refuses it and aborts (free(): invalid pointer)
+		 * whatever the memory before it holds, which a local's
+		 * address would leave to the stack's stale words. */
+		free((char *)sink + 1);
 	}
 	if (strcmp(how, "doublefree") == 0) {
 		void *q = malloc(24);
