@@ -696,20 +696,14 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	w := s.head
 	var ev *trace.Event
 	switch kind := w[0] & 0xff; {
-	case kind == recAllocSame && len(w) == allocSameWords && len(p.parked) == 0 && s.haveSame:
-		ev = rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), s.sameTsc, w[0]>>stackShift&0xffffffff)
-		ev.Addr, ev.Size, ev.StackInUse = w[2], w[3], stackInUse(s.sameUse)
-	case kind == recFreeSame && len(w) == freeSameWords && len(s.pointers) == 0 && s.haveSame:
-		ev = rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), s.sameTsc, w[0]>>stackShift&0xffffffff)
-		ev.Addr, ev.StackInUse = w[2], stackInUse(s.sameUse)
-	case kind == recAlloc && len(w) >= recordWords[recAlloc] && len(p.parked) == 0:
-		ev = rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
-		ev.Addr, ev.Size, ev.StackInUse = w[3], w[4], stackInUse(w[5])
-		s.sameTsc, s.sameUse, s.haveSame = w[2], w[5], true
-	case kind == recFree && len(w) == recordWords[recFree] && len(s.pointers) == 0:
-		ev = rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), w[2], w[0]>>stackShift&0xffffffff)
-		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
-		s.sameTsc, s.sameUse, s.haveSame = w[2], w[4], true
+	case len(p.parked) == 0 && (kind == recAlloc && len(w) >= allocWords || kind == recAllocSame && len(w) == allocSameWords && s.haveSame):
+		tsc, addr, size, inUse := s.fields(kind, w)
+		ev = rec.newEvent(trace.KindAlloc, trace.API(w[0]>>apiShift&0xff), tsc, w[0]>>stackShift&0xffffffff)
+		ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
+	case len(s.pointers) == 0 && (kind == recFree && len(w) == freeWords || kind == recFreeSame && len(w) == freeSameWords && s.haveSame):
+		tsc, addr, _, inUse := s.fields(kind, w)
+		ev = rec.newEvent(trace.KindFree, trace.API(w[0]>>apiShift&0xff), tsc, w[0]>>stackShift&0xffffffff)
+		ev.Addr, ev.StackInUse = addr, stackInUse(inUse)
 	default:
 		return p.handleOther(rec, s, final)
 	}
@@ -720,6 +714,25 @@ func (p *process) handle(rec *Recorder, s *slotReader, final bool) bool {
 	p.nextSeq++
 	s.consume(p.region)
 	return true
+}
+
+// fields returns the time, address, size (0 for a free) and stack in use
+// of ALLOC, FREE, ALLOC_SAME or FREE_SAME record w of kind, whose length
+// was checked, the short ones with the slot's reference, which a whole
+// one becomes. The drain's run decodes them itself, as arrays.
+func (s *slotReader) fields(kind uint64, w []uint64) (tsc, addr, size, inUse uint64) {
+	switch kind {
+	case recAlloc:
+		s.sameTsc, s.sameUse, s.haveSame = w[2], w[5], true
+		return w[2], w[3], w[4], w[5]
+	case recFree:
+		s.sameTsc, s.sameUse, s.haveSame = w[2], w[4], true
+		return w[2], w[3], 0, w[4]
+	case recAllocSame:
+		return s.sameTsc, w[2], w[3], s.sameUse
+	default: // recFreeSame
+		return s.sameTsc, w[2], 0, s.sameUse
+	}
 }
 
 // handleOther is handle for any record.
@@ -738,36 +751,26 @@ func (p *process) handleOther(rec *Recorder, s *slotReader, final bool) bool {
 	}
 	switch kind {
 	case recAlloc, recAllocSame:
-		tsc, addr, size, inUse := s.sameTsc, w[2], w[3], s.sameUse
-		if kind == recAlloc {
-			tsc, addr, size, inUse = w[2], w[3], w[4], w[5]
-			s.sameTsc, s.sameUse, s.haveSame = tsc, inUse, true
-		}
+		tsc, addr, size, inUse := s.fields(kind, w)
 		if len(p.parked) > 0 {
 			p.allocated(rec, addr)
 		}
 		ev := rec.newEvent(trace.KindAlloc, api, tsc, p.stack(rec, stack))
 		ev.Addr, ev.Size, ev.StackInUse = addr, size, stackInUse(inUse)
 		rec.event(p, s, ev)
-	case recFreeSame:
-		ev := rec.newEvent(trace.KindFree, api, s.sameTsc, p.stack(rec, stack))
-		ev.Addr, ev.StackInUse = w[2], stackInUse(s.sameUse)
-		if len(s.pointers) > 0 {
-			if p.live != nil && s.pointersOf == ev.Addr {
-				p.live.freeing(trace.LeakOrigin{Parent: ev.Addr, Time: ev.Time, Thread: s.thread, Stack: ev.Stack}, s.pointers)
-			}
-			s.pointers = s.pointers[:0]
+	case recFree, recFreeSame:
+		tsc, addr, _, inUse := s.fields(kind, w)
+		ev := rec.newEvent(trace.KindFree, api, tsc, p.stack(rec, stack))
+		ev.Addr, ev.StackInUse = addr, stackInUse(inUse)
+		var words []uint64 // of the block, after a whole FREE's own (-leak-origins)
+		if kind == recFree {
+			words = w[freeWords:]
 		}
-		rec.event(p, s, ev)
-	case recFree:
-		ev := rec.newEvent(trace.KindFree, api, w[2], p.stack(rec, stack))
-		ev.Addr, ev.StackInUse = w[3], stackInUse(w[4])
-		s.sameTsc, s.sameUse, s.haveSame = w[2], w[4], true
-		if len(s.pointers) > 0 || len(w) > recordWords[recFree] {
+		if len(words) > 0 || len(s.pointers) > 0 {
 			if p.live != nil && (len(s.pointers) == 0 || s.pointersOf == ev.Addr) {
 				o := trace.LeakOrigin{Parent: ev.Addr, Time: ev.Time, Thread: s.thread, Stack: ev.Stack}
 				p.live.freeing(o, s.pointers)
-				p.live.freeing(o, w[recordWords[recFree]:])
+				p.live.freeing(o, words)
 			}
 			s.pointers = s.pointers[:0]
 		}

@@ -183,28 +183,23 @@ static inline __attribute__((always_inline)) void emit_alloc(struct mt_thread *t
 		return;
 	struct mt_header *h = mt_proc.hdr; /* here: not kept across mt_reserve's call */
 	uint64_t tsc = mt_tsc_of(h), use = t->stack_use;
-	uint64_t tail = (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
-	uint64_t at = mt_ring_at(t, w);
-	if (tsc == t->same_tsc && use == t->same_use) {
-		uint64_t head = MT_REC_ALLOC_SAME | 4 << 8 | tail;
-		if (MT_LIKELY(mt_ring_fits(t, at, 4))) {
-			uint64_t *to = mt_ring_word(t, at);
-			to[0] = head, to[1] = mt_seq_of(t, h), to[2] = (uintptr_t)p, to[3] = n;
-			mt_publish(t, w, at, 4);
-			return;
-		}
-		emit_wrapped(t, w, head, tsc, p, n, 4);
-		return;
-	}
+	int same = tsc == t->same_tsc && use == t->same_use;
+	unsigned k = same ? 4 : 6;
+	uint64_t head = (same ? MT_REC_ALLOC_SAME : MT_REC_ALLOC) | (uint64_t)k << 8 | (uint64_t)api << MT_API_SHIFT |
+			(uint64_t)t->stack_id << MT_STACK_SHIFT;
 	t->same_tsc = tsc, t->same_use = use;
-	uint64_t head = MT_REC_ALLOC | 6 << 8 | tail;
-	if (MT_LIKELY(mt_ring_fits(t, at, 6))) {
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, k))) {
 		uint64_t *to = mt_ring_word(t, at);
-		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = tsc, to[3] = (uintptr_t)p, to[4] = n, to[5] = use;
-		mt_publish(t, w, at, 6);
+		to[0] = head, to[1] = mt_seq_of(t, h);
+		if (same)
+			to[2] = (uintptr_t)p, to[3] = n;
+		else
+			to[2] = tsc, to[3] = (uintptr_t)p, to[4] = n, to[5] = use;
+		mt_publish(t, w, at, k);
 		return;
 	}
-	emit_wrapped(t, w, head, tsc, p, n, 6);
+	emit_wrapped(t, w, head, tsc, p, n, k);
 }
 
 static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t, enum mt_api api, const void *p)
@@ -218,28 +213,23 @@ static inline __attribute__((always_inline)) void emit_free(struct mt_thread *t,
 		return;
 	struct mt_header *h = mt_proc.hdr;
 	uint64_t tsc = mt_tsc_of(h), use = t->stack_use;
-	uint64_t tail = (uint64_t)api << MT_API_SHIFT | (uint64_t)t->stack_id << MT_STACK_SHIFT;
-	uint64_t at = mt_ring_at(t, w);
-	if (tsc == t->same_tsc && use == t->same_use) {
-		uint64_t head = MT_REC_FREE_SAME | 3 << 8 | tail;
-		if (MT_LIKELY(mt_ring_fits(t, at, 3))) {
-			uint64_t *to = mt_ring_word(t, at);
-			to[0] = head, to[1] = mt_seq_of(t, h), to[2] = (uintptr_t)p;
-			mt_publish(t, w, at, 3);
-			return;
-		}
-		emit_wrapped(t, w, head, tsc, p, 0, 3);
-		return;
-	}
+	int same = tsc == t->same_tsc && use == t->same_use;
+	unsigned k = same ? 3 : 5;
+	uint64_t head = (same ? MT_REC_FREE_SAME : MT_REC_FREE) | (uint64_t)k << 8 | (uint64_t)api << MT_API_SHIFT |
+			(uint64_t)t->stack_id << MT_STACK_SHIFT;
 	t->same_tsc = tsc, t->same_use = use;
-	uint64_t head = MT_REC_FREE | 5 << 8 | tail;
-	if (MT_LIKELY(mt_ring_fits(t, at, 5))) {
+	uint64_t at = mt_ring_at(t, w);
+	if (MT_LIKELY(mt_ring_fits(t, at, k))) {
 		uint64_t *to = mt_ring_word(t, at);
-		to[0] = head, to[1] = mt_seq_of(t, h), to[2] = tsc, to[3] = (uintptr_t)p, to[4] = use;
-		mt_publish(t, w, at, 5);
+		to[0] = head, to[1] = mt_seq_of(t, h);
+		if (same)
+			to[2] = (uintptr_t)p;
+		else
+			to[2] = tsc, to[3] = (uintptr_t)p, to[4] = use;
+		mt_publish(t, w, at, k);
 		return;
 	}
-	emit_wrapped(t, w, head, tsc, p, 0, 5);
+	emit_wrapped(t, w, head, tsc, p, 0, k);
 }
 
 /* ---- never-written memory ----
